@@ -1,0 +1,168 @@
+/**
+ * A deterministic fake shell for the planner, used by the unit tests and the simulator: a fake Git (commit SHAs
+ * are hashes of base + PR head, so the same PR on the same base gives the same SHA), automatic answers to
+ * BuildRun / Merge / TryDirectMerge, and pre-generated run ids. Not used by the service.
+ */
+import { initialState, step } from "./step.ts"
+import type { Command, PlannerConfig, PlannerEvent, QueueState, Run, RunItem, StepResult } from "./types.ts"
+
+/** FNV-1a based 40-hex-digit fake SHA. */
+export const fakeSha = (s: string): string => {
+  let out = ""
+  let h = 0x811c9dc5
+  for (let round = 0; round < 5; round++) {
+    for (let i = 0; i < s.length; i++) {
+      h ^= s.charCodeAt(i)
+      h = Math.imul(h, 0x01000193) >>> 0
+    }
+    h ^= round
+    h = Math.imul(h, 0x01000193) >>> 0
+    out += h.toString(16).padStart(8, "0")
+  }
+  return out
+}
+
+export const applyItem = (base: string, it: RunItem): string => fakeSha(`${base}|${it.prNumber}|${it.headSha}`)
+
+export const commitsOf = (baseSha: string, items: readonly RunItem[]): string[] => {
+  const out: string[] = []
+  let cur = baseSha
+  for (const it of items) {
+    cur = applyItem(cur, it)
+    out.push(cur)
+  }
+  return out
+}
+
+export const defaultConfig: PlannerConfig = {
+  state: "running",
+  mode: "single",
+  concurrency: 1,
+  bisectionConcurrency: 1,
+  testingTimeoutMinutes: 300,
+  pendingFailureDepth: 0,
+  canOptimisticallyMerge: false,
+  batch: false,
+  batchingMaxWaitTimeMinutes: 5,
+  batchingMinSize: 4,
+  directMergeMode: "off",
+  optimizationMode: "off",
+  mergeMethod: "squash"
+}
+
+export interface KitOptions {
+  /** answer BuildRun with RunBuilt at once (default true) */
+  readonly autoBuild?: boolean
+  /** answer Merge at once with a compare-and-swap on the fake target (default true) */
+  readonly autoMerge?: boolean
+  /** answer TryDirectMerge (default: not merged) */
+  readonly directMerge?: (prNumber: number) => boolean
+  /** PRs whose application conflicts (RunBuildFailed with START_TEST_RUN_MERGE_CONFLICT) */
+  readonly conflicts?: ReadonlySet<number>
+  /** check every step is pure: stepping a JSON copy of the state, and the same state again, gives the same result */
+  readonly checkPurity?: boolean
+}
+
+export interface Kit {
+  state: QueueState
+  now: number
+  /** the real target branch of the fake Git */
+  target: string
+  readonly results: StepResult[]
+  readonly commands: Command[]
+  /** every run record ever reported, latest version */
+  readonly allRuns: Map<string, Run>
+  /** commits every succeeded run built, for the one promise */
+  readonly verifiedCommits: Set<string>
+  /** the targets the fake Git moved to by Merge */
+  readonly mergedTo: string[]
+  send: (ev: PlannerEvent) => StepResult[]
+  nextId: () => string
+}
+
+export const makeKit = (config: Partial<PlannerConfig> = {}, opts: KitOptions = {}, initialTarget = "base"): Kit => {
+  const target = fakeSha(initialTarget)
+  let n = 0
+  const kit: Kit = {
+    state: initialState({ ...defaultConfig, ...config }, target),
+    now: 1_000_000,
+    target,
+    results: [],
+    commands: [],
+    allRuns: new Map(),
+    verifiedCommits: new Set([target]),
+    mergedTo: [],
+    nextId: () => `run${++n}`,
+    send: (ev) => {
+      const out: StepResult[] = []
+      const queue: PlannerEvent[] = [ev]
+      for (let guard = 0; queue.length > 0 && guard < 10_000; guard++) {
+        const e = queue.shift()!
+        const ids: string[] = []
+        for (let k = 0; k < 2 * kit.state.config.concurrency + kit.state.config.bisectionConcurrency + 8; k++) {
+          ids.push(kit.nextId())
+        }
+        const before = kit.state
+        const beforeJson = opts.checkPurity ? JSON.stringify(before) : ""
+        const r = step(before, { ...e, newIds: ids } as PlannerEvent, kit.now)
+        if (opts.checkPurity) {
+          const json = JSON.stringify(r)
+          const again = JSON.stringify(step(before, { ...e, newIds: ids } as PlannerEvent, kit.now))
+          const fresh = JSON.stringify(step(JSON.parse(beforeJson), { ...e, newIds: ids } as PlannerEvent, kit.now))
+          if (JSON.stringify(before) !== beforeJson) throw new Error("step mutated its input")
+          if (again !== json || fresh !== json) throw new Error(`step is not pure for ${e._tag}`)
+        }
+        // unused ids are given back
+        const used = new Set(r.runChanges.map((x) => x.id))
+        n -= ids.filter((id) => !used.has(id)).length
+        kit.state = r.state
+        kit.results.push(r)
+        out.push(r)
+        for (const run of r.runChanges) {
+          kit.allRuns.set(run.id, run)
+          if (run.status === "succeeded") for (const c of run.commits) kit.verifiedCommits.add(c)
+        }
+        for (const c of r.commands) {
+          kit.commands.push(c)
+          if (c._tag === "BuildRun" && opts.autoBuild !== false) {
+            const conflict = c.run.items.find((it) => opts.conflicts?.has(it.prNumber))
+            if (conflict !== undefined) {
+              queue.push({
+                _tag: "RunBuildFailed",
+                runId: c.run.id,
+                entryId: conflict.entryId,
+                reason: "START_TEST_RUN_MERGE_CONFLICT"
+              })
+            } else {
+              const commits = commitsOf(c.run.baseSha, c.run.items)
+              queue.push({ _tag: "RunBuilt", runId: c.run.id, testBranchSha: commits[commits.length - 1]!, commits })
+            }
+          } else if (c._tag === "Merge" && opts.autoMerge !== false) {
+            if (c.expectedSha !== kit.target) {
+              queue.push({
+                _tag: "MergeFailed",
+                runId: c.runId,
+                entryIds: c.entryIds,
+                reason: "TARGET_MOVED",
+                actualTargetSha: kit.target
+              })
+            } else {
+              kit.target = c.rebaseOnto ? fakeSha(`${kit.target}+${c.newSha}`) : c.newSha
+              kit.mergedTo.push(kit.target)
+              queue.push({ _tag: "MergeSucceeded", runId: c.runId, entryIds: c.entryIds, newSha: kit.target })
+            }
+          } else if (c._tag === "TryDirectMerge") {
+            const ok = opts.directMerge?.(c.prNumber) ?? false
+            if (ok && c.expectedSha === kit.target) {
+              kit.target = fakeSha(`${kit.target}|direct|${c.headSha}`)
+              kit.mergedTo.push(kit.target)
+              queue.push({ _tag: "DirectMergeResult", entryId: c.entryId, merged: true, newSha: kit.target })
+            } else queue.push({ _tag: "DirectMergeResult", entryId: c.entryId, merged: false, newSha: null })
+          }
+        }
+      }
+      return out
+    }
+  }
+  return kit
+}

@@ -1,0 +1,367 @@
+/**
+ * Types of the pure queue planner. Everything here is plain, JSON-serialisable data: the shell stores a
+ * `QueueState` as one JSON document per queue and feeds `PlannerEvent`s to `step`.
+ */
+
+export type EntryState =
+  | "not_ready"
+  | "pending"
+  | "testing"
+  | "tests_passed"
+  | "pending_failure"
+  | "merged"
+  | "failed"
+  | "cancelled"
+
+export type QueueRunState = "running" | "paused" | "draining" | "switching_modes"
+
+export type QueueMode = "single" | "parallel"
+
+export interface PlannerConfig {
+  readonly state: QueueRunState
+  readonly mode: QueueMode
+  readonly concurrency: number
+  readonly bisectionConcurrency: number
+  readonly testingTimeoutMinutes: number
+  readonly pendingFailureDepth: number
+  readonly canOptimisticallyMerge: boolean
+  readonly batch: boolean
+  readonly batchingMaxWaitTimeMinutes: number
+  readonly batchingMinSize: number
+  readonly directMergeMode: "off" | "always"
+  readonly optimizationMode: "off" | "bisection_skip_redundant_tests"
+  readonly mergeMethod: "merge_commit" | "squash" | "rebase"
+}
+
+export type ImpactedTargets = readonly string[] | "ALL"
+
+/** One pull request applied on top of a run's base, in order. */
+export interface RunItem {
+  readonly entryId: string
+  readonly prNumber: number
+  readonly headSha: string
+}
+
+/** The content of a run that is known to fail (used by `bisection_skip_redundant_tests`). */
+export interface KnownFailure {
+  readonly baseSha: string
+  /** commits[i] = sha after items[i] (may be empty when the run never built) */
+  readonly commits: readonly string[]
+  readonly items: readonly RunItem[]
+  readonly reason: string
+  readonly runId: string
+}
+
+/** Bisection bookkeeping: entries of one segment are tested together in one bisection run. */
+export interface Segment {
+  /** id of the main run whose failure started the bisection */
+  readonly root: string
+  readonly id: string
+  readonly knownFailure: KnownFailure | null
+  /** its run failed while entries ahead of it were still undecided: it waits for them before running again */
+  readonly blocked: boolean
+}
+
+export interface EntryFailure {
+  readonly reason: string
+  readonly runId: string | null
+  /** entries ahead in the failed run's chain that are not resolved yet */
+  readonly waitingOn: readonly string[]
+  /** runs behind that keep running because of pendingFailureDepth */
+  readonly holdRunIds: readonly string[]
+}
+
+export interface Entry {
+  readonly id: string
+  readonly prNumber: number
+  readonly headSha: string
+  readonly priority: number
+  readonly noBatch: boolean
+  readonly submittedAt: number
+  /** monotonic submission order */
+  readonly seq: number
+  readonly state: EntryState
+  readonly stateChangedAt: number
+  /** the run it is tested in now */
+  readonly runId: string | null
+  readonly verifiedByTestRun: string | null
+  /** impacted targets for `headSha` (parallel mode) */
+  readonly impactedTargets: ImpactedTargets | null
+  /** the shell's readiness (mergeability); false keeps the entry not_ready */
+  readonly ready: boolean
+  /** when it first became pending (batch wait) */
+  readonly eligibleAt: number | null
+  readonly failure: EntryFailure | null
+  readonly segment: Segment | null
+  /** part of an outstanding Merge command */
+  readonly merging: boolean
+  /** a cancel that arrived while merging, applied if the merge fails */
+  readonly cancelRequested: string | null
+  /** direct merge: none yet, in flight, or already tried for this head */
+  readonly directMerge: "none" | "trying" | "tried"
+}
+
+export type RunStatus = "building" | "in_progress" | "succeeded" | "failed" | "cancelled"
+
+export interface Run {
+  /** UUID, or `<parent uuid>-bisection-<k>` */
+  readonly id: string
+  /** `trunk-merge/pr-<N>/<id>`, N = first tested PR */
+  readonly branch: string
+  readonly queueType: "main" | "bisection"
+  /** for bisection runs: the main run whose failure started the bisection */
+  readonly parentRunId: string | null
+  readonly baseSha: string
+  /** applied in order on baseSha: first the chain ahead, then the tested entries */
+  readonly items: readonly RunItem[]
+  readonly testedEntryIds: readonly string[]
+  /** parallel mode: prNumbers of the untested items (the dependencies); [] in single mode */
+  readonly dependentPrs: readonly number[]
+  readonly status: RunStatus
+  readonly createdAt: number
+  readonly startedAt: number | null
+  readonly endedAt: number | null
+  readonly testBranchSha: string | null
+  /** sha after each item, once built */
+  readonly commits: readonly string[]
+  readonly failureReason: string | null
+  /** the sha the run's unmerged items apply onto (moves when a prefix of its items merges fast-forward) */
+  readonly effectiveBase: string
+  /** items of this run that were merged since it was created */
+  readonly mergedEntryIds: readonly string[]
+}
+
+export type RunRecord = Run
+
+export interface MergeInFlight {
+  readonly kind: "run" | "direct"
+  readonly runId: string | null
+  readonly entryIds: readonly string[]
+  readonly expectedSha: string
+  readonly newSha: string | null
+  readonly rebaseOnto: boolean
+}
+
+export interface ModeSwitch {
+  readonly mode: QueueMode
+  readonly resumeState: QueueRunState
+}
+
+export interface QueueState {
+  readonly config: PlannerConfig
+  readonly targetSha: string | null
+  /** active entries, in queue (testing) order */
+  readonly entries: readonly Entry[]
+  /** active runs */
+  readonly runs: readonly Run[]
+  readonly nextSeq: number
+  readonly merging: MergeInFlight | null
+  readonly switching: ModeSwitch | null
+  /** next bisection number per parent run */
+  readonly bisectionCounters: Readonly<Record<string, number>>
+}
+
+// ---------------------------------------------------------------- events
+
+interface EventBase {
+  /** UUIDs pre-generated by the shell; the planner takes new run ids from here, in order */
+  readonly newIds?: readonly string[]
+}
+
+export interface Submitted extends EventBase {
+  readonly _tag: "Submitted"
+  readonly entryId: string
+  readonly prNumber: number
+  readonly headSha: string
+  readonly priority: number
+  readonly noBatch: boolean
+  readonly ready: boolean
+}
+export interface Cancelled extends EventBase {
+  readonly _tag: "Cancelled"
+  readonly prNumber: number
+  readonly reason: string
+}
+export interface RestartRequested extends EventBase {
+  readonly _tag: "RestartRequested"
+  readonly prNumber: number
+}
+export interface RunBuilt extends EventBase {
+  readonly _tag: "RunBuilt"
+  readonly runId: string
+  readonly testBranchSha: string
+  readonly commits: readonly string[]
+}
+export interface RunBuildFailed extends EventBase {
+  readonly _tag: "RunBuildFailed"
+  readonly runId: string
+  readonly entryId: string | null
+  readonly reason: string
+}
+export interface RunCompleted extends EventBase {
+  readonly _tag: "RunCompleted"
+  readonly runId: string
+  readonly outcome: "succeeded" | "failed"
+  readonly reason: string
+}
+export interface Tick extends EventBase {
+  readonly _tag: "Tick"
+}
+export interface TargetMoved extends EventBase {
+  readonly _tag: "TargetMoved"
+  readonly sha: string
+}
+export interface PrHeadMoved extends EventBase {
+  readonly _tag: "PrHeadMoved"
+  readonly prNumber: number
+  readonly sha: string
+}
+export interface ConfigChanged extends EventBase {
+  readonly _tag: "ConfigChanged"
+  readonly config: PlannerConfig
+}
+export interface MergeSucceeded extends EventBase {
+  readonly _tag: "MergeSucceeded"
+  readonly runId: string
+  readonly entryIds: readonly string[]
+  readonly newSha: string
+}
+export interface MergeFailed extends EventBase {
+  readonly _tag: "MergeFailed"
+  readonly runId: string
+  readonly entryIds: readonly string[]
+  readonly reason: string
+  readonly actualTargetSha: string
+}
+export interface ImpactedTargetsSet extends EventBase {
+  readonly _tag: "ImpactedTargetsSet"
+  readonly prNumber: number
+  readonly sha: string
+  readonly targets: ImpactedTargets
+}
+export interface DirectMergeResult extends EventBase {
+  readonly _tag: "DirectMergeResult"
+  readonly entryId: string
+  readonly merged: boolean
+  readonly newSha: string | null
+}
+/** The shell's readiness of an active PR changed (mergeability known, conflicts with the base, ...). */
+export interface ReadinessChanged extends EventBase {
+  readonly _tag: "ReadinessChanged"
+  readonly prNumber: number
+  readonly ready: boolean
+}
+
+export type PlannerEvent =
+  | Submitted
+  | Cancelled
+  | RestartRequested
+  | RunBuilt
+  | RunBuildFailed
+  | RunCompleted
+  | Tick
+  | TargetMoved
+  | PrHeadMoved
+  | ConfigChanged
+  | MergeSucceeded
+  | MergeFailed
+  | ImpactedTargetsSet
+  | DirectMergeResult
+  | ReadinessChanged
+
+// ---------------------------------------------------------------- commands
+
+export interface BuildRun {
+  readonly _tag: "BuildRun"
+  readonly run: RunRecord
+  readonly mergeMethod: PlannerConfig["mergeMethod"]
+}
+export interface DeleteBranch {
+  readonly _tag: "DeleteBranch"
+  readonly runId: string
+  readonly branch: string
+}
+export interface Merge {
+  readonly _tag: "Merge"
+  readonly runId: string
+  readonly entryIds: readonly string[]
+  readonly prNumbers: readonly number[]
+  readonly expectedSha: string
+  /** the run's commit after the last merged item */
+  readonly newSha: string
+  /** parallel mode: the run's base is not the tip; combine the run's change with the tip */
+  readonly rebaseOnto: boolean
+  readonly mergeMethod: PlannerConfig["mergeMethod"]
+}
+export interface TryDirectMerge {
+  readonly _tag: "TryDirectMerge"
+  readonly entryId: string
+  readonly prNumber: number
+  readonly headSha: string
+  readonly expectedSha: string
+}
+export interface Comment {
+  readonly _tag: "Comment"
+  readonly prNumber: number
+  readonly entryId: string
+  readonly body: string
+}
+export type PrStatusState = "queued" | "testing" | "merged" | "failed" | "cancelled"
+export interface SetStatus {
+  readonly _tag: "SetStatus"
+  readonly prNumber: number
+  readonly headSha: string
+  readonly state: PrStatusState
+  readonly description: string
+}
+export interface ScheduleWake {
+  readonly _tag: "ScheduleWake"
+  readonly at: number
+}
+export interface Wake {
+  readonly _tag: "Wake"
+}
+
+export type Command = BuildRun | DeleteBranch | Merge | TryDirectMerge | Comment | SetStatus | ScheduleWake | Wake
+
+export interface Transition {
+  readonly entryId: string
+  readonly prNumber: number
+  /** null for the first state of a new entry */
+  readonly from: EntryState | null
+  readonly to: EntryState
+  readonly reason: string
+  readonly at: number
+  readonly runId: string | null
+  readonly verifiedByTestRun: string | null
+}
+
+export interface StepResult {
+  readonly state: QueueState
+  readonly commands: readonly Command[]
+  readonly transitions: readonly Transition[]
+  readonly runChanges: readonly RunRecord[]
+}
+
+export const Reasons = {
+  submitted: "SUBMITTED",
+  ready: "READY",
+  notReady: "NOT_READY",
+  testRunStarted: "TEST_RUN_STARTED",
+  testsPassed: "TEST_RUN_PASSED",
+  merged: "MERGED",
+  directMerge: "MERGE_GRAPH_DIRECT_MERGE",
+  requiredStatusFailed: "TEST_RUN_REQUIRED_STATUS_FAILED",
+  timeout: "TEST_RUN_TIMEOUT",
+  mergeConflict: "START_TEST_RUN_MERGE_CONFLICT",
+  prerequisiteFailed: "PREREQUISITE_MERGE_ITEM_FAILED",
+  prerequisiteCancelled: "PREREQUISITE_MERGE_ITEM_CANCELLED",
+  prPushedTo: "PR_PUSHED_TO",
+  manualPush: "MANUAL_PUSH_TO_TARGET_BRANCH",
+  skipTheLine: "SKIP_THE_LINE_INTERRUPTED",
+  bisection: "BISECTION_REQUIRED",
+  restart: "RESTART_REQUESTED",
+  modeSwitched: "MODE_SWITCHED",
+  mergeRebaseFailed: "MERGE_REBASE_FAILED",
+  priorityChanged: "PRIORITY_CHANGED"
+} as const

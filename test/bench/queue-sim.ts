@@ -1,0 +1,544 @@
+/**
+ * Merge-queue simulator: drives the real planner `step` with a virtual clock and a simulated CI.
+ *
+ *   bun test/bench/queue-sim.ts            (full tables, a few minutes)
+ *   bun test/bench/queue-sim.ts --quick    (shorter horizon)
+ *
+ * CI: every run takes ~N(30, 5) minutes (at least 10), at most 8 CI runs execute at once (the budget; others wait
+ * for a slot). Each PR is bad with probability p: every run containing a bad PR fails. Every run also fails
+ * spuriously with probability f. Everything is seeded and deterministic.
+ */
+
+import type {
+  Command,
+  ImpactedTargets,
+  PlannerConfig,
+  PlannerEvent,
+  QueueState,
+  RunItem
+} from "../../src/queue/planner/index.ts"
+import { initialState, step } from "../../src/queue/planner/index.ts"
+import { commitsOf, defaultConfig, fakeSha } from "../../src/queue/planner/testkit.ts"
+
+const MIN = 60_000
+const HOUR = 60 * MIN
+
+// ------------------------------------------------------------------ seeded PRNG
+
+const mulberry32 = (seed: number) => {
+  let a = seed >>> 0
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0
+    let t = a
+    t = Math.imul(t ^ (t >>> 15), t | 1)
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
+  }
+}
+
+const normal = (rng: () => number, mean: number, sd: number) => {
+  const u = Math.max(rng(), 1e-12)
+  const v = rng()
+  return mean + sd * Math.sqrt(-2 * Math.log(u)) * Math.cos(2 * Math.PI * v)
+}
+
+// ------------------------------------------------------------------ timed event queue (binary heap)
+
+type SimEvent =
+  | { kind: "planner"; ev: PlannerEvent }
+  | { kind: "ciDone"; runId: string; job: number }
+  | { kind: "arrival" }
+
+interface Timed {
+  at: number
+  seq: number
+  e: SimEvent
+}
+
+const heapPush = (h: Timed[], x: Timed) => {
+  h.push(x)
+  let i = h.length - 1
+  while (i > 0) {
+    const p = (i - 1) >> 1
+    const a = h[p]!
+    if (a.at < x.at || (a.at === x.at && a.seq < x.seq)) break
+    h[i] = a
+    i = p
+  }
+  h[i] = x
+}
+
+const heapPop = (h: Timed[]): Timed | undefined => {
+  const top = h[0]
+  const last = h.pop()
+  if (top === undefined || last === undefined || h.length === 0) return top
+  let i = 0
+  for (;;) {
+    const l = 2 * i + 1
+    const r = l + 1
+    let m = i
+    const cur = () => (m === i ? last : h[m]!)
+    if (l < h.length && (h[l]!.at < cur().at || (h[l]!.at === cur().at && h[l]!.seq < cur().seq))) m = l
+    if (r < h.length && (h[r]!.at < cur().at || (h[r]!.at === cur().at && h[r]!.seq < cur().seq))) m = r
+    if (m === i) break
+    h[i] = h[m]!
+    i = m
+  }
+  h[i] = last
+  return top
+}
+
+// ------------------------------------------------------------------ simulation
+
+export interface SimParams {
+  readonly config: Partial<PlannerConfig>
+  readonly p: number
+  readonly f: number
+  readonly hours: number
+  /** keep this many PRs in the queue (saturated backlog) ... */
+  readonly backlog?: number
+  /** ... or PRs arriving at this rate (Poisson) */
+  readonly arrivalPerHour?: number
+  readonly ciBudget?: number
+  readonly seed?: number
+  /** parallel-mode workload: each PR touches 1-3 of this many targets */
+  readonly targets?: number
+  readonly timeSteps?: boolean
+}
+
+export interface SimResult {
+  readonly mergedPerHour: number
+  readonly p50: number
+  readonly p95: number
+  readonly runsPerMerged: number
+  readonly goodRejected: number
+  readonly goodRejectedPct: number
+  readonly badMerged: number
+  readonly merged: number
+  readonly stepNs: number[]
+  readonly recorded: StepInput[]
+}
+
+interface PrInfo {
+  bad: boolean
+  submittedAt: number
+  end: "merged" | "failed" | "cancelled" | null
+  endAt: number
+  targets: ImpactedTargets
+}
+
+const quantile = (xs: number[], q: number) => {
+  if (xs.length === 0) return Number.NaN
+  const s = xs.slice().sort((a, b) => a - b)
+  return s[Math.min(s.length - 1, Math.floor(q * (s.length - 1)))]!
+}
+
+export const simulate = (params: SimParams): SimResult => {
+  const rng = mulberry32(params.seed ?? 42)
+  const ciBudget = params.ciBudget ?? 8
+  const config: PlannerConfig = { ...defaultConfig, testingTimeoutMinutes: 300, ...params.config }
+  let gitTarget = fakeSha("root")
+  let state: QueueState = initialState(config, gitTarget)
+  let now = 0
+  let seq = 0
+  let idn = 0
+  const heap: Timed[] = []
+  const schedule = (at: number, e: SimEvent) => heapPush(heap, { at, seq: seq++, e })
+  const prs = new Map<number, PrInfo>()
+  let nextPr = 1
+  const runItems = new Map<string, readonly RunItem[]>()
+  // CI: jobs waiting for a slot and running ones
+  const ciWaiting: string[] = []
+  const ciRunning = new Map<string, number>()
+  let jobSeq = 0
+  let ciStarted = 0
+  const wakes = new Set<number>()
+  const stepNs: number[] = []
+  const recorded: StepInput[] = []
+  const end = params.hours * HOUR
+
+  const idsFor = (): string[] => {
+    const n = 2 * state.config.concurrency + state.config.bisectionConcurrency + 8
+    const out: string[] = []
+    for (let k = 0; k < n; k++) out.push(`00000000-0000-4000-8000-${(idn + k).toString(16).padStart(12, "0")}`)
+    return out
+  }
+
+  const startCi = () => {
+    while (ciRunning.size < ciBudget && ciWaiting.length > 0) {
+      const runId = ciWaiting.shift()!
+      const job = ++jobSeq
+      ciRunning.set(runId, job)
+      ciStarted++
+      const d = Math.max(10, normal(rng, 30, 5)) * MIN
+      schedule(now + d, { kind: "ciDone", runId, job })
+    }
+  }
+
+  const dispatch = (ev: PlannerEvent) => {
+    const ids = idsFor()
+    const input = { ...ev, newIds: ids }
+    const t0 = params.timeSteps ? Bun.nanoseconds() : 0
+    const r = step(state, input, now)
+    if (params.timeSteps) {
+      stepNs.push(Bun.nanoseconds() - t0)
+      recorded.push({ state, ev: input, now })
+    }
+    state = r.state
+    // the ids the planner used are the first ones
+    const used = new Set(r.runChanges.map((x) => x.id))
+    idn += ids.filter((id) => used.has(id)).length
+    for (const t of r.transitions) {
+      const info = prs.get(t.prNumber)
+      if (info === undefined) continue
+      if (t.to === "merged" || t.to === "failed" || t.to === "cancelled") {
+        info.end = t.to
+        info.endAt = now
+      }
+    }
+    for (const c of r.commands) handleCommand(c)
+  }
+
+  const handleCommand = (c: Command) => {
+    switch (c._tag) {
+      case "BuildRun": {
+        runItems.set(c.run.id, c.run.items)
+        const commits = commitsOf(c.run.baseSha, c.run.items)
+        schedule(now + 0.5 * MIN, {
+          kind: "planner",
+          ev: { _tag: "RunBuilt", runId: c.run.id, testBranchSha: commits[commits.length - 1]!, commits }
+        })
+        ciWaiting.push(c.run.id)
+        return
+      }
+      case "DeleteBranch": {
+        const w = ciWaiting.indexOf(c.runId)
+        if (w >= 0) ciWaiting.splice(w, 1)
+        if (ciRunning.delete(c.runId)) startCi()
+        return
+      }
+      case "Merge":
+        schedule(now + 0.2 * MIN, {
+          kind: "planner",
+          ev: { _tag: "MergeSucceeded", runId: c.runId, entryIds: c.entryIds, newSha: "" }
+        })
+        pendingMerges.set(c.runId, c)
+        return
+      case "TryDirectMerge":
+        schedule(now, {
+          kind: "planner",
+          ev: { _tag: "DirectMergeResult", entryId: c.entryId, merged: false, newSha: null }
+        })
+        return
+      case "ScheduleWake":
+        if (!wakes.has(c.at) && c.at >= now) {
+          wakes.add(c.at)
+          schedule(c.at, { kind: "planner", ev: { _tag: "Tick" } })
+        }
+        return
+      case "Wake":
+        schedule(now, { kind: "planner", ev: { _tag: "Tick" } })
+        return
+      default:
+        return
+    }
+  }
+  const pendingMerges = new Map<string, Extract<Command, { _tag: "Merge" }>>()
+
+  const submit = () => {
+    const pr = nextPr++
+    const bad = rng() < params.p
+    let targets: ImpactedTargets = "ALL"
+    if (params.targets !== undefined) {
+      const n = 1 + Math.floor(rng() * 3)
+      const set = new Set<string>()
+      while (set.size < n) set.add(`t${Math.floor(rng() * params.targets)}`)
+      targets = [...set]
+    }
+    prs.set(pr, { bad, submittedAt: now, end: null, endAt: 0, targets })
+    dispatch({
+      _tag: "Submitted",
+      entryId: `entry-${pr}`,
+      prNumber: pr,
+      headSha: fakeSha(`pr${pr}`),
+      priority: 100,
+      noBatch: false,
+      ready: true
+    })
+    if (state.config.mode === "parallel" || params.targets !== undefined) {
+      dispatch({ _tag: "ImpactedTargetsSet", prNumber: pr, sha: fakeSha(`pr${pr}`), targets })
+    }
+  }
+
+  const topUp = () => {
+    if (params.backlog === undefined) return
+    while (state.entries.length < params.backlog) submit()
+  }
+
+  if (params.arrivalPerHour !== undefined) schedule(0, { kind: "arrival" })
+  topUp()
+  for (;;) {
+    const t = heapPop(heap)
+    if (t === undefined || t.at > end) break
+    now = t.at
+    const e = t.e
+    if (e.kind === "arrival") {
+      submit()
+      const gap = (-Math.log(Math.max(rng(), 1e-12)) / params.arrivalPerHour!) * HOUR
+      schedule(now + gap, { kind: "arrival" })
+    } else if (e.kind === "ciDone") {
+      if (ciRunning.get(e.runId) !== e.job) continue
+      ciRunning.delete(e.runId)
+      const items = runItems.get(e.runId) ?? []
+      const hasBad = items.some((it) => prs.get(it.prNumber)?.bad === true)
+      const ok = !hasBad && rng() >= params.f
+      dispatch({
+        _tag: "RunCompleted",
+        runId: e.runId,
+        outcome: ok ? "succeeded" : "failed",
+        reason: "TEST_RUN_REQUIRED_STATUS_FAILED"
+      })
+    } else {
+      let ev = e.ev
+      if (ev._tag === "Tick") wakes.delete(t.at)
+      if (ev._tag === "MergeSucceeded") {
+        const m = pendingMerges.get(ev.runId)
+        pendingMerges.delete(ev.runId)
+        if (m === undefined) continue
+        if (m.expectedSha !== gitTarget) {
+          ev = { _tag: "MergeFailed", runId: m.runId, entryIds: m.entryIds, reason: "CAS", actualTargetSha: gitTarget }
+        } else {
+          gitTarget = m.rebaseOnto ? fakeSha(`${gitTarget}+${m.newSha}`) : m.newSha
+          ev = { ...ev, newSha: gitTarget }
+        }
+      }
+      dispatch(ev)
+    }
+    startCi()
+    topUp()
+  }
+
+  let merged = 0
+  let goodRejected = 0
+  let badMerged = 0
+  let goodEnded = 0
+  const lat: number[] = []
+  for (const info of prs.values()) {
+    if (info.end === "merged") {
+      merged++
+      lat.push((info.endAt - info.submittedAt) / MIN)
+      if (info.bad) badMerged++
+    }
+    if (!info.bad && (info.end === "merged" || info.end === "failed")) goodEnded++
+    if (!info.bad && info.end === "failed") goodRejected++
+  }
+  return {
+    mergedPerHour: merged / params.hours,
+    p50: quantile(lat, 0.5),
+    p95: quantile(lat, 0.95),
+    runsPerMerged: ciStarted / Math.max(1, merged),
+    goodRejected,
+    goodRejectedPct: goodEnded === 0 ? 0 : (100 * goodRejected) / goodEnded,
+    badMerged,
+    merged,
+    stepNs,
+    recorded
+  }
+}
+
+export interface StepInput {
+  readonly state: QueueState
+  readonly ev: PlannerEvent
+  readonly now: number
+}
+
+/** Time every recorded step again `reps` times and keep its fastest run: the planner's own cost, without the
+ * garbage collections and scheduling noise the measurement inside the simulation picks up. */
+export const replayTimes = (inputs: readonly StepInput[], reps: number): number[] => {
+  const best = inputs.map(() => Number.POSITIVE_INFINITY)
+  for (let k = 0; k < reps; k++) {
+    inputs.forEach((x, i) => {
+      const t0 = Bun.nanoseconds()
+      step(x.state, x.ev, x.now)
+      const d = Bun.nanoseconds() - t0
+      if (d < best[i]!) best[i] = d
+    })
+  }
+  return best
+}
+
+// ------------------------------------------------------------------ tables
+
+const fmt = (x: number, d = 1) => (Number.isFinite(x) ? x.toFixed(d) : "-")
+const fmtMin = (m: number) =>
+  Number.isFinite(m) ? (m >= 120 ? `${(m / 60).toFixed(1)} h` : `${m.toFixed(0)} min`) : "-"
+
+interface Setting {
+  readonly name: string
+  readonly config: Partial<PlannerConfig>
+}
+
+const quick = process.argv.includes("--quick")
+const HOURS = quick ? 48 : 168
+const BACKLOG = 40
+const PS = [0.02, 0.05, 0.1, 0.2]
+const F = 0.02
+
+const settings: Setting[] = [
+  { name: "serial (concurrency 1)", config: { concurrency: 1 } },
+  {
+    name: "batches of 4 + bisection",
+    config: {
+      concurrency: 1,
+      batch: true,
+      batchingMinSize: 4,
+      bisectionConcurrency: 4,
+      optimizationMode: "bisection_skip_redundant_tests"
+    }
+  },
+  { name: "predictive depth 8", config: { concurrency: 8, bisectionConcurrency: 0 } },
+  {
+    name: "predictive depth 4 + batches of 4",
+    config: {
+      concurrency: 4,
+      batch: true,
+      batchingMinSize: 4,
+      bisectionConcurrency: 4,
+      optimizationMode: "bisection_skip_redundant_tests"
+    }
+  },
+  {
+    name: "predictive depth 8 + optimistic + pendingFailureDepth 1",
+    config: { concurrency: 8, bisectionConcurrency: 0, canOptimisticallyMerge: true, pendingFailureDepth: 1 }
+  }
+]
+
+const searchBest = (): Setting => {
+  let best: { s: Setting; score: number } | null = null
+  for (const concurrency of [2, 3, 4, 5, 6]) {
+    for (const size of [2, 4, 6, 8]) {
+      for (const pfd of [0, 1]) {
+        const s: Setting = {
+          name: `best: depth ${concurrency}, batches of ${size}, bisection ${8 - concurrency}, optimistic, pendingFailureDepth ${pfd}`,
+          config: {
+            concurrency,
+            batch: true,
+            batchingMinSize: size,
+            bisectionConcurrency: 8 - concurrency,
+            canOptimisticallyMerge: true,
+            pendingFailureDepth: pfd,
+            optimizationMode: "bisection_skip_redundant_tests"
+          }
+        }
+        // score: mean throughput over the p values, rejecting settings that lose good PRs
+        let score = 0
+        let ok = true
+        for (const p of PS) {
+          const r = simulate({ config: s.config, p, f: F, hours: 48, backlog: BACKLOG, seed: 7 })
+          score += r.mergedPerHour
+          if (r.goodRejectedPct > 1 || r.badMerged > 0) ok = false
+        }
+        if (ok && (best === null || score > best.score)) best = { s, score }
+      }
+    }
+  }
+  return best!.s
+}
+
+const main = () => {
+  const lines: string[] = []
+  const out = (s: string) => {
+    lines.push(s)
+    console.log(s)
+  }
+  // step time with 500 entries in the queue
+  Bun.gc(true)
+  const perf = simulate({
+    config: {
+      concurrency: 8,
+      batch: true,
+      batchingMinSize: 4,
+      bisectionConcurrency: 4,
+      canOptimisticallyMerge: true,
+      pendingFailureDepth: 1
+    },
+    p: 0.05,
+    f: F,
+    hours: 48,
+    backlog: 500,
+    seed: 5,
+    timeSteps: true
+  })
+  Bun.gc(true)
+  const perfPar = simulate({
+    config: { mode: "parallel", concurrency: 8 },
+    p: 0.05,
+    f: F,
+    hours: 48,
+    backlog: 500,
+    seed: 5,
+    targets: 20,
+    timeSteps: true
+  })
+  out("### Planner step time, 500 entries in the queue")
+  out("")
+  out(
+    "Measured in the simulation (includes GC pauses and a loaded machine) and replayed (each recorded step run 5 times, fastest kept)."
+  )
+  out("")
+  out(
+    "| queue | steps | p50 (in simulation) | p99 (in simulation) | p50 (replayed) | p99 (replayed) | max (replayed) |"
+  )
+  out("|---|---|---|---|---|---|---|")
+  const us = (x: number) => `${(x / 1000).toFixed(0)} µs`
+  const row = (name: string, r: SimResult) => {
+    const raw = r.stepNs.slice(500)
+    Bun.gc(true)
+    const rep = replayTimes(r.recorded.slice(500), 5)
+    out(
+      `| ${name} | ${raw.length} | ${us(quantile(raw, 0.5))} | ${us(quantile(raw, 0.99))} | ${us(quantile(rep, 0.5))} | ${us(quantile(rep, 0.99))} | ${us(Math.max(...rep))} |`
+    )
+  }
+  row("single, depth 8 + batches of 4", perf)
+  row("parallel, 20 targets, concurrency 8", perfPar)
+  out("")
+  const best = searchBest()
+  const all = [...settings, best]
+  out(`### Single mode: saturated backlog of ${BACKLOG} PRs, ${HOURS} h simulated, f = ${F}, CI budget 8`)
+  out("")
+  out(
+    "| setting | p | merged PRs/h | × serial | p50 submit→merge | p95 submit→merge | CI runs / merged PR | good PRs rejected | bad PRs merged |"
+  )
+  out("|---|---|---|---|---|---|---|---|---|")
+  for (const p of PS) {
+    let serial = 0
+    for (const s of all) {
+      const r = simulate({ config: s.config, p, f: F, hours: HOURS, backlog: BACKLOG, seed: 1 })
+      if (s === all[0]) serial = r.mergedPerHour
+      out(
+        `| ${s.name} | ${p} | ${fmt(r.mergedPerHour)} | ${fmt(r.mergedPerHour / serial)} | ${fmtMin(r.p50)} | ${fmtMin(r.p95)} | ${fmt(r.runsPerMerged, 2)} | ${r.goodRejected} (${fmt(r.goodRejectedPct, 2)}%) | ${r.badMerged} |`
+      )
+    }
+  }
+  out("")
+  out(`### Parallel vs single mode: PRs touch 1–3 of 20 targets, concurrency 8, f = ${F}, CI budget 8`)
+  out("")
+  out(
+    "| mode | p | merged PRs/h (backlog 40) | p50 submit→merge at 12 PRs/h | p95 submit→merge at 12 PRs/h | good PRs rejected (both runs) | bad PRs merged (both runs) |"
+  )
+  out("|---|---|---|---|---|---|---|")
+  for (const p of PS) {
+    for (const mode of ["single", "parallel"] as const) {
+      const config: Partial<PlannerConfig> = { mode, concurrency: 8, bisectionConcurrency: 0 }
+      const sat = simulate({ config, p, f: F, hours: HOURS, backlog: BACKLOG, seed: 3, targets: 20 })
+      const arr = simulate({ config, p, f: F, hours: HOURS, arrivalPerHour: 12, seed: 3, targets: 20 })
+      out(
+        `| ${mode} | ${p} | ${fmt(sat.mergedPerHour)} | ${fmtMin(arr.p50)} | ${fmtMin(arr.p95)} | ${sat.goodRejected + arr.goodRejected} | ${sat.badMerged + arr.badMerged} |`
+      )
+    }
+  }
+  out("")
+  return lines
+}
+
+if (import.meta.main) main()
