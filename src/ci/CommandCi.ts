@@ -1,0 +1,231 @@
+/**
+ * The built-in command CI (`CI_COMMAND`, contract.md §5): runs a shell command in a temporary checkout of a commit.
+ *
+ * The checkout is a detached worktree of the bare repository (`git worktree add --detach`) in a fresh temporary
+ * folder, removed afterwards in every case (success, failure, timeout, interruption). The command runs as
+ * `sh -c <command>` in its own process group with stderr merged into stdout; at the timeout (or on interruption) the
+ * whole group is killed with SIGKILL. Output keeps the last 1 MiB.
+ */
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import type { Scope } from "effect"
+import { Context, Effect, Layer } from "effect"
+import { GitError, type RepoNotFound, type RepoRef } from "../git/GitHost.ts"
+import { existingGitDir, formatRepo, git, runGit } from "../git/LocalGit.ts"
+
+export const OUTPUT_LIMIT_BYTES = 1024 * 1024
+
+export interface CommandCiInput {
+  readonly repo: RepoRef
+  readonly sha: string
+  /** Run with `sh -c` in the checkout. */
+  readonly command: string
+  readonly timeoutMs: number
+  /** Extra environment variables for the command. */
+  readonly env?: Readonly<Record<string, string>>
+}
+
+export interface CommandCiResult {
+  /** The exit code; 128 + signal number when the command was killed by a signal (e.g. 137 after a timeout). */
+  readonly exitCode: number
+  readonly timedOut: boolean
+  /** Combined stdout + stderr; when longer than 1 MiB, a "[... truncated ...]" line followed by the tail. */
+  readonly output: string
+  readonly truncated: boolean
+  readonly durationMs: number
+}
+
+export interface CommandCiService {
+  readonly run: (input: CommandCiInput) => Effect.Effect<CommandCiResult, RepoNotFound | GitError>
+}
+
+export class CommandCi extends Context.Tag("greenline/CommandCi")<CommandCi, CommandCiService>() {}
+
+const commandEnv = (extra: Readonly<Record<string, string>>): Record<string, string> => {
+  const env: Record<string, string> = {}
+  for (const [key, value] of Object.entries(process.env)) {
+    if (value !== undefined && !key.startsWith("GIT_")) env[key] = value
+  }
+  env.GIT_TERMINAL_PROMPT = "0"
+  Object.assign(env, extra)
+  return env
+}
+
+/**
+ * A detached worktree of `gitDir` at `sha` in a new temporary folder, removed (worktree metadata included) when the
+ * scope closes.
+ */
+export const temporaryCheckout = (gitDir: string, sha: string): Effect.Effect<string, GitError, Scope.Scope> =>
+  Effect.acquireRelease(
+    Effect.gen(function* () {
+      if (!/^[0-9a-f]{40,64}$/.test(sha)) {
+        return yield* new GitError({ args: [], exitCode: null, stderr: "", message: `not a full sha: '${sha}'` })
+      }
+      const parent = yield* Effect.sync(() => fs.mkdtempSync(path.join(os.tmpdir(), "greenline-ci-")))
+      const dir = path.join(parent, path.basename(parent))
+      yield* git(gitDir, ["worktree", "add", "--detach", "--force", dir, sha]).pipe(
+        Effect.tapError(() =>
+          Effect.zipRight(
+            Effect.sync(() => fs.rmSync(parent, { recursive: true, force: true })),
+            Effect.ignore(runGit(gitDir, ["worktree", "prune"]))
+          )
+        )
+      )
+      return dir
+    }),
+    (dir) =>
+      Effect.gen(function* () {
+        const removed = yield* runGit(gitDir, ["worktree", "remove", "--force", "--force", dir])
+        yield* Effect.sync(() => fs.rmSync(path.dirname(dir), { recursive: true, force: true }))
+        if (removed.exitCode !== 0) yield* runGit(gitDir, ["worktree", "prune"])
+      }).pipe(Effect.ignore)
+  )
+
+const signalNumber = (signal: string | null): number => {
+  if (signal === null) return -1
+  const n = (os.constants.signals as Readonly<Record<string, number | undefined>>)[signal]
+  return n === undefined ? -1 : 128 + n
+}
+
+class TailBuffer {
+  private chunks: Array<Uint8Array> = []
+  private size = 0
+  truncated = false
+  constructor(private readonly limit: number) {}
+  push(chunk: Uint8Array): void {
+    this.chunks.push(chunk)
+    this.size += chunk.byteLength
+    if (this.size > this.limit * 2) this.compact()
+  }
+  private compact(): void {
+    const all = Buffer.concat(this.chunks)
+    if (all.byteLength > this.limit) this.truncated = true
+    const tail = all.subarray(Math.max(0, all.byteLength - this.limit))
+    this.chunks = [tail]
+    this.size = tail.byteLength
+  }
+  text(): string {
+    this.compact()
+    const body = new TextDecoder().decode(Buffer.concat(this.chunks))
+    return this.truncated ? `[... output truncated, last ${this.limit} bytes kept ...]\n${body}` : body
+  }
+}
+
+/**
+ * Runs `sh -c command` in `cwd` (own process group, stderr merged into stdout), kills the group at `timeoutMs` or
+ * on interruption.
+ */
+export const runShell = (input: {
+  readonly cwd: string
+  readonly command: string
+  readonly timeoutMs: number
+  readonly env?: Readonly<Record<string, string>>
+  readonly outputLimitBytes?: number
+}): Effect.Effect<CommandCiResult> =>
+  Effect.async<CommandCiResult>((resume) => {
+    const started = performance.now()
+    const buffer = new TailBuffer(input.outputLimitBytes ?? OUTPUT_LIMIT_BYTES)
+    let timedOut = false
+    const spawn = () =>
+      Bun.spawn(["sh", "-c", 'exec 2>&1; exec sh -c "$1"', "sh", input.command], {
+        cwd: input.cwd,
+        env: commandEnv(input.env ?? {}),
+        stdin: "ignore",
+        stdout: "pipe",
+        stderr: "ignore",
+        detached: true
+      })
+    let proc: ReturnType<typeof spawn>
+    try {
+      proc = spawn()
+    } catch (cause) {
+      resume(
+        Effect.succeed({
+          exitCode: 127,
+          timedOut: false,
+          output: `cannot run the command: ${cause}`,
+          truncated: false,
+          durationMs: 0
+        })
+      )
+      return
+    }
+    const killGroup = () => {
+      try {
+        process.kill(-proc.pid, "SIGKILL")
+      } catch {
+        // already gone
+      }
+    }
+    const timer = setTimeout(
+      () => {
+        timedOut = true
+        killGroup()
+      },
+      Math.max(0, input.timeoutMs)
+    )
+    const reader = proc.stdout.getReader()
+    const drained = (async () => {
+      for (;;) {
+        const { done, value } = await reader.read()
+        if (done) return
+        buffer.push(value)
+      }
+    })().catch(() => undefined)
+    proc.exited.then(async () => {
+      clearTimeout(timer)
+      const durationMs = Math.round(performance.now() - started)
+      // Leftover background processes of the command would keep the pipe open: end them, then drain briefly.
+      killGroup()
+      let graceTimer: ReturnType<typeof setTimeout> | undefined
+      await Promise.race([drained, new Promise((r) => (graceTimer = setTimeout(r, 2000)))])
+      clearTimeout(graceTimer)
+      reader.cancel().catch(() => undefined)
+      resume(
+        Effect.succeed({
+          exitCode: proc.exitCode ?? signalNumber(proc.signalCode),
+          timedOut,
+          output: buffer.text(),
+          truncated: buffer.truncated,
+          durationMs
+        })
+      )
+    })
+    return Effect.sync(() => {
+      clearTimeout(timer)
+      killGroup()
+    })
+  })
+
+/** Runs the command in a temporary checkout of `sha` of the bare repository `gitDir`. */
+export const runInCheckout = (
+  gitDir: string,
+  input: Omit<CommandCiInput, "repo"> & { readonly repoLabel?: string }
+): Effect.Effect<CommandCiResult, GitError> =>
+  Effect.scoped(
+    Effect.flatMap(temporaryCheckout(gitDir, input.sha), (cwd) =>
+      runShell({
+        cwd,
+        command: input.command,
+        timeoutMs: input.timeoutMs,
+        env: {
+          CI: "true",
+          GREENLINE_SHA: input.sha,
+          ...(input.repoLabel === undefined ? {} : { GREENLINE_REPO: input.repoLabel }),
+          ...input.env
+        }
+      })
+    )
+  )
+
+export const makeCommandCi = (gitRoot: string): CommandCiService => ({
+  run: (input) =>
+    Effect.flatMap(existingGitDir(gitRoot, input.repo), (gitDir) =>
+      runInCheckout(gitDir, { ...input, repoLabel: formatRepo(input.repo) })
+    )
+})
+
+/** The built-in command CI over the bare repositories under `gitRoot` (GIT_ROOT). */
+export const CommandCiLayer = (gitRoot: string): Layer.Layer<CommandCi> =>
+  Layer.succeed(CommandCi, makeCommandCi(gitRoot))

@@ -1,0 +1,132 @@
+/**
+ * The Git host as the merge queue sees it: pull request heads, branches, test-branch construction and the
+ * compare-and-swap that moves the target branch. `LocalGit.ts` implements it over bare repositories on disk
+ * (contract.md §6).
+ */
+
+import type { Effect } from "effect"
+import { Context, Data } from "effect"
+
+/** A repository's identity; for the local provider its bare repository is `$GIT_ROOT/<host>/<owner>/<name>.git`. */
+export interface RepoRef {
+  readonly host: string
+  readonly owner: string
+  readonly name: string
+}
+
+export type MergeMethod = "merge_commit" | "squash" | "rebase"
+
+export interface PullRequestInfo {
+  readonly number: number
+  readonly headSha: string
+  /** Subject of the head commit. */
+  readonly title: string
+  /** Author name of the head commit. */
+  readonly author: string
+}
+
+export interface TestBranchItem {
+  readonly prNumber: number
+  readonly headSha: string
+  readonly title: string
+}
+
+export interface BuildTestBranchInput {
+  readonly repo: RepoRef
+  /** Branch name without `refs/heads/`, e.g. `trunk-merge/pr-12/abc`. Set (forced) to the built tip. */
+  readonly branch: string
+  readonly baseSha: string
+  readonly method: MergeMethod
+  readonly items: ReadonlyArray<TestBranchItem>
+}
+
+export interface BuildTestBranchResult {
+  /** The tip of the built branch (`baseSha` when there are no items). */
+  readonly sha: string
+  /** `commits[i]` is the chain's commit after item i was applied (same length as `items`). */
+  readonly commits: ReadonlyArray<string>
+}
+
+export interface RebaseOntoInput {
+  readonly repo: RepoRef
+  /** The commit the lane was built on. */
+  readonly baseSha: string
+  /** The tested lane commit (a descendant of baseSha). */
+  readonly laneSha: string
+  /** The commit to carry the lane's commits onto (usually the target's current tip). */
+  readonly ontoSha: string
+}
+
+/** The repository does not exist under GIT_ROOT, or its identity is invalid (`invalid: true`). */
+export class RepoNotFound extends Data.TaggedError("RepoNotFound")<{
+  readonly repo: RepoRef
+  readonly invalid: boolean
+  readonly message: string
+}> {}
+
+/** `refs/pull/<prNumber>/head` does not exist. */
+export class PrNotFound extends Data.TaggedError("PrNotFound")<{
+  readonly repo: RepoRef
+  readonly prNumber: number
+  readonly message: string
+}> {}
+
+/**
+ * Applying an item did not merge cleanly.
+ * - buildTestBranch: `index` is the position of the item in `items`, `prNumber` its PR.
+ * - rebaseOnto: `index` is the position of the lane commit (oldest first) in `base..lane`; `prNumber` is read from
+ *   that commit's message ("Merge pull request #N: ..." or "... (#N)"), 0 when the message names none.
+ * `paths` lists the conflicted files.
+ */
+export class MergeConflict extends Data.TaggedError("MergeConflict")<{
+  readonly prNumber: number
+  readonly index: number
+  readonly paths: ReadonlyArray<string>
+  readonly message: string
+}> {}
+
+/** A git invocation failed unexpectedly (or an argument such as a branch name was refused). */
+export class GitError extends Data.TaggedError("GitError")<{
+  readonly args: ReadonlyArray<string>
+  readonly exitCode: number | null
+  readonly stderr: string
+  readonly message: string
+}> {}
+
+export interface GitHostService {
+  /** PR N is the ref refs/pull/N/head; title = subject, author = author name of that commit. */
+  readonly getPullRequest: (
+    repo: RepoRef,
+    prNumber: number
+  ) => Effect.Effect<PullRequestInfo, PrNotFound | RepoNotFound | GitError>
+  /** PR number -> head sha of every `refs/pull/<N>/head` (one `git for-each-ref`). */
+  readonly listPullHeads: (repo: RepoRef) => Effect.Effect<ReadonlyMap<number, string>, RepoNotFound | GitError>
+  /** The sha of refs/heads/<branch>, null when the branch does not exist. */
+  readonly getBranchSha: (repo: RepoRef, branch: string) => Effect.Effect<string | null, RepoNotFound | GitError>
+  /**
+   * Builds refs/heads/<branch> = baseSha + items applied in order with the method, deterministically (the same item
+   * applied with the same method on the same parent always gives the same commit). Touches no working tree.
+   */
+  readonly buildTestBranch: (
+    input: BuildTestBranchInput
+  ) => Effect.Effect<BuildTestBranchResult, MergeConflict | RepoNotFound | GitError>
+  /** Replays the commits base..laneSha (first-parent chain) onto ontoSha, deterministically; returns the new tip. */
+  readonly rebaseOnto: (input: RebaseOntoInput) => Effect.Effect<string, MergeConflict | GitError>
+  /** `git update-ref refs/heads/<branch> <newSha> <expectedOld>`; false when the ref was not at expectedOld. */
+  readonly compareAndSwap: (
+    repo: RepoRef,
+    branch: string,
+    expectedOld: string,
+    newSha: string
+  ) => Effect.Effect<boolean, RepoNotFound | GitError>
+  /** Deletes refs/heads/<branch>; succeeds when it (or the repository) does not exist. */
+  readonly deleteBranch: (repo: RepoRef, branch: string) => Effect.Effect<void, GitError>
+  /** Text of `path` at commit `sha`; null when the path (or the commit) does not exist or is not a file. */
+  readonly readFile: (repo: RepoRef, sha: string, path: string) => Effect.Effect<string | null, GitError>
+  /** `git merge-base --is-ancestor` (a commit is its own ancestor). */
+  readonly isAncestor: (repo: RepoRef, ancestor: string, descendant: string) => Effect.Effect<boolean, GitError>
+  /** True when the repository identity is valid and its bare repository exists. */
+  readonly repoExists: (repo: RepoRef) => Effect.Effect<boolean>
+}
+
+export class GitHost extends Context.Tag("greenline/GitHost")<GitHost, GitHostService>() {}
