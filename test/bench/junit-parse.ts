@@ -1,0 +1,92 @@
+/**
+ * JUnit parser benchmark: `bun test/bench/junit-parse.ts`
+ *
+ * Generates a ~20 MiB JUnit file in memory, parses it with the streaming parser (64 KiB chunks) and prints
+ * results/second and peak RSS growth, next to a baseline regex scan counting `<testcase` over the same bytes.
+ */
+import { parseJunit } from "../../src/flaky/junit.ts"
+
+const TARGET_BYTES = 20 * 1024 * 1024
+const CHUNK = 64 * 1024
+
+const generate = (): { bytes: Uint8Array; testcases: number } => {
+  const parts: string[] = ['<?xml version="1.0" encoding="UTF-8"?>\n<testsuites name="bench">\n']
+  let size = parts[0]?.length ?? 0
+  let i = 0
+  let suite = 0
+  while (size < TARGET_BYTES) {
+    let chunk = `<testsuite name="suite-${suite}" timestamp="2025-01-01T00:00:00Z" file="src/suite${suite}.ts">\n`
+    for (let k = 0; k < 100; k++, i++) {
+      const head = `<testcase name="test number ${i} &amp; more" classname="pkg.Class${i % 50}" time="0.${i % 1000}"`
+      if (i % 10 === 0) {
+        chunk += `${head}><failure message="expected ${i} to equal ${i + 1}" type="AssertionError"><![CDATA[Error: expected ${i}\n    at Object.<anonymous> (src/suite${suite}.ts:${k}:7)\n${"    at frame\n".repeat(8)}]]></failure><system-out>${"log line\n".repeat(5)}</system-out></testcase>\n`
+      } else if (i % 25 === 1) {
+        chunk += `${head}><skipped message="todo"/></testcase>\n`
+      } else {
+        chunk += `${head}/>\n`
+      }
+    }
+    chunk += "</testsuite>\n"
+    suite++
+    parts.push(chunk)
+    size += chunk.length
+  }
+  parts.push("</testsuites>\n")
+  return { bytes: new TextEncoder().encode(parts.join("")), testcases: i }
+}
+
+async function* chunks(bytes: Uint8Array): AsyncGenerator<Uint8Array> {
+  for (let i = 0; i < bytes.length; i += CHUNK) yield bytes.subarray(i, i + CHUNK)
+}
+
+const mib = (n: number): string => (n / (1024 * 1024)).toFixed(1)
+
+const main = async (): Promise<void> => {
+  const { bytes, testcases } = generate()
+  Bun.gc(true)
+
+  // baseline: regex scan over the same bytes (decoded per chunk, as the parser does)
+  const t0 = performance.now()
+  const decoder = new TextDecoder()
+  let scanned = 0
+  let carry = ""
+  const re = /<testcase\b/g
+  const KEEP = 9 // "<testcase".length: a match starting in the last 9 chars is counted with the next chunk
+  for await (const c of chunks(bytes)) {
+    const text = carry + decoder.decode(c, { stream: true })
+    const limit = text.length - KEEP
+    re.lastIndex = 0
+    for (let m = re.exec(text); m !== null && m.index < limit; m = re.exec(text)) scanned++
+    carry = text.slice(Math.max(0, limit))
+  }
+  scanned += (carry + decoder.decode()).match(re)?.length ?? 0
+  const scanMs = performance.now() - t0
+
+  Bun.gc(true)
+  const rss0 = process.memoryUsage.rss()
+  let peak = rss0
+  let results = 0
+  const t1 = performance.now()
+  const summary = await parseJunit(chunks(bytes), () => {
+    results++
+    if ((results & 1023) === 0) peak = Math.max(peak, process.memoryUsage.rss())
+  })
+  const parseMs = performance.now() - t1
+  peak = Math.max(peak, process.memoryUsage.rss())
+
+  if (summary.testcases !== testcases || scanned !== testcases) {
+    throw new Error(`count mismatch: generated ${testcases}, parsed ${summary.testcases}, scanned ${scanned}`)
+  }
+  const rate = (n: number, ms: number): string => Math.round((n / ms) * 1000).toLocaleString("en-US")
+  console.log(`input: ${mib(bytes.length)} MiB, ${testcases.toLocaleString("en-US")} testcases\n`)
+  console.log("| method | time (ms) | testcases/s | MiB/s | peak RSS growth (MiB) |")
+  console.log("|---|---:|---:|---:|---:|")
+  console.log(
+    `| saxes streaming parser | ${parseMs.toFixed(0)} | ${rate(results, parseMs)} | ${(Number(mib(bytes.length)) / (parseMs / 1000)).toFixed(1)} | ${mib(peak - rss0)} |`
+  )
+  console.log(
+    `| regex scan \`<testcase\` (baseline) | ${scanMs.toFixed(0)} | ${rate(scanned, scanMs)} | ${(Number(mib(bytes.length)) / (scanMs / 1000)).toFixed(1)} | n/a |`
+  )
+}
+
+await main()

@@ -1,0 +1,349 @@
+import { describe, expect, test } from "bun:test"
+import fc from "fast-check"
+import {
+  BROKEN_STREAK,
+  type Classification,
+  type ClassifyInput,
+  classify,
+  DAY,
+  FLAKY_RATE_ENTER,
+  FLAKY_RATE_EXIT,
+  FLAKY_RATE_MIN_RUNS,
+  type HistoryResult,
+  HOUR,
+  isInfraFailureUpload,
+  isStableBranch,
+  type PreviousStatus,
+  type ResultStatus
+} from "../../src/flaky/classify.ts"
+
+const NOW = Date.UTC(2026, 0, 15, 12)
+const STABLE = new Set(["main"])
+let seq = 0
+
+const run = (
+  hoursAgo: number,
+  status: ResultStatus,
+  o: { sha?: string; branch?: string; infra?: boolean; uploadId?: string } = {}
+): HistoryResult => {
+  seq++
+  return {
+    at: NOW - hoursAgo * HOUR,
+    sha: o.sha ?? `c0ffee${String(seq).padStart(4, "0")}`,
+    branch: o.branch ?? "main",
+    status,
+    uploadId: o.uploadId ?? `upload-${seq}`,
+    infra: o.infra ?? false
+  }
+}
+
+/** n runs on main spread over the last `spanHours`, the first `failed` of them failing */
+const series = (n: number, failed: number, spanHours: number, startHoursAgo = 0, branch = "main"): HistoryResult[] =>
+  Array.from({ length: n }, (_, i) =>
+    run(startHoursAgo + (spanHours * (n - i)) / (n + 1), i < failed ? "failed" : "passed", { branch })
+  )
+
+const go = (results: HistoryResult[], previous: PreviousStatus | null = null, now = NOW): Classification =>
+  classify({ now, results, previous, stableBranches: STABLE })
+
+const prev = (value: PreviousStatus["value"], reason: string, sinceDaysAgo: number, flakySignalDaysAgo?: number) => ({
+  value,
+  reason,
+  since: NOW - sinceDaysAgo * DAY,
+  ...(flakySignalDaysAgo === undefined ? {} : { flakySignalAt: NOW - flakySignalDaysAgo * DAY })
+})
+
+describe("classifier: flaky", () => {
+  test("pass-on-retry on one commit (feature branch counts too)", () => {
+    const results = [
+      run(50, "failed", { sha: "abc1234def5678", branch: "feature/x", uploadId: "u1" }),
+      run(49, "passed", { sha: "abc1234def5678", branch: "feature/x", uploadId: "u2" }),
+      run(20, "passed")
+    ]
+    const c = go(results)
+    expect(c).toEqual({
+      value: "flaky",
+      reason: "failed and passed on commit abc1234",
+      timestamp: NOW,
+      flakySignalAt: NOW - 49 * HOUR
+    })
+  })
+
+  test("pass-on-retry older than 7 days is no signal", () => {
+    const results = [run(8 * 24, "failed", { sha: "aaa" }), run(8 * 24 - 1, "passed", { sha: "aaa" })]
+    expect(go(results).value).toBe("healthy")
+  })
+
+  test("failure rate at or above 20% over 72 h with at least 10 runs", () => {
+    const c = go(series(10, 2, 70))
+    expect(c.value).toBe("flaky")
+    expect(c.reason).toBe("failure rate 20% over 72 h")
+    expect(go(series(50, 17, 70)).reason).toBe("failure rate 34% over 72 h")
+  })
+
+  test("below the thresholds: under 20%, fewer than 10 runs, outside 72 h, not on a stable branch", () => {
+    expect(go(series(10, 1, 70)).value).toBe("healthy")
+    expect(go(series(9, 4, 70)).value).toBe("healthy")
+    expect(go(series(10, 4, 20, 73)).value).toBe("healthy")
+    expect(go(series(20, 4, 70, 0, "feature/y")).value).toBe("healthy")
+    expect(FLAKY_RATE_ENTER).toBe(0.2)
+    expect(FLAKY_RATE_EXIT).toBe(0.1)
+    expect(FLAKY_RATE_MIN_RUNS).toBe(10)
+  })
+
+  test("hysteresis: between 10% and 20% a flaky test stays flaky by rate, a healthy one stays healthy", () => {
+    const results = series(20, 3, 70) // 15%
+    const flaky = prev("flaky", "failure rate 25% over 72 h", 20, 9)
+    const c = go(results, flaky)
+    expect(c.value).toBe("flaky")
+    // value unchanged: reason and timestamp kept, the signal refreshed
+    expect(c.reason).toBe("failure rate 25% over 72 h")
+    expect(c.timestamp).toBe(flaky.since)
+    expect(c.flakySignalAt).toBe(Math.max(...results.map((r) => r.at)))
+    expect(go(results, prev("healthy", "", 20)).value).toBe("healthy")
+    expect(go(results).value).toBe("healthy")
+  })
+
+  test("below 10% the rate signal is gone; the test leaves flaky 7 days after the last signal", () => {
+    const results = series(20, 1, 70) // 5%
+    const stillRecent = go(results, prev("flaky", "failure rate 25% over 72 h", 20, 6))
+    expect(stillRecent.value).toBe("flaky")
+    const recovered = go(results, prev("flaky", "failure rate 25% over 72 h", 20, 7.5))
+    expect(recovered).toEqual({
+      value: "healthy",
+      reason: "no flaky signal for 7 days",
+      timestamp: NOW,
+      flakySignalAt: NOW - 7.5 * DAY
+    })
+  })
+
+  test("recovery after 7 days without a flaky signal (pass-on-retry ages out)", () => {
+    const results = [
+      run(6 * 24, "failed", { sha: "bbb", branch: "pr" }),
+      run(6 * 24, "passed", { sha: "bbb", branch: "pr" }),
+      run(10, "passed")
+    ]
+    const first = go(results, null, NOW)
+    expect(first.value).toBe("flaky")
+    const later = NOW + 2 * DAY
+    const next = classify({
+      now: later,
+      results,
+      previous: {
+        value: first.value,
+        reason: first.reason,
+        since: first.timestamp,
+        flakySignalAt: first.flakySignalAt
+      },
+      stableBranches: STABLE
+    })
+    expect(next.value).toBe("healthy")
+    expect(next.timestamp).toBe(later)
+    // one day earlier it still was flaky
+    const before = classify({
+      now: NOW + 0.5 * DAY,
+      results,
+      previous: {
+        value: first.value,
+        reason: first.reason,
+        since: first.timestamp,
+        flakySignalAt: first.flakySignalAt
+      },
+      stableBranches: STABLE
+    })
+    expect(before).toMatchObject({ value: "flaky", timestamp: NOW, reason: first.reason })
+  })
+
+  test("a flaky previous status without flakySignalAt counts from its since", () => {
+    expect(go([run(1, "passed")], prev("flaky", "x", 3)).value).toBe("flaky")
+    expect(go([run(1, "passed")], prev("flaky", "x", 8)).value).toBe("healthy")
+  })
+})
+
+describe("classifier: broken", () => {
+  test("at least 80% failures over 6 h with at least 5 runs (any branch)", () => {
+    const results = [
+      ...Array.from({ length: 4 }, (_, i) => run(1 + i, "failed", { branch: "feature/z" })),
+      run(5, "passed", { branch: "feature/z" })
+    ]
+    expect(go(results)).toEqual({ value: "broken", reason: "failure rate 80% over 6 h", timestamp: NOW })
+    // 4 runs are not enough, and 75% is not enough
+    expect(go(results.slice(0, 4)).value).toBe("healthy")
+    expect(go([...results, run(5.5, "passed", { branch: "feature/z" })]).value).not.toBe("broken")
+  })
+
+  test("the last 5 runs on a stable branch all failed", () => {
+    const results = [run(200, "passed"), ...Array.from({ length: 5 }, (_, i) => run(100 - i * 20, "failed"))]
+    expect(go(results)).toEqual({ value: "broken", reason: "failed the last 5 runs on main", timestamp: NOW })
+    expect(BROKEN_STREAK).toBe(5)
+    // a pass among the last five: not broken by streak
+    const four = [...results.slice(0, 5), run(1, "passed")]
+    expect(go(four).value).not.toBe("broken")
+    // failures on a feature branch do not make a streak
+    const feature = results.map((r) => ({ ...r, branch: "feature/q" }))
+    expect(go(feature).value).toBe("healthy")
+  })
+
+  test("streak over several stable branches names them generically; a predicate works too", () => {
+    const results = Array.from({ length: 5 }, (_, i) =>
+      run(100 - i * 20, "failed", { branch: i % 2 === 0 ? "main" : "trunk-merge/main/42" })
+    )
+    const c = classify({ now: NOW, results, previous: null, stableBranches: (b) => isStableBranch(b, []) })
+    expect(c.reason).toBe("failed the last 5 runs on stable branches")
+  })
+
+  test("broken wins over flaky", () => {
+    const results = [run(2, "failed", { sha: "s1" }), run(2, "passed", { sha: "s1" }), ...series(5, 5, 4)]
+    const c = go(results)
+    expect(c.value).toBe("broken")
+    expect(c.flakySignalAt).toBeDefined()
+  })
+
+  test("broken stays broken until 5 passes in a row, then healthy", () => {
+    const failures = Array.from({ length: 5 }, (_, i) => run(5 * 24 - i, "failed"))
+    const broken = prev("broken", "failed the last 5 runs on main", 5)
+    const four = [...failures, ...Array.from({ length: 4 }, (_, i) => run(10 - i, "passed"))]
+    expect(go(four, broken)).toEqual({ value: "broken", reason: broken.reason, timestamp: broken.since })
+    const five = [...four, run(1, "passed")]
+    expect(go(five, broken)).toEqual({ value: "healthy", reason: "passed the last 5 runs", timestamp: NOW })
+  })
+
+  test("leaving broken with failures still in the 72 h window gives flaky by rate", () => {
+    const failures = Array.from({ length: 5 }, (_, i) => run(48 - i, "failed"))
+    const passes = Array.from({ length: 5 }, (_, i) => run(10 - i, "passed"))
+    const c = go([...failures, ...passes], prev("broken", "failed the last 5 runs on main", 2))
+    expect(c).toMatchObject({ value: "flaky", reason: "failure rate 50% over 72 h", timestamp: NOW })
+  })
+})
+
+describe("classifier: what does not count", () => {
+  test("results of infrastructure-failure uploads are ignored", () => {
+    const infra = Array.from({ length: 6 }, (_, i) => run(1 + i * 0.5, "failed", { infra: true, uploadId: `bad-${i}` }))
+    expect(go(infra).value).toBe("healthy")
+    expect(go(infra.map((r) => ({ ...r, infra: false }))).value).toBe("broken")
+    // an infra failure does not make a pass-on-retry either
+    const retry = [run(3, "failed", { sha: "x1", infra: true }), run(2, "passed", { sha: "x1" })]
+    expect(go(retry).value).toBe("healthy")
+  })
+
+  test("skipped results never count", () => {
+    const skipped = Array.from({ length: 10 }, (_, i) => run(i + 1, "skipped"))
+    expect(go(skipped).value).toBe("healthy")
+    // skipped results do not break a streak of failures nor a recovery streak of passes
+    const results = [...Array.from({ length: 5 }, (_, i) => run(100 - i * 10, "failed")), run(1, "skipped")]
+    expect(go(results).value).toBe("broken")
+  })
+
+  test("isInfraFailureUpload: 80% or more of the non-skipped tests failed", () => {
+    expect(isInfraFailureUpload({ passed: 2, failed: 8 })).toBe(true)
+    expect(isInfraFailureUpload({ passed: 3, failed: 7 })).toBe(false)
+    expect(isInfraFailureUpload({ passed: 0, failed: 0 })).toBe(false)
+  })
+
+  test("isStableBranch", () => {
+    expect(isStableBranch("main", [])).toBe(true)
+    expect(isStableBranch("master", [])).toBe(true)
+    expect(isStableBranch("release/1.x", ["release/1.x"])).toBe(true)
+    expect(isStableBranch("trunk-merge/main/17", [])).toBe(true)
+    expect(isStableBranch("feature/main", ["develop"])).toBe(false)
+    expect(isStableBranch("develop", new Set(["develop"]))).toBe(true)
+  })
+
+  test("timestamp and reason are kept while the value does not change", () => {
+    const p = prev("healthy", "", 30)
+    expect(go([run(1, "passed")], p)).toEqual({ value: "healthy", reason: "", timestamp: p.since })
+  })
+})
+
+// ---------------------------------------------------------------------------------------------------------------
+// properties
+// ---------------------------------------------------------------------------------------------------------------
+
+const arbResult: fc.Arbitrary<HistoryResult> = fc.record({
+  at: fc.integer({ min: NOW - 10 * DAY, max: NOW }),
+  sha: fc.constantFrom("aaaaaaa1", "bbbbbbb2", "ccccccc3", "ddddddd4"),
+  branch: fc.constantFrom("main", "feature/a", "trunk-merge/main/1"),
+  status: fc.constantFrom<ResultStatus>("passed", "failed", "failed", "skipped"),
+  uploadId: fc.constantFrom("u1", "u2", "u3"),
+  infra: fc.integer({ min: 0, max: 4 }).map((n) => n === 0)
+})
+
+const arbPrevious: fc.Arbitrary<PreviousStatus | null> = fc.option(
+  fc
+    .record({
+      value: fc.constantFrom<PreviousStatus["value"]>("healthy", "flaky", "broken"),
+      reason: fc.constantFrom("", "r"),
+      since: fc.integer({ min: NOW - 30 * DAY, max: NOW }),
+      flakySignalAt: fc.option(fc.integer({ min: NOW - 30 * DAY, max: NOW }), { nil: undefined })
+    })
+    .map((p) => (p.flakySignalAt === undefined ? { value: p.value, reason: p.reason, since: p.since } : p)),
+  { nil: null }
+)
+
+const input = (results: HistoryResult[], previous: PreviousStatus | null): ClassifyInput => ({
+  now: NOW,
+  results,
+  previous,
+  stableBranches: (b) => isStableBranch(b, [])
+})
+
+describe("classifier properties", () => {
+  test("never broken with fewer than 5 counted results (unless it already was broken)", () => {
+    fc.assert(
+      fc.property(fc.array(arbResult, { maxLength: 12 }), arbPrevious, (results, previous) => {
+        fc.pre(previous?.value !== "broken")
+        const counted = results.filter((r) => !r.infra && r.status !== "skipped").length
+        fc.pre(counted < 5)
+        return classify(input(results, previous)).value !== "broken"
+      }),
+      { numRuns: 500 }
+    )
+  })
+
+  test("adding a skipped or an infra result never changes the status", () => {
+    fc.assert(
+      fc.property(
+        fc.array(arbResult, { maxLength: 30 }),
+        arbPrevious,
+        arbResult,
+        fc.boolean(),
+        (results, previous, extra, asInfra) => {
+          const added: HistoryResult = asInfra ? { ...extra, infra: true } : { ...extra, status: "skipped" }
+          const a = classify(input(results, previous))
+          const b = classify(input([...results, added], previous))
+          expect(b).toEqual(a)
+        }
+      ),
+      { numRuns: 500 }
+    )
+  })
+
+  test("the order of the results does not matter", () => {
+    fc.assert(
+      fc.property(
+        fc.uniqueArray(arbResult, { maxLength: 30, selector: (r) => r.at }),
+        arbPrevious,
+        fc.nat(),
+        (results, previous, seed) => {
+          const shuffled = results
+            .map((r, i) => ({ r, k: (i * 2654435761 + seed) % 1000003 }))
+            .sort((x, y) => x.k - y.k)
+            .map((x) => x.r)
+          expect(classify(input(shuffled, previous))).toEqual(classify(input(results, previous)))
+        }
+      ),
+      { numRuns: 300 }
+    )
+  })
+
+  test("the timestamp is the previous one exactly when the value is unchanged", () => {
+    fc.assert(
+      fc.property(fc.array(arbResult, { maxLength: 30 }), arbPrevious, (results, previous) => {
+        const c = classify(input(results, previous))
+        if (previous !== null && previous.value === c.value) return c.timestamp === previous.since
+        return c.timestamp === NOW
+      }),
+      { numRuns: 300 }
+    )
+  })
+})
