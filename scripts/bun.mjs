@@ -1,0 +1,42 @@
+#!/usr/bin/env node
+// Runs Bun with the given arguments, installing the pinned Bun (from the npm registry's `bun` package) and the
+// project's dependencies first when they are missing. This is what lets `npm start` and `npm test` work on a
+// machine that has only Node.js, npm and git.
+import { spawnSync } from "node:child_process"
+import { existsSync, readFileSync, statSync } from "node:fs"
+import { dirname, join } from "node:path"
+import { fileURLToPath } from "node:url"
+
+const root = join(dirname(fileURLToPath(import.meta.url)), "..")
+const pkg = JSON.parse(readFileSync(join(root, "package.json"), "utf8"))
+const version = pkg.packageManager.replace(/^bun@/, "")
+const tools = join(root, ".tools")
+const localBun = join(tools, "node_modules", ".bin", process.platform === "win32" ? "bun.exe" : "bun")
+
+const run = (cmd, args, options = {}) => spawnSync(cmd, args, { stdio: "inherit", cwd: root, ...options })
+const versionOf = (bin) => {
+  const r = spawnSync(bin, ["--version"], { encoding: "utf8" })
+  return r.status === 0 ? r.stdout.trim() : null
+}
+
+let bun = versionOf("bun") === version ? "bun" : localBun
+if (bun === localBun && versionOf(localBun) !== version) {
+  process.stderr.write(`installing bun ${version} into .tools/ ...\n`)
+  const r = run("npm", ["install", "--prefix", tools, "--no-audit", "--no-fund", "--loglevel=error", `bun@${version}`])
+  if (r.status !== 0 || versionOf(localBun) !== version) {
+    process.stderr.write("could not install bun from the npm registry\n")
+    process.exit(1)
+  }
+}
+
+const lock = join(root, "bun.lock")
+const marker = join(root, "node_modules", ".bun-tag")
+const stale = !existsSync(marker) || statSync(lock).mtimeMs > statSync(marker).mtimeMs
+if (stale) {
+  const r = run(bun, ["install", "--frozen-lockfile"])
+  if (r.status !== 0) process.exit(r.status ?? 1)
+  run(process.execPath, ["-e", `require("fs").writeFileSync(${JSON.stringify(marker)}, "")`])
+}
+
+const r = run(bun, process.argv.slice(2), { cwd: process.cwd() })
+process.exit(r.status ?? 1)

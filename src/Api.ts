@@ -1,0 +1,166 @@
+import { HttpApi, type HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "@effect/platform"
+import { Schema } from "effect"
+import * as F from "./flaky/schemas.ts"
+import { Authentication, EmptyObject, endpointOf, type Op, post } from "./http/op.ts"
+import * as Q from "./queue/schemas.ts"
+
+/** Every operation of the v1 API (contract.md), grouped as the OpenAPI document shows them. */
+export const ops = {
+  createQueue: post("createQueue", "/createQueue", Q.CreateQueueRequest, Q.QueueConfig),
+  deleteQueue: post("deleteQueue", "/deleteQueue", Q.QueueKeyRequest, EmptyObject),
+  getQueue: post("getQueue", "/getQueue", Q.QueueKeyRequest, Q.QueueWithEntries),
+  updateQueue: post("updateQueue", "/updateQueue", Q.UpdateQueueRequest, Q.QueueConfig),
+
+  submitPullRequest: post("submitPullRequest", "/submitPullRequest", Q.SubmitRequest, EmptyObject),
+  cancelPullRequest: post("cancelPullRequest", "/cancelPullRequest", Q.PrRequest, EmptyObject),
+  restartTestsOnPullRequest: post("restartTestsOnPullRequest", "/restartTestsOnPullRequest", Q.PrRequest, EmptyObject),
+  getSubmittedPullRequest: post(
+    "getSubmittedPullRequest",
+    "/getSubmittedPullRequest",
+    Q.GetSubmittedRequest,
+    Q.SubmittedPullRequest
+  ),
+
+  getMergeQueueTestingDetails: post(
+    "getMergeQueueTestingDetails",
+    "/getMergeQueueTestingDetails",
+    Q.TestingDetailsRequest,
+    Q.TestingDetails
+  ),
+  setImpactedTargets: post("setImpactedTargets", "/setImpactedTargets", Q.SetImpactedTargetsRequest, EmptyObject),
+
+  getMergeQueueMetrics: {
+    name: "getMergeQueueMetrics",
+    method: "GET",
+    path: "/getMergeQueueMetrics",
+    payload: Q.MetricsQuery,
+    success: Schema.String.pipe(HttpApiSchema.withEncoding({ kind: "Text", contentType: "text/plain" })),
+    source: "query",
+    contentType: "text/plain; version=0.0.4; charset=utf-8"
+  } satisfies Op<"getMergeQueueMetrics", typeof Q.MetricsQuery.Type, typeof Q.MetricsQuery.Encoded, string, string>,
+
+  listFailingTests: post(
+    "listFailingTests",
+    "/flaky-tests/list-failing-tests",
+    F.ListFailingTestsRequest,
+    F.ListFailingTestsResponse
+  ),
+  listQuarantinedTests: post(
+    "listQuarantinedTests",
+    "/flaky-tests/list-quarantined-tests",
+    F.ListQuarantinedRequest,
+    F.ListQuarantinedResponse
+  ),
+  getTestDetails: post(
+    "getTestDetails",
+    "/flaky-tests/get-test-details",
+    F.GetTestDetailsRequest,
+    F.GetTestDetailsResponse
+  ),
+  listUnhealthyTests: post(
+    "listUnhealthyTests",
+    "/flaky-tests/list-unhealthy-tests",
+    F.ListUnhealthyRequest,
+    F.ListUnhealthyResponse
+  ),
+  linkTicketToTestCase: post(
+    "linkTicketToTestCase",
+    "/flaky-tests/link-ticket-to-test-case",
+    F.LinkTicketRequest,
+    EmptyObject
+  ),
+  setQuarantineOverride: post(
+    "setQuarantineOverride",
+    "/flaky-tests/set-quarantine-override",
+    F.SetQuarantineOverrideRequest,
+    EmptyObject
+  ),
+  getFlakySettings: post("getFlakySettings", "/flaky-tests/get-settings", F.SettingsRequest, F.Settings),
+  updateFlakySettings: post("updateFlakySettings", "/flaky-tests/update-settings", F.UpdateSettingsRequest, F.Settings),
+
+  uploadTestResults: {
+    name: "uploadTestResults",
+    method: "POST",
+    path: "/flaky-tests/upload",
+    payload: F.UploadForm,
+    success: F.UploadSummary,
+    source: "raw"
+  } satisfies Op<
+    "uploadTestResults",
+    typeof F.UploadForm.Type,
+    typeof F.UploadForm.Encoded,
+    F.UploadSummary,
+    typeof F.UploadSummary.Encoded
+  >,
+
+  reportStatus: post("reportStatus", "/reportStatus", Q.ReportStatusRequest, EmptyObject)
+} as const
+
+export type Ops = typeof ops
+export type OpName = keyof Ops
+
+// The groups only feed the OpenAPI document (the router serves `ops` directly), so their endpoint types are erased.
+type AnyGroup = HttpApiGroup.HttpApiGroup<string, HttpApiEndpoint.HttpApiEndpoint.Any>
+const group = (id: string, description: string, ...names: ReadonlyArray<OpName>): AnyGroup => {
+  let g = HttpApiGroup.make(id).annotate(OpenApi.Description, description) as unknown as AnyGroup
+  for (const name of names) {
+    g = g.add(
+      endpointOf(ops[name] as Op<string, unknown, unknown, unknown, unknown>) as HttpApiEndpoint.HttpApiEndpoint.Any
+    )
+  }
+  return g.prefix("/v1").middleware(Authentication) as unknown as AnyGroup
+}
+
+/** The whole HTTP contract as one `HttpApi`; the OpenAPI document is generated from it. */
+export const Api = HttpApi.make("greenline")
+  .add(
+    group(
+      "queues",
+      "Create, configure, pause, drain and delete merge queues",
+      "createQueue",
+      "deleteQueue",
+      "getQueue",
+      "updateQueue"
+    )
+  )
+  .add(
+    group(
+      "pullRequests",
+      "Submit, cancel and restart pull requests, and read their state",
+      "submitPullRequest",
+      "cancelPullRequest",
+      "restartTestsOnPullRequest",
+      "getSubmittedPullRequest"
+    )
+  )
+  .add(group("testingDetails", "Test runs", "getMergeQueueTestingDetails"))
+  .add(group("impactedTargets", "Impacted targets for parallel queues", "setImpactedTargets"))
+  .add(group("metrics", "Queue metrics in Prometheus text format", "getMergeQueueMetrics"))
+  .add(
+    group(
+      "flakyTests",
+      "Flaky-test queries, quarantine and settings",
+      "listFailingTests",
+      "listQuarantinedTests",
+      "getTestDetails",
+      "listUnhealthyTests",
+      "linkTicketToTestCase",
+      "setQuarantineOverride",
+      "getFlakySettings",
+      "updateFlakySettings"
+    )
+  )
+  .add(group("uploads", "JUnit result uploads", "uploadTestResults"))
+  .add(group("ciStatus", "Commit statuses reported by CI", "reportStatus"))
+  .annotate(OpenApi.Title, "Greenline merge queue API")
+  .annotate(OpenApi.Version, "1.0.0")
+  .annotate(
+    OpenApi.Description,
+    "A self-hosted merge queue and flaky-test service, compatible with the Trunk merge-queue API v1."
+  )
+
+let openApiCache: OpenApi.OpenAPISpec | undefined
+export const openApiDocument = (): OpenApi.OpenAPISpec => {
+  openApiCache ??= OpenApi.fromApi(Api)
+  return openApiCache
+}

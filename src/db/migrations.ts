@@ -1,0 +1,165 @@
+import * as Migrator from "@effect/sql/Migrator"
+import * as SqlClient from "@effect/sql/SqlClient"
+import { Effect } from "effect"
+
+/**
+ * One set of migrations for PostgreSQL and PGlite. Each is a list of single statements (PGlite's extended protocol
+ * takes one statement at a time), run in order inside the migrator's transaction.
+ */
+const statements = (...list: ReadonlyArray<string>) =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    for (const statement of list) yield* sql.unsafe(statement)
+  })
+
+const foundation = statements(
+  `create table organizations (
+     id uuid primary key,
+     slug text not null unique,
+     claim_on_first_use boolean not null default false,
+     created_at timestamptz not null default now()
+   )`,
+  `create table api_tokens (
+     id uuid primary key,
+     org_id uuid not null references organizations(id) on delete cascade,
+     name text not null default '',
+     token_hash bytea not null unique,
+     created_at timestamptz not null default now(),
+     revoked_at timestamptz
+   )`,
+  `create table repositories (
+     id uuid primary key,
+     org_id uuid not null references organizations(id) on delete cascade,
+     host text not null,
+     owner text not null,
+     name text not null,
+     created_at timestamptz not null default now(),
+     unique (host, owner, name)
+   )`,
+  `create table queues (
+     id uuid primary key,
+     repo_id uuid not null references repositories(id) on delete cascade,
+     branch text not null,
+     config jsonb not null,
+     created_at timestamptz not null default now(),
+     updated_at timestamptz not null default now(),
+     unique (repo_id, branch)
+   )`
+)
+
+const engine = statements(
+  // The planner's state of a queue, one JSON document, with a version for optimistic concurrency and the lease
+  // that says which instance runs the queue.
+  `create table queue_runtime (
+     queue_id uuid primary key references queues(id) on delete cascade,
+     state jsonb not null,
+     version bigint not null default 0,
+     outbox jsonb not null default '[]'::jsonb,
+     owner text,
+     lease_until timestamptz,
+     fencing bigint not null default 0
+   )`,
+  // Inbox of events for a queue's runner, so that any instance can accept a request and the owner applies it.
+  `create table queue_events (
+     seq bigserial primary key,
+     queue_id uuid not null references queues(id) on delete cascade,
+     event jsonb not null,
+     created_at timestamptz not null default now()
+   )`,
+  `create index queue_events_queue on queue_events (queue_id, seq)`,
+  // One row per pull request and queue: the latest entry (a resubmission reuses the id).
+  `create table entries (
+     id uuid primary key,
+     queue_id uuid not null references queues(id) on delete cascade,
+     pr_number bigint not null,
+     state text not null,
+     state_changed_at timestamptz not null,
+     submitted_at timestamptz not null,
+     first_tested_at timestamptz,
+     ended_at timestamptz,
+     priority integer not null,
+     no_batch boolean not null default false,
+     head_sha text not null,
+     title text not null default '',
+     author text not null default '',
+     run_id text,
+     verified_by_test_run text,
+     restarts integer not null default 0,
+     unique (queue_id, pr_number)
+   )`,
+  `create index entries_active on entries (queue_id) where state in ('not_ready','pending','testing','tests_passed','pending_failure')`,
+  `create index entries_ended on entries (ended_at)`,
+  `create table entry_timeline (
+     id bigserial primary key,
+     entry_id uuid not null references entries(id) on delete cascade,
+     at timestamptz not null,
+     state text not null,
+     reason text not null
+   )`,
+  `create index entry_timeline_entry on entry_timeline (entry_id, id)`,
+  `create table test_runs (
+     id text primary key,
+     queue_id uuid not null references queues(id) on delete cascade,
+     record jsonb not null,
+     status text not null,
+     test_branch_sha text,
+     created_at timestamptz not null,
+     ended_at timestamptz
+   )`,
+  `create index test_runs_sha on test_runs (test_branch_sha)`,
+  `create index test_runs_queue_status on test_runs (queue_id, status)`,
+  `create table commit_statuses (
+     repo_id uuid not null references repositories(id) on delete cascade,
+     sha text not null,
+     context text not null,
+     state text not null,
+     target_url text,
+     description text,
+     updated_at timestamptz not null,
+     primary key (repo_id, sha, context)
+   )`,
+  `create table impacted_targets (
+     repo_id uuid not null references repositories(id) on delete cascade,
+     pr_number bigint not null,
+     sha text not null,
+     all_targets boolean not null,
+     targets text[] not null,
+     updated_at timestamptz not null,
+     primary key (repo_id, pr_number, sha)
+   )`,
+  // Required statuses of a run, resolved when its test branch is built.
+  `create table run_requirements (
+     run_id text primary key,
+     statuses jsonb not null,
+     source text
+   )`,
+  // Comments the queue posts on pull requests (the local provider keeps them here; GitHub shows them on the PR).
+  `create table pr_comments (
+     id bigserial primary key,
+     repo_id uuid not null references repositories(id) on delete cascade,
+     pr_number bigint not null,
+     entry_id uuid,
+     body text not null,
+     created_at timestamptz not null default now()
+   )`,
+  `create index pr_comments_pr on pr_comments (repo_id, pr_number, id)`,
+  `create table ci_outputs (
+     id uuid primary key,
+     run_id text not null,
+     repo_id uuid not null references repositories(id) on delete cascade,
+     sha text not null,
+     exit_code integer,
+     output text not null,
+     created_at timestamptz not null default now()
+   )`
+)
+
+export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.SqlClient>> = {
+  "0001_foundation": foundation,
+  "0002_engine": engine
+}
+
+export const runMigrations = Migrator.make({})({
+  loader: Migrator.fromRecord(migrations),
+  table: "greenline_migrations"
+})

@@ -1,0 +1,157 @@
+import { Schema } from "effect"
+import { CaseInsensitive, opt, RepoRef } from "../queue/schemas.ts"
+
+/** Request and answer schemas of the flaky-test endpoints (contract.md §3). */
+
+const NonEmptyString = Schema.String.pipe(Schema.minLength(1, { message: () => "must be a non-empty string" }))
+
+export const PageQuery = Schema.Struct({
+  page_size: Schema.Int.pipe(Schema.between(1, 100, { message: () => "must be an integer from 1 to 100" })),
+  page_token: Schema.String
+}).annotations({ identifier: "PageQuery" })
+export type PageQuery = typeof PageQuery.Type
+
+export const Page = Schema.Struct({
+  total_rows: Schema.Number,
+  total_pages: Schema.Number,
+  next_page_token: Schema.String,
+  prev_page_token: Schema.String,
+  last_page_token: Schema.String,
+  page_index: Schema.Number
+}).annotations({ identifier: "Page" })
+export type Page = typeof Page.Type
+
+const RepoScope = { repo: RepoRef, org_url_slug: NonEmptyString }
+
+export const DateTimeString = Schema.String.pipe(
+  Schema.filter((s) => !Number.isNaN(Date.parse(s)), { message: () => "must be an ISO 8601 date-time" })
+)
+
+export const TestStatusValue = Schema.Literal("healthy", "flaky", "broken")
+
+export const TestStatus = Schema.Struct({
+  value: TestStatusValue,
+  reason: Schema.String,
+  timestamp: Schema.String
+})
+
+export const TestCase = Schema.Struct({
+  id: Schema.String,
+  repository: Schema.Struct({ html_url: Schema.String }),
+  html_url: Schema.String,
+  name: Schema.String,
+  variant: Schema.String,
+  status: TestStatus,
+  most_common_failures: Schema.Array(
+    Schema.Struct({ summary: Schema.String, occurrence_count: Schema.Number, last_occurrence: Schema.String })
+  ),
+  failure_rate_last_7d: Schema.Number,
+  failure_rate_last_24h: Schema.Number,
+  codeowners: Schema.Array(Schema.String),
+  pull_requests_impacted_last_7d: Schema.Number,
+  quarantined: Schema.Boolean,
+  file_path: Schema.String,
+  parent: Schema.String,
+  classname: Schema.String,
+  ticket: Schema.NullOr(Schema.Struct({ html_url: Schema.String, external_ticket_id: opt(Schema.String) }))
+}).annotations({ identifier: "TestCase" })
+export type TestCase = typeof TestCase.Type
+
+export const QuarantinedTest = Schema.Struct({
+  name: Schema.String,
+  parent: Schema.String,
+  file: Schema.String,
+  classname: Schema.String,
+  codeowners: Schema.Array(Schema.String),
+  quarantined_at: Schema.String,
+  status_last_updated_at: Schema.String,
+  test_case_id: Schema.String,
+  variant: Schema.String,
+  status: TestStatus,
+  quarantine_setting: Schema.Literal("always_quarantine", "auto_quarantine")
+}).annotations({ identifier: "QuarantinedTest" })
+export type QuarantinedTest = typeof QuarantinedTest.Type
+
+export const ListFailingTestsRequest = Schema.Struct({
+  ...RepoScope,
+  start_time: DateTimeString,
+  end_time: DateTimeString,
+  page_query: PageQuery
+}).annotations({ identifier: "ListFailingTestsRequest" })
+
+export const ListFailingTestsResponse = Schema.Struct({ tests: Schema.Array(TestCase), page: Page })
+
+export const ListQuarantinedRequest = Schema.Struct({ ...RepoScope, page_query: PageQuery }).annotations({
+  identifier: "ListQuarantinedTestsRequest"
+})
+export const ListQuarantinedResponse = Schema.Struct({ quarantined_tests: Schema.Array(QuarantinedTest), page: Page })
+
+export const GetTestDetailsRequest = Schema.Struct({
+  ...RepoScope,
+  test_id: Schema.UUID.annotations({ message: () => "must be a UUID" })
+}).annotations({ identifier: "GetTestDetailsRequest" })
+export const GetTestDetailsResponse = Schema.Struct({ test: TestCase })
+
+export const ListUnhealthyRequest = Schema.Struct({
+  ...RepoScope,
+  page_query: PageQuery,
+  status: CaseInsensitive("flaky", "broken")
+}).annotations({ identifier: "ListUnhealthyTestsRequest" })
+export const ListUnhealthyResponse = Schema.Struct({ tests: Schema.Array(TestCase), page: Page })
+
+export const LinkTicketRequest = Schema.Struct({
+  repo: RepoRef,
+  org_url_slug: opt(Schema.String),
+  test_case_id: Schema.UUID.annotations({ message: () => "must be a UUID" }),
+  external_ticket_id: NonEmptyString,
+  html_url: opt(Schema.String)
+}).annotations({ identifier: "LinkTicketRequest" })
+
+export const QuarantineOverride = CaseInsensitive("always_quarantine", "never_quarantine", "unspecified")
+export const SetQuarantineOverrideRequest = Schema.Struct({
+  ...RepoScope,
+  test_case_id: Schema.UUID.annotations({ message: () => "must be a UUID" }),
+  override: QuarantineOverride
+}).annotations({ identifier: "SetQuarantineOverrideRequest" })
+
+export const SettingsRequest = Schema.Struct(RepoScope).annotations({ identifier: "FlakySettingsRequest" })
+export const UpdateSettingsRequest = Schema.Struct({
+  ...RepoScope,
+  quarantining_enabled: opt(Schema.Boolean),
+  auto_quarantine: opt(Schema.Boolean)
+}).annotations({ identifier: "UpdateFlakySettingsRequest" })
+export const Settings = Schema.Struct({
+  quarantining_enabled: Schema.Boolean,
+  auto_quarantine: Schema.Boolean
+}).annotations({ identifier: "FlakySettings" })
+
+export const UploadMetadata = Schema.Struct({
+  repo: RepoRef,
+  org_url_slug: NonEmptyString,
+  sha: NonEmptyString,
+  branch: NonEmptyString,
+  pr_number: opt(Schema.NullOr(Schema.Int.pipe(Schema.between(1, 4294967295)))),
+  job_name: opt(Schema.NullOr(Schema.String)),
+  variant: opt(Schema.NullOr(Schema.String)),
+  run_at: opt(Schema.NullOr(DateTimeString))
+}).annotations({ identifier: "UploadMetadata" })
+export type UploadMetadata = typeof UploadMetadata.Type
+
+/** The multipart form, for the OpenAPI document: a `metadata` JSON part and one or more `junit` files. */
+export const UploadForm = Schema.Struct({
+  metadata: Schema.String.annotations({ description: "UploadMetadata as JSON" }),
+  junit: Schema.Array(Schema.String).annotations({ description: "JUnit XML files, plain or gzip" })
+}).annotations({ identifier: "UploadForm" })
+
+export const UploadSummary = Schema.Struct({
+  upload_id: Schema.String,
+  tests: Schema.Number,
+  passed: Schema.Number,
+  failed: Schema.Number,
+  skipped: Schema.Number,
+  ignored: Schema.Number,
+  quarantined_failures: Schema.Number,
+  unquarantined_failures: Schema.Number,
+  all_failures_quarantined: Schema.Boolean
+}).annotations({ identifier: "UploadSummary" })
+export type UploadSummary = typeof UploadSummary.Type

@@ -1,0 +1,92 @@
+import { Data, ParseResult, Schema } from "effect"
+
+/** The stable error codes of contract.md §1. */
+export type ErrorCode =
+  | "INVALID_REQUEST"
+  | "TIME_RANGE_INVALID"
+  | "INVALID_PAGE_TOKEN"
+  | "INVALID_JUNIT"
+  | "UNAUTHORIZED"
+  | "NOT_FOUND"
+  | "QUEUE_NOT_FOUND"
+  | "PR_NOT_FOUND"
+  | "TEST_RUN_NOT_FOUND"
+  | "TEST_CASE_NOT_FOUND"
+  | "QUEUE_ALREADY_EXISTS"
+  | "QUEUE_NOT_EMPTY"
+  | "PR_NOT_ACTIVE"
+  | "PR_TESTS_NOT_RESTARTABLE"
+  | "PAYLOAD_TOO_LARGE"
+  | "UNSUPPORTED_MEDIA_TYPE"
+  | "RATE_LIMITED"
+  | "NOT_IMPLEMENTED"
+  | "INTERNAL"
+
+export interface ErrorDetail {
+  readonly path: string
+  readonly message: string
+}
+
+/** Every failure a handler can answer with; the router turns it into the JSON envelope. */
+export class ApiError extends Data.TaggedError("ApiError")<{
+  readonly status: number
+  readonly code: ErrorCode
+  readonly message: string
+  readonly details?: ReadonlyArray<ErrorDetail> | undefined
+  readonly headers?: Readonly<Record<string, string>> | undefined
+}> {}
+
+export const invalidRequest = (message: string, details?: ReadonlyArray<ErrorDetail>) =>
+  new ApiError({ status: 400, code: "INVALID_REQUEST", message, details })
+export const notFound = (code: ErrorCode, message: string) => new ApiError({ status: 404, code, message })
+export const conflict = (code: ErrorCode, message: string) => new ApiError({ status: 409, code, message })
+export const unauthorized = (message = "a valid API token is required (x-api-token or Authorization: Bearer)") =>
+  new ApiError({ status: 401, code: "UNAUTHORIZED", message })
+export const internal = () =>
+  new ApiError({ status: 500, code: "INTERNAL", message: "the server could not complete the request" })
+export const notImplemented = (what: string) =>
+  new ApiError({ status: 501, code: "NOT_IMPLEMENTED", message: `${what} is not implemented yet` })
+
+/** The error envelope as a schema, for the OpenAPI document. */
+export const ErrorEnvelope = Schema.Struct({
+  error: Schema.Struct({
+    code: Schema.String,
+    message: Schema.String,
+    details: Schema.optional(Schema.Array(Schema.Struct({ path: Schema.String, message: Schema.String })))
+  })
+}).annotations({ identifier: "ErrorEnvelope", description: "Every error answer (contract.md §1)" })
+
+export const envelope = (error: ApiError) => ({
+  error: {
+    code: error.code,
+    message: error.message,
+    ...(error.details && error.details.length > 0 ? { details: error.details } : {})
+  }
+})
+
+const jsonHeaders = { "content-type": "application/json" }
+
+export const errorResponse = (error: ApiError): Response =>
+  new Response(JSON.stringify(envelope(error)), {
+    status: error.status,
+    headers: { ...jsonHeaders, ...error.headers }
+  })
+
+/** Schema decode failures become INVALID_REQUEST with one detail per issue, paths dotted (`pr.number`). */
+export const fromParseError = (error: ParseResult.ParseError): ApiError => {
+  const issues = ParseResult.ArrayFormatter.formatErrorSync(error)
+  // one detail per field: a union reports each member's complaint, the first says enough
+  const seen = new Set<string>()
+  const details: Array<ErrorDetail> = []
+  for (const issue of issues) {
+    const path = issue.path.map(String).join(".")
+    if (seen.has(path)) continue
+    seen.add(path)
+    details.push({ path, message: issue._tag === "Missing" ? "is required" : issue.message })
+  }
+  const first = details[0]
+  const message = first
+    ? `invalid request: ${first.path === "" ? "" : `${first.path} `}${first.message}`
+    : "invalid request"
+  return invalidRequest(message, details)
+}

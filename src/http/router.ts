@@ -1,0 +1,278 @@
+import { Cause, Context, Effect, Exit, Option, type ParseResult, type Runtime, Schema } from "effect"
+import * as RuntimeM from "effect/Runtime"
+import type { Organization } from "../tenancy/Tenancy.ts"
+import { ApiError, errorResponse, fromParseError, internal, invalidRequest, unauthorized } from "./errors.ts"
+import type { Op } from "./op.ts"
+
+/** The organization of the API token that made the current request. */
+export class CurrentOrg extends Context.Tag("greenline/CurrentOrg")<CurrentOrg, Organization>() {}
+
+/** The raw request, for the few handlers that read it themselves (the multipart upload). */
+export class CurrentRequest extends Context.Tag("greenline/CurrentRequest")<
+  CurrentRequest,
+  { readonly request: Request; readonly body: Uint8Array }
+>() {}
+
+export const MAX_BODY_BYTES = 20 * 1024 * 1024
+
+export interface Route<R> {
+  readonly op: Op<string, unknown, unknown, unknown, unknown>
+  readonly run: (payload: unknown) => Effect.Effect<unknown, ApiError, R | CurrentOrg | CurrentRequest>
+}
+
+/** Serves `op` with `handler`; the payload is decoded by the op's schema before the handler sees it. */
+export const handle = <Name extends string, P, PI, S, SI, R>(
+  op: Op<Name, P, PI, S, SI>,
+  handler: (payload: P) => Effect.Effect<S, ApiError, R | CurrentOrg | CurrentRequest>
+): Route<R> => {
+  const decode = Schema.decodeUnknown(op.payload, { errors: "all", onExcessProperty: "ignore" })
+  const encode = Schema.encode(op.success)
+  return {
+    op: op as unknown as Op<string, unknown, unknown, unknown, unknown>,
+    run: (input) =>
+      decode(input).pipe(
+        Effect.mapError(fromParseError),
+        Effect.flatMap(handler),
+        Effect.flatMap((answer) =>
+          Effect.mapError(encode(answer), (e: ParseResult.ParseError) => {
+            return new ApiError({
+              status: 500,
+              code: "INTERNAL",
+              message: "the answer did not match its schema",
+              details: [{ path: "", message: e.message }]
+            })
+          })
+        )
+      )
+  }
+}
+
+export interface Authenticator {
+  readonly authenticate: (token: string) => Promise<Option.Option<Organization>>
+}
+
+export interface RequestObserver {
+  readonly observe: (route: string, status: number, seconds: number) => void
+}
+
+/** Per-token token bucket: `perSecond` requests a second, bursts up to the same number. */
+export class RateLimiter {
+  private readonly buckets = new Map<string, { tokens: number; at: number }>()
+  constructor(
+    private readonly perSecond: number,
+    private readonly now: () => number
+  ) {}
+  /** Seconds to wait, or 0 when the request may go ahead. */
+  take(key: string): number {
+    const now = this.now()
+    const bucket = this.buckets.get(key) ?? { tokens: this.perSecond, at: now }
+    bucket.tokens = Math.min(this.perSecond, bucket.tokens + ((now - bucket.at) / 1000) * this.perSecond)
+    bucket.at = now
+    if (this.buckets.size > 10_000) this.buckets.clear()
+    this.buckets.set(key, bucket)
+    if (bucket.tokens >= 1) {
+      bucket.tokens -= 1
+      return 0
+    }
+    return Math.max(1, Math.ceil((1 - bucket.tokens) / this.perSecond))
+  }
+}
+
+const tokenOf = (request: Request): string | undefined => {
+  const header = request.headers.get("x-api-token")
+  if (header !== null && header !== "") return header.trim()
+  const authorization = request.headers.get("authorization")
+  if (authorization === null) return undefined
+  const match = /^Bearer\s+(.+)$/i.exec(authorization.trim())
+  return match?.[1]?.trim()
+}
+
+/** Reads at most `limit` bytes of the body, counting what arrives (a missing or false Content-Length changes nothing). */
+export const readBody = async (request: Request, limit: number): Promise<Uint8Array | "too-large"> => {
+  const declared = Number(request.headers.get("content-length") ?? Number.NaN)
+  if (Number.isFinite(declared) && declared > limit) return "too-large"
+  if (request.body === null) return new Uint8Array(0)
+  const reader = request.body.getReader()
+  const chunks: Array<Uint8Array> = []
+  let total = 0
+  for (;;) {
+    const { done, value } = await reader.read()
+    if (done) break
+    total += value.byteLength
+    if (total > limit) {
+      await reader.cancel().catch(() => undefined)
+      return "too-large"
+    }
+    chunks.push(value)
+  }
+  if (chunks.length === 1 && chunks[0] !== undefined) return chunks[0]
+  const out = new Uint8Array(total)
+  let offset = 0
+  for (const chunk of chunks) {
+    out.set(chunk, offset)
+    offset += chunk.byteLength
+  }
+  return out
+}
+
+// The rest of the body is not read, so the connection cannot be reused.
+const tooLarge = () =>
+  new ApiError({
+    status: 413,
+    code: "PAYLOAD_TOO_LARGE",
+    message: `the request body is larger than ${MAX_BODY_BYTES} bytes (20 MiB)`,
+    headers: { connection: "close" }
+  })
+
+const isJsonType = (contentType: string | null) => {
+  if (contentType === null || contentType.trim() === "") return true
+  const type = contentType.split(";")[0]?.trim().toLowerCase() ?? ""
+  return type === "application/json" || type.endsWith("+json")
+}
+
+const isMultipart = (contentType: string | null) => contentType?.toLowerCase().startsWith("multipart/form-data")
+
+const decoder = new TextDecoder("utf-8", { fatal: false })
+
+export interface AppOptions<R> {
+  readonly routes: ReadonlyArray<Route<R>>
+  readonly runtime: Runtime.Runtime<R>
+  readonly authenticator: Authenticator
+  readonly rateLimiter: RateLimiter
+  readonly observer: RequestObserver
+  readonly logError: (message: string, cause: unknown) => void
+  /** Routes outside the API (health, docs, metrics, CI output); return undefined when the path is not theirs. */
+  readonly extra: (request: Request, url: URL) => Promise<Response | undefined> | Response | undefined
+}
+
+const json = (body: unknown, status = 200) =>
+  new Response(JSON.stringify(body), { status, headers: { "content-type": "application/json" } })
+
+/**
+ * The HTTP front: route lookup, the token, the rate limit, the body (size, type, JSON), then the op's handler,
+ * answering every failure with the contract's envelope. One map lookup per request, no per-request layer building.
+ */
+export const makeApp = <R>(options: AppOptions<R>) => {
+  const table = new Map<string, Route<R>>()
+  for (const route of options.routes) table.set(`${route.op.method} /v1${route.op.path}`, route)
+  const paths = new Set(options.routes.map((r) => `/v1${r.op.path}`))
+  const runExit = RuntimeM.runPromiseExit(options.runtime)
+
+  const fail = (error: ApiError) => errorResponse(error)
+
+  const serveRoute = async (request: Request, url: URL, route: Route<R>): Promise<Response> => {
+    const declared = Number(request.headers.get("content-length") ?? Number.NaN)
+    if (Number.isFinite(declared) && declared > MAX_BODY_BYTES) {
+      await request.body?.cancel().catch(() => undefined)
+      return fail(tooLarge())
+    }
+
+    const token = tokenOf(request)
+    if (token === undefined) return fail(unauthorized())
+    const org = await options.authenticator.authenticate(token)
+    if (Option.isNone(org)) return fail(unauthorized("the API token is unknown or revoked"))
+    const wait = options.rateLimiter.take(token)
+    if (wait > 0) {
+      return fail(
+        new ApiError({
+          status: 429,
+          code: "RATE_LIMITED",
+          message: "too many requests for this token",
+          headers: { "retry-after": String(wait) }
+        })
+      )
+    }
+
+    let payload: unknown
+    let body: Uint8Array = new Uint8Array(0)
+    if (route.op.source === "query") {
+      payload = Object.fromEntries(url.searchParams)
+    } else {
+      const contentType = request.headers.get("content-type")
+      if (route.op.source === "raw" ? !isMultipart(contentType) : !isJsonType(contentType)) {
+        return fail(
+          new ApiError({
+            status: 415,
+            code: "UNSUPPORTED_MEDIA_TYPE",
+            message:
+              route.op.source === "raw"
+                ? "the body must be multipart/form-data"
+                : `the body must be application/json, not ${contentType}`
+          })
+        )
+      }
+      const read = await readBody(request, MAX_BODY_BYTES)
+      if (read === "too-large") return fail(tooLarge())
+      body = read
+      if (route.op.source === "json") {
+        const text = decoder.decode(body)
+        try {
+          payload = text.trim() === "" ? {} : JSON.parse(text)
+        } catch {
+          return fail(invalidRequest("the body is not valid JSON"))
+        }
+        if (payload === null || typeof payload !== "object" || Array.isArray(payload)) {
+          return fail(invalidRequest("the body must be a JSON object"))
+        }
+      }
+    }
+
+    const effect = route
+      .run(payload)
+      .pipe(Effect.provideService(CurrentOrg, org.value), Effect.provideService(CurrentRequest, { request, body }))
+    const exit = await runExit(effect)
+    if (Exit.isSuccess(exit)) {
+      const value = exit.value
+      if (route.op.contentType !== undefined) {
+        return new Response(String(value), { status: 200, headers: { "content-type": route.op.contentType } })
+      }
+      return json(value)
+    }
+    const failure = Cause.failureOption(exit.cause)
+    if (Option.isSome(failure)) {
+      if (failure.value.status >= 500) options.logError(`${route.op.name} failed`, failure.value)
+      return fail(failure.value)
+    }
+    if (Cause.isInterruptedOnly(exit.cause)) {
+      return fail(new ApiError({ status: 503, code: "INTERNAL", message: "the server is shutting down" }))
+    }
+    options.logError(`${route.op.name} failed unexpectedly`, Cause.pretty(exit.cause))
+    return fail(internal())
+  }
+
+  return async (request: Request): Promise<Response> => {
+    const started = performance.now()
+    const url = new URL(request.url)
+    const route = table.get(`${request.method} ${url.pathname}`)
+    let label = route ? route.op.path : "other"
+    let response: Response
+    try {
+      if (route !== undefined) {
+        response = await serveRoute(request, url, route)
+      } else {
+        const extra = await options.extra(request, url)
+        if (extra !== undefined) {
+          label = url.pathname.startsWith("/ci/") ? "/ci/output" : url.pathname
+          response = extra
+        } else if (paths.has(url.pathname)) {
+          response = fail(
+            new ApiError({
+              status: 405,
+              code: "NOT_FOUND",
+              message: `${request.method} is not allowed on ${url.pathname}`
+            })
+          )
+        } else {
+          response = fail(
+            new ApiError({ status: 404, code: "NOT_FOUND", message: `no route ${request.method} ${url.pathname}` })
+          )
+        }
+      }
+    } catch (cause) {
+      options.logError("request failed", cause)
+      response = fail(internal())
+    }
+    options.observer.observe(label, response.status, (performance.now() - started) / 1000)
+    return response
+  }
+}

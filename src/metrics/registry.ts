@@ -1,0 +1,162 @@
+/**
+ * A small in-process Prometheus registry for the operator metrics of `GET /metrics` (contract.md §5): counters,
+ * gauges and histograms with labels, written in the text exposition format.
+ */
+
+type Labels = Readonly<Record<string, string>>
+
+const escapeLabel = (value: string) => value.replace(/\\/g, "\\\\").replace(/\n/g, "\\n").replace(/"/g, '\\"')
+
+export const formatLabels = (labels: Labels): string => {
+  const keys = Object.keys(labels)
+  if (keys.length === 0) return ""
+  return `{${keys.map((k) => `${k}="${escapeLabel(labels[k] ?? "")}"`).join(",")}}`
+}
+
+export const formatNumber = (n: number): string =>
+  Number.isFinite(n) ? String(n) : n > 0 ? "+Inf" : n < 0 ? "-Inf" : "NaN"
+
+interface Family {
+  readonly name: string
+  readonly help: string
+  readonly type: "counter" | "gauge" | "histogram"
+  render(): Array<string>
+}
+
+export class Counter implements Family {
+  readonly type = "counter" as const
+  private readonly values = new Map<string, { labels: Labels; value: number }>()
+  constructor(
+    readonly name: string,
+    readonly help: string
+  ) {}
+  inc(labels: Labels = {}, by = 1) {
+    const key = formatLabels(labels)
+    const entry = this.values.get(key)
+    if (entry) entry.value += by
+    else this.values.set(key, { labels, value: by })
+  }
+  render() {
+    return [...this.values.values()].map((e) => `${this.name}${formatLabels(e.labels)} ${formatNumber(e.value)}`)
+  }
+}
+
+export class Gauge implements Family {
+  readonly type = "gauge" as const
+  constructor(
+    readonly name: string,
+    readonly help: string,
+    private readonly read: () => ReadonlyArray<readonly [Labels, number]>
+  ) {}
+  render() {
+    return this.read().map(([labels, value]) => `${this.name}${formatLabels(labels)} ${formatNumber(value)}`)
+  }
+}
+
+export class Histogram implements Family {
+  readonly type = "histogram" as const
+  private readonly series = new Map<string, { labels: Labels; counts: Array<number>; sum: number; count: number }>()
+  constructor(
+    readonly name: string,
+    readonly help: string,
+    readonly buckets: ReadonlyArray<number>
+  ) {}
+  observe(labels: Labels, value: number) {
+    const key = formatLabels(labels)
+    let s = this.series.get(key)
+    if (!s) {
+      s = { labels, counts: this.buckets.map(() => 0), sum: 0, count: 0 }
+      this.series.set(key, s)
+    }
+    for (let i = 0; i < this.buckets.length; i++)
+      if (value <= (this.buckets[i] ?? 0)) s.counts[i] = (s.counts[i] ?? 0) + 1
+    s.sum += value
+    s.count += 1
+  }
+  render() {
+    return renderHistogram(this.name, [...this.series.values()], this.buckets)
+  }
+}
+
+/** Histogram lines for precomputed series (also used by the queue metrics, which come from the database). */
+export const renderHistogram = (
+  name: string,
+  series: ReadonlyArray<{ labels: Labels; counts: ReadonlyArray<number>; sum: number; count: number }>,
+  buckets: ReadonlyArray<number>
+): Array<string> => {
+  const lines: Array<string> = []
+  for (const s of series) {
+    buckets.forEach((le, i) => {
+      lines.push(`${name}_bucket${formatLabels({ ...s.labels, le: formatNumber(le) })} ${s.counts[i] ?? 0}`)
+    })
+    lines.push(`${name}_bucket${formatLabels({ ...s.labels, le: "+Inf" })} ${s.count}`)
+    lines.push(`${name}_sum${formatLabels(s.labels)} ${formatNumber(s.sum)}`)
+    lines.push(`${name}_count${formatLabels(s.labels)} ${s.count}`)
+  }
+  return lines
+}
+
+export const renderFamily = (family: { name: string; help: string; type: string }, lines: ReadonlyArray<string>) =>
+  [`# HELP ${family.name} ${family.help}`, `# TYPE ${family.name} ${family.type}`, ...lines].join("\n")
+
+export class Registry {
+  private readonly families: Array<Family> = []
+  register<F extends Family>(family: F): F {
+    this.families.push(family)
+    return family
+  }
+  render(): string {
+    return `${this.families.map((f) => renderFamily(f, f.render())).join("\n")}\n`
+  }
+}
+
+/** The process's own metrics. */
+export const makeProcessMetrics = () => {
+  const registry = new Registry()
+  const requests = registry.register(
+    new Counter("greenline_http_requests_total", "HTTP requests answered, by route and status")
+  )
+  const durations = registry.register(
+    new Histogram(
+      "greenline_http_request_duration_seconds",
+      "HTTP request duration by route",
+      [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5]
+    )
+  )
+  const runnerLag = registry.register(
+    new Histogram(
+      "greenline_queue_runner_lag_seconds",
+      "Time from an event reaching a queue to the planner step that handled it",
+      [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30]
+    )
+  )
+  const runnerRestarts = registry.register(
+    new Counter("greenline_queue_runner_restarts_total", "Queue runner fibers restarted after a failure")
+  )
+  const dbPool = { active: 0, max: 0 }
+  registry.register(
+    new Gauge("greenline_db_connections_in_use", "Database connections or permits in use", () => [[{}, dbPool.active]])
+  )
+  registry.register(
+    new Gauge("greenline_process_memory_bytes", "Memory of the Bun process", () => {
+      const m = process.memoryUsage()
+      return [
+        [{ kind: "rss" }, m.rss],
+        [{ kind: "heap_used" }, m.heapUsed],
+        [{ kind: "heap_total" }, m.heapTotal],
+        [{ kind: "external" }, m.external]
+      ]
+    })
+  )
+  return {
+    registry,
+    observeRequest: (route: string, status: number, seconds: number) => {
+      requests.inc({ route, status: String(status) })
+      durations.observe({ route }, seconds)
+    },
+    runnerLag,
+    runnerRestarts,
+    dbPool
+  }
+}
+export type ProcessMetrics = ReturnType<typeof makeProcessMetrics>

@@ -1,0 +1,51 @@
+import type { SqlError } from "@effect/sql/SqlError"
+import { Context, type Effect, type Option } from "effect"
+import type { ApiError } from "../http/errors.ts"
+import type { QueueRow } from "./QueueRepo.ts"
+import type { EnqueuedPullRequest, StoredQueueConfig, SubmittedPullRequest, TestingDetails } from "./schemas.ts"
+
+/** What the HTTP handlers ask of the merge-queue engine. Calls that write run inside the request's transaction. */
+export interface EngineShape {
+  readonly queueCreated: (queue: QueueRow) => Effect.Effect<void, SqlError>
+  readonly configChanged: (queue: QueueRow) => Effect.Effect<void, SqlError>
+  /** The effective configuration (the runner may be switching modes) and the active entries in testing order. */
+  readonly view: (
+    queue: QueueRow
+  ) => Effect.Effect<
+    { readonly config: StoredQueueConfig; readonly enqueued: ReadonlyArray<EnqueuedPullRequest> },
+    SqlError
+  >
+  readonly submit: (
+    queue: QueueRow,
+    prNumber: number,
+    priority: number | undefined,
+    noBatch: boolean | undefined
+  ) => Effect.Effect<void, ApiError | SqlError>
+  readonly cancel: (queue: QueueRow, prNumber: number) => Effect.Effect<void, ApiError | SqlError>
+  readonly restart: (queue: QueueRow, prNumber: number) => Effect.Effect<void, ApiError | SqlError>
+  readonly getSubmitted: (
+    queue: QueueRow,
+    prNumber: number,
+    includeTimeline: boolean
+  ) => Effect.Effect<SubmittedPullRequest, ApiError | SqlError>
+  readonly testingDetails: (queue: QueueRow, testRunId: string) => Effect.Effect<TestingDetails, ApiError | SqlError>
+  readonly setImpactedTargets: (
+    queue: QueueRow,
+    prNumber: number,
+    sha: string,
+    targets: ReadonlyArray<string> | "ALL"
+  ) => Effect.Effect<void, ApiError | SqlError>
+  /** Wakes the runner of a queue (after the request's transaction committed). */
+  readonly wake: (queueId: string) => Effect.Effect<void>
+  readonly ciOutput: (
+    id: string
+  ) => Effect.Effect<Option.Option<{ readonly output: string; readonly exitCode: number | null }>, SqlError>
+}
+
+export class Engine extends Context.Tag("greenline/Engine")<Engine, EngineShape>() {}
+
+/** Starts the runners of this instance: the lease loop and the wake-up listener. */
+export class EngineRunner extends Context.Tag("greenline/EngineRunner")<
+  EngineRunner,
+  { readonly start: Effect.Effect<void> }
+>() {}

@@ -1,0 +1,447 @@
+import * as os from "node:os"
+import * as SqlClient from "@effect/sql/SqlClient"
+import { Context, Effect, FiberMap, Layer, Option, Queue, Schedule, Stream } from "effect"
+import type { CommandCi } from "../ci/CommandCi.ts"
+import { AppConfig } from "../config.ts"
+import { Database } from "../db/Database.ts"
+import { GitHost } from "../git/GitHost.ts"
+import { conflict, notFound } from "../http/errors.ts"
+import { Metrics } from "../metrics/Metrics.ts"
+import { Engine, EngineRunner, type EngineShape } from "./Engine.ts"
+import { type Entry, initialState, type QueueState, type RunRecord } from "./planner/index.ts"
+import { QueueRepo, type QueueRow } from "./QueueRepo.ts"
+import { plannerConfig, repoRefOf, runQueue } from "./Runner.ts"
+import { Statuses, WAKE_CHANNEL } from "./Statuses.ts"
+import {
+  DEFAULT_PRIORITY,
+  type EnqueuedPullRequest,
+  type SubmittedPullRequest,
+  type TestingDetails
+} from "./schemas.ts"
+import { type EntryRow, iso, makeStore, TERMINAL } from "./store.ts"
+
+const PRIORITY_NAMES: Record<number, string> = { 0: "urgent", 10: "high", 100: "medium", 200: "low" }
+const LEASE_SECONDS = 15
+const LEASE_LOOP_MS = 5000
+
+const entryRecord = (queue: QueueRow, row: EntryRow, position: number | null): EnqueuedPullRequest => {
+  const active = !TERMINAL.has(row.state)
+  return {
+    id: row.id,
+    state: row.state as EnqueuedPullRequest["state"],
+    stateChangedAt: iso(new Date(row.state_changed_at)),
+    priorityValue: row.priority,
+    priorityName: PRIORITY_NAMES[row.priority] ?? String(row.priority),
+    usedDefaultPriorityName: "medium",
+    skipTheLine: row.priority === 0,
+    noBatch: row.no_batch,
+    prNumber: Number(row.pr_number),
+    prTitle: row.title,
+    prSha: row.head_sha,
+    prBaseBranch: queue.branch,
+    prAuthor: row.author,
+    verifiedByTestRun: row.verified_by_test_run,
+    testRunId: active ? row.run_id : null,
+    position
+  }
+}
+
+/** 1-based places of the entries that are eligible (not `not_ready`), in the planner's testing order. */
+const positions = (state: QueueState) => {
+  const out = new Map<string, number>()
+  let n = 0
+  for (const e of state.entries) {
+    if (e.state === "not_ready" || TERMINAL.has(e.state)) continue
+    out.set(e.id, ++n)
+  }
+  return out
+}
+
+const statusCheckState = (state: string) =>
+  state === "success" ? "SUCCESS" : state === "failure" ? "FAILURE" : state === "error" ? "ERROR" : "PENDING"
+
+export const EngineLive = Layer.scopedContext(
+  Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    const db = yield* Database
+    const git = yield* GitHost
+    const queues = yield* QueueRepo
+    const statuses = yield* Statuses
+    const config = yield* AppConfig
+    const metrics = yield* Metrics
+    const context = yield* Effect.context<
+      SqlClient.SqlClient | GitHost | QueueRepo | Statuses | AppConfig | Database | CommandCi
+    >()
+    const { activeEntries, enqueueEvent, findEntry, insertRuntime, loadRuntime, timeline } = makeStore(sql)
+
+    const runtimeOf = (queue: QueueRow) =>
+      Effect.map(loadRuntime(queue.id), (r) =>
+        Option.getOrElse(
+          Option.map(r, (x) => x.state),
+          () => initialState(plannerConfig(queue.config), null)
+        )
+      )
+
+    const requireActive = (queue: QueueRow, prNumber: number) =>
+      Effect.gen(function* () {
+        const entry = yield* findEntry(queue.id, prNumber)
+        if (Option.isNone(entry))
+          return yield* notFound("PR_NOT_FOUND", `pull request #${prNumber} was never submitted to this queue`)
+        if (TERMINAL.has(entry.value.state)) {
+          return yield* conflict(
+            "PR_NOT_ACTIVE",
+            `pull request #${prNumber} is not in the queue (it is ${entry.value.state})`
+          )
+        }
+        return entry.value
+      })
+
+    const targetsFor = (repoId: string, prNumber: number, sha: string) =>
+      Effect.map(
+        sql<{ all_targets: boolean; targets: ReadonlyArray<string> }>`
+          select all_targets, targets from impacted_targets where repo_id = ${repoId} and pr_number = ${prNumber} and sha = ${sha}`,
+        (rows) => {
+          const row = rows[0]
+          if (row === undefined) return null
+          return row.all_targets ? ("ALL" as const) : row.targets
+        }
+      )
+
+    const engine: EngineShape = {
+      queueCreated: (queue) =>
+        Effect.gen(function* () {
+          const tip = yield* git
+            .getBranchSha(repoRefOf(queue.repo), queue.branch)
+            .pipe(Effect.orElseSucceed(() => null))
+          yield* insertRuntime(queue.id, initialState(plannerConfig(queue.config), tip))
+        }),
+
+      configChanged: (queue) => enqueueEvent(queue.id, { _tag: "ConfigChanged" }),
+
+      view: (queue) =>
+        Effect.gen(function* () {
+          const state = yield* runtimeOf(queue)
+          const rows = yield* activeEntries(queue.id)
+          const byId = new Map(rows.map((r) => [r.id, r]))
+          const places = positions(state)
+          const enqueued: Array<EnqueuedPullRequest> = []
+          for (const e of state.entries) {
+            const row = byId.get(e.id)
+            const place = places.get(e.id)
+            if (row === undefined || place === undefined || row.state === "not_ready") continue
+            enqueued.push(entryRecord(queue, row, place))
+          }
+          // entries submitted but not yet seen by the runner: after the planner's, in submission order
+          const seen = new Set(state.entries.map((e: Entry) => e.id))
+          const fresh = rows
+            .filter((r) => !seen.has(r.id) && r.state !== "not_ready")
+            .sort(
+              (a, b) =>
+                a.priority - b.priority || new Date(a.submitted_at).getTime() - new Date(b.submitted_at).getTime()
+            )
+          for (const row of fresh) enqueued.push(entryRecord(queue, row, enqueued.length + 1))
+          const effective = {
+            ...queue.config,
+            state: state.switching !== null ? ("switching_modes" as const) : queue.config.state
+          }
+          return { config: effective, enqueued }
+        }),
+
+      submit: (queue, prNumber, priority, noBatch) =>
+        Effect.gen(function* () {
+          const pr = yield* git.getPullRequest(repoRefOf(queue.repo), prNumber).pipe(
+            Effect.catchTags({
+              PrNotFound: () =>
+                notFound("PR_NOT_FOUND", `pull request #${prNumber} does not exist (no refs/pull/${prNumber}/head)`),
+              RepoNotFound: () =>
+                notFound(
+                  "PR_NOT_FOUND",
+                  `pull request #${prNumber} does not exist: ${queue.repo.host}/${queue.repo.owner}/${queue.repo.name} has no repository`
+                )
+            }),
+            Effect.catchTag("GitError", (e) => Effect.die(e))
+          )
+          const existing = yield* findEntry(queue.id, prNumber)
+          const now = new Date()
+          if (Option.isSome(existing) && !TERMINAL.has(existing.value.state)) {
+            const row = existing.value
+            const nextNoBatch = noBatch ?? row.no_batch
+            const nextPriority = priority ?? row.priority
+            yield* sql`update entries set priority = ${nextPriority}, no_batch = ${nextNoBatch} where id = ${row.id}`
+            yield* enqueueEvent(queue.id, {
+              _tag: "Planner",
+              event: {
+                _tag: "Submitted",
+                entryId: row.id,
+                prNumber,
+                headSha: row.head_sha,
+                priority: nextPriority,
+                noBatch: nextNoBatch,
+                ready: true
+              }
+            })
+            return
+          }
+          const id = Option.isSome(existing) ? existing.value.id : crypto.randomUUID()
+          const targets = yield* targetsFor(queue.repo.id, prNumber, pr.headSha)
+          const initial = queue.config.mode === "parallel" && targets === null ? "not_ready" : "pending"
+          yield* sql`insert into entries (id, queue_id, pr_number, state, state_changed_at, submitted_at, priority, no_batch,
+                                          head_sha, title, author)
+                     values (${id}, ${queue.id}, ${prNumber}, ${initial}, ${now}, ${now}, ${priority ?? DEFAULT_PRIORITY}, ${noBatch ?? false},
+                             ${pr.headSha}, ${pr.title}, ${pr.author})
+                     on conflict (queue_id, pr_number) do update set state = excluded.state,
+                       state_changed_at = excluded.state_changed_at, submitted_at = excluded.submitted_at,
+                       priority = excluded.priority, no_batch = excluded.no_batch, head_sha = excluded.head_sha,
+                       title = excluded.title, author = excluded.author, run_id = null, verified_by_test_run = null,
+                       first_tested_at = null, ended_at = null, restarts = 0`
+          yield* enqueueEvent(queue.id, {
+            _tag: "Planner",
+            event: {
+              _tag: "Submitted",
+              entryId: id,
+              prNumber,
+              headSha: pr.headSha,
+              priority: priority ?? DEFAULT_PRIORITY,
+              noBatch: noBatch ?? false,
+              ready: true
+            }
+          })
+          if (targets !== null) {
+            yield* enqueueEvent(queue.id, {
+              _tag: "Planner",
+              event: { _tag: "ImpactedTargetsSet", prNumber, sha: pr.headSha, targets }
+            })
+          }
+        }),
+
+      cancel: (queue, prNumber) =>
+        Effect.gen(function* () {
+          yield* requireActive(queue, prNumber)
+          yield* enqueueEvent(queue.id, {
+            _tag: "Planner",
+            event: { _tag: "Cancelled", prNumber, reason: "API_REQUESTED" }
+          })
+        }),
+
+      restart: (queue, prNumber) =>
+        Effect.gen(function* () {
+          const entry = yield* requireActive(queue, prNumber)
+          if (entry.first_tested_at === null && entry.run_id === null) {
+            return yield* conflict(
+              "PR_TESTS_NOT_RESTARTABLE",
+              `pull request #${prNumber} has no test run to restart yet`
+            )
+          }
+          yield* sql`update entries set restarts = restarts + 1 where id = ${entry.id}`
+          yield* enqueueEvent(queue.id, { _tag: "Planner", event: { _tag: "RestartRequested", prNumber } })
+        }),
+
+      getSubmitted: (queue, prNumber, includeTimeline) =>
+        Effect.gen(function* () {
+          const found = yield* findEntry(queue.id, prNumber)
+          if (Option.isNone(found))
+            return yield* notFound("PR_NOT_FOUND", `pull request #${prNumber} was never submitted to this queue`)
+          const row = found.value
+          const state = yield* runtimeOf(queue)
+          const active = !TERMINAL.has(row.state)
+          const place = active ? (positions(state).get(row.id) ?? null) : null
+          const targets = yield* targetsFor(queue.repo.id, prNumber, row.head_sha)
+          const record: SubmittedPullRequest = {
+            ...entryRecord(queue, row, place),
+            readiness: {
+              hasImpactedTargets: targets !== null,
+              requiresImpactedTargets: queue.config.mode === "parallel",
+              doesBaseBranchMatch: true,
+              gitHubMergeability: "unspecified"
+            },
+            forceEnqueued: false,
+            isCurrentlySubmittedToQueue: active
+          }
+          if (!includeTimeline) return record
+          const items = yield* timeline(row.id)
+          return {
+            ...record,
+            timeline: items.map((t) => ({
+              at: iso(new Date(t.at)),
+              state: t.state as EnqueuedPullRequest["state"],
+              reason: t.reason
+            }))
+          }
+        }),
+
+      testingDetails: (queue, testRunId) =>
+        Effect.gen(function* () {
+          const rows = yield* sql<{ record: unknown }>`
+            select record from test_runs where id = ${testRunId} and queue_id = ${queue.id}`
+          const raw = rows[0]
+          if (raw === undefined) return yield* notFound("TEST_RUN_NOT_FOUND", `no test run ${testRunId} in this queue`)
+          const run = (typeof raw.record === "string" ? JSON.parse(raw.record) : raw.record) as RunRecord
+          const required = yield* statuses.requirements(run.id)
+          const reported = run.testBranchSha === null ? [] : yield* statuses.forSha(queue.repo.id, run.testBranchSha)
+          const tested = run.items.filter((i) => run.testedEntryIds.includes(i.entryId))
+          const titles = yield* sql<{ id: string; title: string }>`
+            select id, title from entries where id in ${sql.in(run.items.map((i) => i.entryId).concat(["00000000-0000-0000-0000-000000000000"]))}`
+          const titleOf = new Map(titles.map((t) => [t.id, t.title]))
+          const repoPath = `${queue.repo.host}/${queue.repo.owner}/${queue.repo.name}`
+          const details: TestingDetails = {
+            requiredStatuses: required?.statuses ?? [],
+            requiredStatusesSource: (required?.source ?? null) as TestingDetails["requiredStatusesSource"],
+            testBranch: run.branch,
+            testBranchSha: run.testBranchSha ?? "",
+            checkSuites: [],
+            statusChecks: reported.map((s) => ({
+              context: s.context,
+              url: s.targetUrl ?? "",
+              state: statusCheckState(s.state)
+            })),
+            testedPullRequests: tested.map((i) => ({
+              prNumber: i.prNumber,
+              prUrl: `${config.publicUrl}/repos/${repoPath}/pull/${i.prNumber}`,
+              title: titleOf.get(i.entryId) ?? ""
+            })),
+            createdAt: iso(run.createdAt),
+            status: run.status === "building" ? "in_progress" : run.status,
+            dependentPrs: [...run.dependentPrs]
+          }
+          if (queue.config.mode !== "parallel") return details
+          const all = new Set<string>()
+          const testedTargets = new Set<string>()
+          for (const item of run.items) {
+            const t = yield* targetsFor(queue.repo.id, item.prNumber, item.headSha)
+            const list = t === "ALL" ? ["ALL"] : (t ?? [])
+            for (const x of list) {
+              all.add(x)
+              if (run.testedEntryIds.includes(item.entryId)) testedTargets.add(x)
+            }
+          }
+          return { ...details, impactedTargets: [...all], impactedTargetsForTestedPrs: [...testedTargets] }
+        }),
+
+      setImpactedTargets: (queue, prNumber, sha, targets) =>
+        Effect.gen(function* () {
+          const all = targets === "ALL"
+          const list = all ? [] : targets
+          yield* sql`insert into impacted_targets (repo_id, pr_number, sha, all_targets, targets, updated_at)
+                     values (${queue.repo.id}, ${prNumber}, ${sha}, ${all},
+                             array(select jsonb_array_elements_text(${JSON.stringify(list)}::jsonb)), now())
+                     on conflict (repo_id, pr_number, sha) do update set all_targets = excluded.all_targets,
+                       targets = excluded.targets, updated_at = excluded.updated_at`
+          const entry = yield* findEntry(queue.id, prNumber)
+          if (Option.isSome(entry) && !TERMINAL.has(entry.value.state) && entry.value.head_sha === sha) {
+            if (entry.value.state === "not_ready") {
+              yield* sql`update entries set state = 'pending' where id = ${entry.value.id} and state = 'not_ready'`
+            }
+            yield* enqueueEvent(queue.id, {
+              _tag: "Planner",
+              event: { _tag: "ImpactedTargetsSet", prNumber, sha, targets: all ? "ALL" : list }
+            })
+          }
+        }),
+
+      wake: (queueId) => db.notify(WAKE_CHANNEL, queueId),
+
+      ciOutput: (id) =>
+        Effect.gen(function* () {
+          if (!/^[0-9a-f-]{36}$/i.test(id)) return Option.none()
+          const rows = yield* sql<{ output: string; exit_code: number | null }>`
+            select output, exit_code from ci_outputs where id = ${id}`
+          return Option.map(Option.fromNullable(rows[0]), (r) => ({ output: r.output, exitCode: r.exit_code }))
+        })
+    }
+
+    // ---------------------------------------------------------------- runners of this instance
+
+    const layerScope = yield* Effect.scope
+    const owner = `${os.hostname()}-${process.pid}-${crypto.randomUUID().slice(0, 8)}`
+    const signals = new Map<string, Queue.Queue<void>>()
+    const leaseWake = yield* Queue.sliding<void>(1)
+    const runners = yield* FiberMap.make<string>()
+    const fencings = new Map<string, number>()
+
+    const signalOf = (queueId: string) => {
+      let q = signals.get(queueId)
+      if (q === undefined) {
+        q = Effect.runSync(Queue.sliding<void>(1))
+        signals.set(queueId, q)
+      }
+      return q
+    }
+
+    const hooks = {
+      observeLag: (seconds: number) => metrics.runnerLag.observe({}, seconds),
+      lostLease: (queueId: string) =>
+        Effect.sync(() => {
+          fencings.delete(queueId)
+        }).pipe(Effect.zipRight(Effect.logWarning(`lost the lease of queue ${queueId}`)))
+    }
+
+    const supervised = (queueId: string, fencing: number) =>
+      runQueue(queueId, owner, fencing, signalOf(queueId), hooks).pipe(
+        Effect.tapErrorCause((cause) =>
+          Effect.sync(() => metrics.runnerRestarts.inc()).pipe(
+            Effect.zipRight(Effect.logError(`runner of queue ${queueId} failed; restarting`, cause))
+          )
+        ),
+        Effect.retry(Schedule.exponential("200 millis").pipe(Schedule.either(Schedule.spaced("10 seconds")))),
+        Effect.ensuring(Effect.sync(() => fencings.delete(queueId))),
+        Effect.provide(context)
+      )
+
+    const takeLeases = (force: boolean) =>
+      Effect.gen(function* () {
+        const rows = yield* sql<{ queue_id: string; fencing: string | number }>`
+          update queue_runtime set owner = ${owner},
+            lease_until = now() + make_interval(secs => ${LEASE_SECONDS}),
+            fencing = case when owner = ${owner} then fencing else fencing + 1 end
+          where owner is null or owner = ${owner} or lease_until < now() or ${force}
+          returning queue_id, fencing`
+        const held = new Set<string>()
+        for (const row of rows) {
+          const fencing = Number(row.fencing)
+          held.add(row.queue_id)
+          if (fencings.get(row.queue_id) === fencing && (yield* FiberMap.has(runners, row.queue_id))) continue
+          fencings.set(row.queue_id, fencing)
+          yield* FiberMap.run(runners, row.queue_id, supervised(row.queue_id, fencing))
+        }
+        for (const queueId of [...fencings.keys()]) {
+          if (!held.has(queueId)) {
+            fencings.delete(queueId)
+            yield* FiberMap.remove(runners, queueId)
+          }
+        }
+      })
+
+    const start = Effect.gen(function* () {
+      yield* takeLeases(db.kind === "pglite").pipe(Effect.orDie)
+      yield* Effect.forkIn(
+        Effect.forever(
+          Effect.raceFirst(Queue.take(leaseWake), Effect.sleep(LEASE_LOOP_MS)).pipe(
+            Effect.zipRight(takeLeases(false)),
+            Effect.catchAllCause((cause) => Effect.logError("lease loop failed", cause))
+          )
+        ),
+        layerScope
+      )
+      yield* Effect.forkIn(
+        db
+          .listen(WAKE_CHANNEL)
+          .pipe(
+            Stream.runForEach((queueId) =>
+              fencings.has(queueId) ? Queue.offer(signalOf(queueId), undefined) : Queue.offer(leaseWake, undefined)
+            )
+          ),
+        layerScope
+      )
+    })
+
+    yield* Effect.addFinalizer(() =>
+      Effect.gen(function* () {
+        yield* FiberMap.clear(runners)
+        yield* sql`update queue_runtime set owner = null, lease_until = null where owner = ${owner}`.pipe(Effect.ignore)
+      })
+    )
+
+    void queues
+    return Context.make(Engine, engine).pipe(Context.add(EngineRunner, { start: Effect.provide(start, context) }))
+  })
+)

@@ -1,0 +1,199 @@
+import * as SqlClient from "@effect/sql/SqlClient"
+import { Effect, Option } from "effect"
+import { ops } from "../Api.ts"
+import { ApiError, conflict, notFound } from "../http/errors.ts"
+import { CurrentOrg, handle } from "../http/router.ts"
+import { Tenancy } from "../tenancy/Tenancy.ts"
+import { applyUpdate, publicConfig } from "./config.ts"
+import { Engine, type EngineShape } from "./Engine.ts"
+import { QueueRepo, type QueueRow } from "./QueueRepo.ts"
+import { Statuses } from "./Statuses.ts"
+import { DEFAULT_PRIORITY, defaultQueueConfig, PRIORITY_VALUES, type PriorityName, type RepoRef } from "./schemas.ts"
+
+/** Handlers of the queue endpoints: thin, each one transaction. */
+
+const describe = (repo: RepoRef, branch: string) => `${repo.host}/${repo.owner}/${repo.name}@${branch}`
+
+const orDie = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+  Effect.catchAll(effect, (e) => (e instanceof ApiError ? Effect.fail(e) : Effect.die(e)))
+
+/** The queue of `repo`@`branch` in the caller's organization, or 404 QUEUE_NOT_FOUND. */
+export const requireQueue = (repo: RepoRef, branch: string) =>
+  orDie(
+    Effect.gen(function* () {
+      const org = yield* CurrentOrg
+      const tenancy = yield* Tenancy
+      const queues = yield* QueueRepo
+      const owned = yield* tenancy.findRepo(org, repo)
+      const queue = Option.isSome(owned) ? yield* queues.find(owned.value, branch) : Option.none<QueueRow>()
+      if (Option.isNone(queue)) return yield* notFound("QUEUE_NOT_FOUND", `no queue ${describe(repo, branch)}`)
+      return queue.value
+    })
+  )
+
+const transaction = <A, R>(effect: Effect.Effect<A, unknown, R>) =>
+  Effect.flatMap(SqlClient.SqlClient, (sql) => orDie(sql.withTransaction(effect)))
+
+/** A write to a queue's engine in one transaction, then a wake-up of the queue's runner. */
+const engineWrite = <A, R>(
+  repo: RepoRef,
+  branch: string,
+  f: (queue: QueueRow, engine: EngineShape) => Effect.Effect<A, unknown, R>
+) =>
+  Effect.gen(function* () {
+    const engine = yield* Engine
+    const queue = yield* requireQueue(repo, branch)
+    const out = yield* transaction(f(queue, engine))
+    yield* engine.wake(queue.id)
+    return out
+  })
+
+const priorityValue = (p: number | PriorityName | null | undefined) =>
+  p === undefined ? undefined : p === null ? DEFAULT_PRIORITY : typeof p === "number" ? p : PRIORITY_VALUES[p]
+
+export const queueRoutes = [
+  handle(ops.createQueue, (req) =>
+    transaction(
+      Effect.gen(function* () {
+        const org = yield* CurrentOrg
+        const tenancy = yield* Tenancy
+        const queues = yield* QueueRepo
+        const engine = yield* Engine
+        const repo = yield* tenancy.findRepo(org, req.repo, { claim: true })
+        if (Option.isNone(repo)) {
+          return yield* notFound(
+            "NOT_FOUND",
+            `repository ${req.repo.host}/${req.repo.owner}/${req.repo.name} not found`
+          )
+        }
+        const config = {
+          ...defaultQueueConfig(req.targetBranch),
+          ...(req.mode !== undefined ? { mode: req.mode } : {}),
+          ...(req.concurrency !== undefined ? { concurrency: req.concurrency } : {})
+        }
+        const created = yield* queues.create(repo.value, req.targetBranch, config)
+        if (Option.isNone(created)) {
+          return yield* conflict("QUEUE_ALREADY_EXISTS", `queue ${describe(req.repo, req.targetBranch)} already exists`)
+        }
+        yield* engine.queueCreated(created.value)
+        return publicConfig(created.value.config)
+      })
+    )
+  ),
+
+  handle(ops.getQueue, (req) =>
+    Effect.gen(function* () {
+      const queue = yield* requireQueue(req.repo, req.targetBranch)
+      const engine = yield* Engine
+      const view = yield* orDie(engine.view(queue))
+      return { ...publicConfig(view.config), enqueuedPullRequests: view.enqueued }
+    })
+  ),
+
+  handle(ops.updateQueue, (req) =>
+    transaction(
+      Effect.gen(function* () {
+        const queue = yield* requireQueue(req.repo, req.targetBranch)
+        const queues = yield* QueueRepo
+        const engine = yield* Engine
+        const config = applyUpdate(queue.config, req)
+        yield* queues.saveConfig(queue.id, config)
+        yield* engine.configChanged({ ...queue, config })
+        const view = yield* engine.view({ ...queue, config })
+        return publicConfig(view.config)
+      })
+    )
+  ),
+
+  handle(ops.deleteQueue, (req) =>
+    transaction(
+      Effect.gen(function* () {
+        const org = yield* CurrentOrg
+        const tenancy = yield* Tenancy
+        const queues = yield* QueueRepo
+        const owned = yield* tenancy.findRepo(org, req.repo)
+        if (Option.isNone(owned)) return {}
+        const queue = yield* queues.find(owned.value, req.targetBranch)
+        if (Option.isNone(queue)) return {}
+        const active = yield* queues.activeCount(queue.value.id)
+        if (active > 0) {
+          return yield* conflict(
+            "QUEUE_NOT_EMPTY",
+            `queue ${describe(req.repo, req.targetBranch)} still holds ${active} pull request${active === 1 ? "" : "s"}`
+          )
+        }
+        yield* queues.remove(queue.value.id)
+        return {}
+      })
+    )
+  ),
+
+  handle(ops.submitPullRequest, (req) =>
+    Effect.as(
+      engineWrite(req.repo, req.targetBranch, (queue, engine) =>
+        engine.submit(queue, req.pr.number, priorityValue(req.priority), req.noBatch)
+      ),
+      {}
+    )
+  ),
+
+  handle(ops.cancelPullRequest, (req) =>
+    Effect.as(
+      engineWrite(req.repo, req.targetBranch, (queue, engine) => engine.cancel(queue, req.pr.number)),
+      {}
+    )
+  ),
+
+  handle(ops.restartTestsOnPullRequest, (req) =>
+    Effect.as(
+      engineWrite(req.repo, req.targetBranch, (queue, engine) => engine.restart(queue, req.pr.number)),
+      {}
+    )
+  ),
+
+  handle(ops.getSubmittedPullRequest, (req) =>
+    Effect.gen(function* () {
+      const queue = yield* requireQueue(req.repo, req.targetBranch)
+      const engine = yield* Engine
+      return yield* orDie(engine.getSubmitted(queue, req.pr.number, req.includeTimeline ?? false))
+    })
+  ),
+
+  handle(ops.getMergeQueueTestingDetails, (req) =>
+    Effect.gen(function* () {
+      const queue = yield* requireQueue(req.repo, req.targetBranch)
+      const engine = yield* Engine
+      return yield* orDie(engine.testingDetails(queue, req.testRunId))
+    })
+  ),
+
+  handle(ops.setImpactedTargets, (req) =>
+    Effect.as(
+      engineWrite(req.repo, req.targetBranch, (queue, engine) =>
+        engine.setImpactedTargets(
+          queue,
+          req.pr.number,
+          req.pr.sha,
+          typeof req.impactedTargets === "string" ? "ALL" : req.impactedTargets
+        )
+      ),
+      {}
+    )
+  ),
+
+  handle(ops.reportStatus, (req) =>
+    Effect.gen(function* () {
+      const org = yield* CurrentOrg
+      const tenancy = yield* Tenancy
+      const statuses = yield* Statuses
+      const repo = yield* orDie(tenancy.findRepo(org, req.repo, { claim: true }))
+      if (Option.isNone(repo)) {
+        return yield* notFound("NOT_FOUND", `repository ${req.repo.host}/${req.repo.owner}/${req.repo.name} not found`)
+      }
+      yield* orDie(
+        statuses.report(repo.value.id, req.sha, req.context, req.state, req.targetUrl ?? null, req.description ?? null)
+      )
+      return {}
+    })
+  )
+]

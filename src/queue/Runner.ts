@@ -1,0 +1,492 @@
+import * as SqlClient from "@effect/sql/SqlClient"
+import { Clock, Duration, Effect, type Fiber, FiberMap, Option, Queue } from "effect"
+import { CommandCi } from "../ci/CommandCi.ts"
+import { AppConfig } from "../config.ts"
+import { GitHost, type RepoRef } from "../git/GitHost.ts"
+import { readRequiredStatuses } from "../git/trunkConfig.ts"
+import type { Repository } from "../tenancy/Tenancy.ts"
+import {
+  type Command,
+  type PlannerConfig,
+  type PlannerEvent,
+  type QueueState,
+  Reasons,
+  type RunRecord,
+  step,
+  type Transition
+} from "./planner/index.ts"
+import { QueueRepo } from "./QueueRepo.ts"
+import { Statuses } from "./Statuses.ts"
+import type { StoredQueueConfig } from "./schemas.ts"
+import { type InboxEvent, makeStore } from "./store.ts"
+
+/**
+ * The runner of one queue: it owns the queue's planner state while its instance holds the lease. Each round it
+ * reads the inbox, asks Git what moved, steps the planner through every event, persists the result with the
+ * outbox of commands in one transaction, then executes the commands; their results are the next round's events.
+ * Commands are idempotent (run ids in branch names, compare-and-swap merges), so a crash between persisting and
+ * executing only repeats them.
+ */
+
+export const plannerConfig = (c: StoredQueueConfig): PlannerConfig => ({
+  state: c.state === "switching_modes" ? (c.previousState ?? "running") : c.state,
+  mode: c.mode,
+  concurrency: c.concurrency,
+  bisectionConcurrency: c.bisectionConcurrency,
+  testingTimeoutMinutes: c.testingTimeoutMinutes,
+  pendingFailureDepth: c.pendingFailureDepth,
+  canOptimisticallyMerge: c.canOptimisticallyMerge,
+  batch: c.batch,
+  batchingMaxWaitTimeMinutes: c.batchingMaxWaitTimeMinutes,
+  batchingMinSize: c.batchingMinSize,
+  directMergeMode: c.directMergeMode,
+  optimizationMode: c.optimizationMode,
+  mergeMethod: c.mergeMethod
+})
+
+export const statusCheckName = (branch: string) => `Trunk Merge Queue (${branch})`
+
+const newIds = (config: PlannerConfig) =>
+  Array.from({ length: 2 * config.concurrency + config.bisectionConcurrency + 8 }, () => crypto.randomUUID())
+
+export interface RunnerHooks {
+  readonly observeLag: (seconds: number) => void
+  /** Report a built-in CI status (goes through the same path as POST /reportStatus). */
+  readonly lostLease: (queueId: string) => Effect.Effect<void>
+}
+
+export const repoRefOf = (repo: Repository): RepoRef => ({ host: repo.host, owner: repo.owner, name: repo.name })
+
+export const runQueue = (
+  queueId: string,
+  owner: string,
+  fencing: number,
+  signal: Queue.Queue<void>,
+  hooks: RunnerHooks
+) =>
+  Effect.scoped(
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const git = yield* GitHost
+      const queues = yield* QueueRepo
+      const statuses = yield* Statuses
+      const config = yield* AppConfig
+      const ci = yield* CommandCi
+      const ciJobs = yield* FiberMap.make<string>()
+      const { loadRuntime, persistStep, readInbox } = makeStore(sql)
+
+      const loaded = yield* loadRuntime(queueId)
+      if (Option.isNone(loaded)) return
+      let state: QueueState = loaded.value.state
+      let pendingCommands: ReadonlyArray<Command> = loaded.value.outbox
+      let memEvents: Array<PlannerEvent> = []
+      let nextWake = Number.POSITIVE_INFINITY
+      let lastPoll = 0
+      const ciSemaphore = yield* Effect.makeSemaphore(Math.max(1, state.config.concurrency))
+
+      const queueRow = () =>
+        Effect.flatMap(queues.findById(queueId), (q) =>
+          Option.match(q, { onNone: () => Effect.interrupt, onSome: Effect.succeed })
+        )
+      let queue = yield* queueRow()
+      const repo = repoRefOf(queue.repo)
+
+      const runOf = (runId: string): RunRecord | undefined => state.runs.find((r) => r.id === runId)
+
+      // ------------------------------------------------------------------ status evaluation
+
+      const evaluate = (run: RunRecord) =>
+        Effect.gen(function* () {
+          if (run.status !== "in_progress" || run.testBranchSha === null) return Option.none<PlannerEvent>()
+          const verdict = yield* statuses.verdict(queue.repo.id, run.id, run.testBranchSha, run.createdAt)
+          if (verdict === "pending") return Option.none<PlannerEvent>()
+          return Option.some<PlannerEvent>({
+            _tag: "RunCompleted",
+            runId: run.id,
+            outcome: verdict === "success" ? "succeeded" : "failed",
+            reason: verdict === "success" ? Reasons.testsPassed : Reasons.requiredStatusFailed
+          })
+        })
+
+      // ------------------------------------------------------------------ built-in command CI
+
+      const startCi = (run: RunRecord, sha: string) =>
+        Option.match(config.ciCommand, {
+          onNone: () => Effect.void,
+          onSome: (command) =>
+            FiberMap.run(
+              ciJobs,
+              run.id,
+              ciSemaphore.withPermits(1)(
+                Effect.gen(function* () {
+                  const outputId = crypto.randomUUID()
+                  const url = `${config.publicUrl}/ci/output/${outputId}`
+                  yield* sql`insert into ci_outputs (id, run_id, repo_id, sha, output) values (${outputId}, ${run.id}, ${queue.repo.id}, ${sha}, '')`
+                  yield* statuses.report(queue.repo.id, sha, config.ciContext, "pending", url, "running CI_COMMAND")
+                  const result = yield* ci.run({
+                    repo,
+                    sha,
+                    command,
+                    timeoutMs: queue.config.testingTimeoutMinutes * 60_000,
+                    env: { GREENLINE_TEST_RUN_ID: run.id, GREENLINE_TEST_BRANCH: run.branch }
+                  })
+                  yield* sql`update ci_outputs set output = ${result.output}, exit_code = ${result.exitCode} where id = ${outputId}`
+                  const ok = result.exitCode === 0 && !result.timedOut
+                  yield* statuses.report(
+                    queue.repo.id,
+                    sha,
+                    config.ciContext,
+                    ok ? "success" : "failure",
+                    url,
+                    result.timedOut ? "timed out" : `exit code ${result.exitCode}`
+                  )
+                }).pipe(
+                  Effect.catchAllCause((cause) =>
+                    Effect.logWarning("built-in CI failed to run", cause).pipe(
+                      Effect.zipRight(
+                        statuses
+                          .report(queue.repo.id, sha, config.ciContext, "error", null, "CI_COMMAND could not run")
+                          .pipe(Effect.ignore)
+                      )
+                    )
+                  )
+                )
+              )
+            ).pipe(Effect.asVoid)
+        })
+
+      // ------------------------------------------------------------------ commands
+
+      const titles = (entryIds: ReadonlyArray<string>) =>
+        Effect.map(
+          sql<{ id: string; title: string }>`select id, title from entries where id in ${sql.in(entryIds)}`,
+          (rows) => new Map(rows.map((r) => [r.id, r.title]))
+        )
+
+      const execute = (command: Command): Effect.Effect<ReadonlyArray<PlannerEvent>, never, never> => {
+        const effect: Effect.Effect<ReadonlyArray<PlannerEvent>, unknown> = Effect.gen(function* () {
+          switch (command._tag) {
+            case "BuildRun": {
+              const run = command.run
+              const names = yield* titles(run.items.map((i) => i.entryId))
+              const built = yield* git
+                .buildTestBranch({
+                  repo,
+                  branch: run.branch,
+                  baseSha: run.baseSha,
+                  method: command.mergeMethod,
+                  items: run.items.map((i) => ({
+                    prNumber: i.prNumber,
+                    headSha: i.headSha,
+                    title: names.get(i.entryId) ?? ""
+                  }))
+                })
+                .pipe(Effect.either)
+              if (built._tag === "Left") {
+                const error = built.left
+                const entryId = error._tag === "MergeConflict" ? (run.items[error.index]?.entryId ?? null) : null
+                if (error._tag !== "MergeConflict") yield* Effect.logWarning("building a test branch failed", error)
+                return [
+                  {
+                    _tag: "RunBuildFailed",
+                    runId: run.id,
+                    entryId,
+                    reason: error._tag === "MergeConflict" ? Reasons.mergeConflict : "START_TEST_RUN_FAILED"
+                  }
+                ]
+              }
+              const { sha, commits } = built.right
+              const required = yield* resolveRequired(sha)
+              yield* statuses.setRequirements(run.id, required.statuses, required.source)
+              const events: Array<PlannerEvent> = [{ _tag: "RunBuilt", runId: run.id, testBranchSha: sha, commits }]
+              if (required.statuses.length === 0) {
+                events.push({
+                  _tag: "RunCompleted",
+                  runId: run.id,
+                  outcome: "failed",
+                  reason: "START_TEST_RUN_NO_REQUIRED_STATUSES"
+                })
+              } else {
+                yield* startCi(run, sha)
+                const verdict = yield* statuses.verdict(queue.repo.id, run.id, sha, run.createdAt)
+                if (verdict !== "pending") {
+                  events.push({
+                    _tag: "RunCompleted",
+                    runId: run.id,
+                    outcome: verdict === "success" ? "succeeded" : "failed",
+                    reason: verdict === "success" ? Reasons.testsPassed : Reasons.requiredStatusFailed
+                  })
+                }
+              }
+              return events
+            }
+            case "DeleteBranch": {
+              yield* FiberMap.remove(ciJobs, command.runId)
+              yield* git.deleteBranch(repo, command.branch)
+              return []
+            }
+            case "Merge":
+              return yield* merge(command)
+            case "TryDirectMerge":
+              return yield* directMerge(command)
+            case "Comment": {
+              if (!queue.config.commentsEnabled) return []
+              yield* sql`insert into pr_comments (repo_id, pr_number, entry_id, body)
+                         values (${queue.repo.id}, ${command.prNumber}, ${command.entryId}, ${command.body})`
+              return []
+            }
+            case "SetStatus": {
+              if (!queue.config.statusCheckEnabled) return []
+              const state =
+                command.state === "merged"
+                  ? "success"
+                  : command.state === "failed"
+                    ? "failure"
+                    : command.state === "cancelled"
+                      ? "error"
+                      : "pending"
+              yield* statuses.record(
+                queue.repo.id,
+                command.headSha,
+                statusCheckName(queue.branch),
+                state,
+                null,
+                command.description
+              )
+              return []
+            }
+            case "ScheduleWake":
+              nextWake = Math.min(nextWake, command.at)
+              return []
+            case "Wake":
+              return [{ _tag: "Tick" }]
+          }
+        })
+        return effect.pipe(
+          Effect.catchAllCause((cause) =>
+            Effect.as(Effect.logError(`command ${command._tag} failed`, cause), [] as ReadonlyArray<PlannerEvent>)
+          )
+        )
+      }
+
+      const resolveRequired = (sha: string) =>
+        Effect.gen(function* () {
+          if (queue.config.requiredStatuses.length > 0) {
+            return { statuses: queue.config.requiredStatuses, source: "merge_instance" as const }
+          }
+          const fromFile = yield* readRequiredStatuses(repo, sha).pipe(
+            Effect.provideService(GitHost, git),
+            Effect.orElseSucceed(() => null)
+          )
+          if (fromFile !== null && fromFile.statuses.length > 0) {
+            return { statuses: fromFile.statuses, source: "trunk_config" as const }
+          }
+          return { statuses: [] as ReadonlyArray<string>, source: null }
+        })
+
+      const headsMoved = (prNumbers: ReadonlyArray<number>) =>
+        Effect.gen(function* () {
+          const heads = yield* git.listPullHeads(repo)
+          const events: Array<PlannerEvent> = []
+          for (const pr of prNumbers) {
+            const entry = state.entries.find((e) => e.prNumber === pr)
+            const head = heads.get(pr)
+            if (entry === undefined) continue
+            if (head === undefined) events.push({ _tag: "Cancelled", prNumber: pr, reason: "PR_CLOSED" })
+            else if (head !== entry.headSha) events.push({ _tag: "PrHeadMoved", prNumber: pr, sha: head })
+          }
+          return events
+        })
+
+      const merge = (command: Extract<Command, { _tag: "Merge" }>) =>
+        Effect.gen(function* () {
+          const current = yield* git.getBranchSha(repo, queue.branch)
+          if (current === command.newSha && !command.rebaseOnto) {
+            return [
+              { _tag: "MergeSucceeded", runId: command.runId, entryIds: command.entryIds, newSha: command.newSha }
+            ] as const
+          }
+          const moved = yield* headsMoved(command.prNumbers)
+          if (moved.length > 0) {
+            return [
+              ...moved,
+              {
+                _tag: "MergeFailed",
+                runId: command.runId,
+                entryIds: command.entryIds,
+                reason: Reasons.prPushedTo,
+                actualTargetSha: current ?? command.expectedSha
+              }
+            ] satisfies ReadonlyArray<PlannerEvent>
+          }
+          if (current !== command.expectedSha) {
+            return [
+              {
+                _tag: "MergeFailed",
+                runId: command.runId,
+                entryIds: command.entryIds,
+                reason: "TARGET_MOVED",
+                actualTargetSha: current ?? command.expectedSha
+              }
+            ] satisfies ReadonlyArray<PlannerEvent>
+          }
+          let newSha = command.newSha
+          if (command.rebaseOnto) {
+            const run = runOf(command.runId)
+            const base = run?.effectiveBase ?? run?.baseSha ?? command.expectedSha
+            const rebased = yield* git
+              .rebaseOnto({ repo, baseSha: base, laneSha: command.newSha, ontoSha: command.expectedSha })
+              .pipe(Effect.either)
+            if (rebased._tag === "Left") {
+              return [
+                {
+                  _tag: "MergeFailed",
+                  runId: command.runId,
+                  entryIds: command.entryIds,
+                  reason: Reasons.mergeRebaseFailed,
+                  actualTargetSha: command.expectedSha
+                }
+              ] satisfies ReadonlyArray<PlannerEvent>
+            }
+            newSha = rebased.right
+          }
+          const swapped = yield* git.compareAndSwap(repo, queue.branch, command.expectedSha, newSha)
+          if (swapped) {
+            return [
+              { _tag: "MergeSucceeded", runId: command.runId, entryIds: command.entryIds, newSha }
+            ] satisfies ReadonlyArray<PlannerEvent>
+          }
+          const actual = yield* git.getBranchSha(repo, queue.branch)
+          return [
+            {
+              _tag: "MergeFailed",
+              runId: command.runId,
+              entryIds: command.entryIds,
+              reason: "TARGET_MOVED",
+              actualTargetSha: actual ?? command.expectedSha
+            }
+          ] satisfies ReadonlyArray<PlannerEvent>
+        })
+
+      const directMerge = (command: Extract<Command, { _tag: "TryDirectMerge" }>) =>
+        Effect.gen(function* () {
+          const refuse = [
+            { _tag: "DirectMergeResult", entryId: command.entryId, merged: false, newSha: null }
+          ] satisfies ReadonlyArray<PlannerEvent>
+          const upToDate = yield* git.isAncestor(repo, command.expectedSha, command.headSha)
+          if (!upToDate) return refuse
+          const required = yield* resolveRequired(command.headSha)
+          if (required.statuses.length === 0) return refuse
+          const verdict = yield* statuses.verdict(queue.repo.id, null, command.headSha, 0, required.statuses)
+          if (verdict !== "success") return refuse
+          const swapped = yield* git.compareAndSwap(repo, queue.branch, command.expectedSha, command.headSha)
+          if (!swapped) return refuse
+          return [
+            { _tag: "DirectMergeResult", entryId: command.entryId, merged: true, newSha: command.headSha }
+          ] satisfies ReadonlyArray<PlannerEvent>
+        })
+
+      // ------------------------------------------------------------------ the round
+
+      const translate = (event: InboxEvent): Effect.Effect<ReadonlyArray<PlannerEvent>, unknown> => {
+        switch (event._tag) {
+          case "Planner":
+            return Effect.succeed([event.event])
+          case "ConfigChanged":
+            return Effect.gen(function* () {
+              queue = yield* queueRow()
+              return [
+                { _tag: "ConfigChanged", config: plannerConfig(queue.config) }
+              ] satisfies ReadonlyArray<PlannerEvent>
+            })
+          case "StatusReported":
+            return Effect.gen(function* () {
+              const out: Array<PlannerEvent> = []
+              for (const run of state.runs) {
+                if (run.testBranchSha !== event.sha) continue
+                const e = yield* evaluate(run)
+                if (Option.isSome(e)) out.push(e.value)
+              }
+              return out
+            })
+        }
+      }
+
+      const poll = Effect.gen(function* () {
+        const out: Array<PlannerEvent> = []
+        const tip = yield* git.getBranchSha(repo, queue.branch).pipe(Effect.orElseSucceed(() => null))
+        if (tip !== null && tip !== state.targetSha && state.merging === null)
+          out.push({ _tag: "TargetMoved", sha: tip })
+        if (state.entries.length > 0) {
+          const moved = yield* headsMoved(state.entries.map((e) => e.prNumber)).pipe(Effect.orElseSucceed(() => []))
+          out.push(...moved)
+        }
+        return out
+      })
+
+      const round = Effect.gen(function* () {
+        const now = yield* Clock.currentTimeMillis
+        const inbox = yield* readInbox(queueId, 200)
+        const transitions: Array<Transition> = []
+        const runChanges = new Map<string, RunRecord>()
+        const commands: Array<Command> = [...pendingCommands]
+        const apply = (event: PlannerEvent) => {
+          const result = step(state, { ...event, newIds: newIds(state.config) }, now)
+          state = result.state
+          transitions.push(...result.transitions)
+          for (const r of result.runChanges) runChanges.set(r.id, r)
+          commands.push(...result.commands)
+        }
+        // results of the last commands first, then the inbox, translated against the state they arrive in
+        const results = memEvents
+        memEvents = []
+        for (const event of results) apply(event)
+        for (const item of inbox) {
+          hooks.observeLag(Math.max(0, (now - item.createdAt) / 1000))
+          for (const event of yield* translate(item.event)) apply(event)
+        }
+        if (now - lastPoll >= config.gitPollMs) {
+          lastPoll = now
+          for (const event of yield* poll) apply(event)
+        }
+        if (now >= nextWake) nextWake = Number.POSITIVE_INFINITY
+        apply({ _tag: "Tick" })
+
+        const last = inbox.at(-1)
+        const saved = yield* persistStep(queueId, owner, fencing, {
+          state,
+          outbox: commands,
+          transitions,
+          runChanges: [...runChanges.values()],
+          processedUpTo: last?.seq ?? null
+        })
+        if (!saved) return yield* hooks.lostLease(queueId).pipe(Effect.zipRight(Effect.interrupt))
+        pendingCommands = []
+        const executed = yield* Effect.forEach(commands, execute, { concurrency: 4 })
+        memEvents = executed.flat()
+        if (memEvents.length === 0 && commands.length > 0) {
+          // clear the outbox once every command ran, so a restart does not repeat them
+          yield* persistStep(queueId, owner, fencing, {
+            state,
+            outbox: [],
+            transitions: [],
+            runChanges: [],
+            processedUpTo: null
+          })
+        }
+        return inbox.length === 200 || memEvents.length > 0
+      })
+
+      for (;;) {
+        const again = yield* round
+        if (again) continue
+        const now = yield* Clock.currentTimeMillis
+        const until = Math.min(nextWake, now + config.gitPollMs)
+        const waitMs = Math.max(0, until - now)
+        yield* Effect.raceFirst(Queue.take(signal), Effect.sleep(Duration.millis(waitMs)))
+        yield* Queue.takeAll(signal)
+      }
+    })
+  ).pipe(Effect.onInterrupt(() => Effect.void))
+
+export type RunnerFiber = Fiber.RuntimeFiber<void, unknown>

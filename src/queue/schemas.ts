@@ -1,0 +1,313 @@
+import { ParseResult, Schema } from "effect"
+
+/** Request and answer schemas of the merge-queue endpoints (contract.md §2, §4). */
+
+const NonEmptyString = Schema.String.pipe(Schema.minLength(1, { message: () => "must be a non-empty string" }))
+
+export const RepoRef = Schema.Struct({
+  host: NonEmptyString,
+  owner: NonEmptyString,
+  name: NonEmptyString
+}).annotations({ identifier: "Repo" })
+export type RepoRef = typeof RepoRef.Type
+
+export const MAX_U32 = 4294967295
+
+/** Integer settings: 1..4294967295. */
+export const U32 = Schema.Int.pipe(
+  Schema.between(1, MAX_U32, { message: () => `must be an integer from 1 to ${MAX_U32}` })
+).annotations({ identifier: "PositiveInt32" })
+
+/** `pr.number`: an integer, or a decimal string some CI scripts send. */
+export const PrNumber = Schema.Union(
+  U32,
+  Schema.compose(Schema.String.pipe(Schema.pattern(/^[0-9]{1,10}$/)), Schema.NumberFromString).pipe(Schema.compose(U32))
+).annotations({ identifier: "PrNumber", message: () => `must be an integer from 1 to ${MAX_U32}` })
+
+/** An enum accepted in any letter case, answered in lower case. */
+export const CaseInsensitive = <const L extends ReadonlyArray<string>>(...values: L) => {
+  const message = `must be one of ${values.join(", ")}`
+  return Schema.transformOrFail(Schema.String.annotations({ message: () => message }), Schema.Literal(...values), {
+    strict: true,
+    decode: (s, _, ast) => {
+      const lower = s.toLowerCase()
+      const found = values.find((v) => v === lower)
+      return found === undefined
+        ? ParseResult.fail(new ParseResult.Type(ast, s, `${message}, not ${JSON.stringify(s)}`))
+        : ParseResult.succeed(found as L[number])
+    },
+    encode: (s) => ParseResult.succeed(s)
+  })
+}
+
+/** An optional field: absent is fine, `undefined` is not a JSON value anyway. */
+export const opt = <S extends Schema.Schema.Any>(schema: S) => Schema.optionalWith(schema, { exact: true })
+
+export const QueueStateValue = Schema.Literal("running", "paused", "draining", "switching_modes")
+export type QueueStateValue = typeof QueueStateValue.Type
+export const RequestedQueueState = CaseInsensitive("running", "paused", "draining")
+export const Mode = Schema.Literal("single", "parallel")
+export const DirectMergeMode = Schema.Literal("off", "always")
+export const OptimizationMode = Schema.Literal("off", "bisection_skip_redundant_tests")
+export const MergeMethod = Schema.Literal("merge_commit", "squash", "rebase")
+export type MergeMethod = typeof MergeMethod.Type
+
+/** The full configuration of a queue, as updateQueue and getQueue answer it. */
+export const QueueConfig = Schema.Struct({
+  state: QueueStateValue,
+  branch: Schema.String,
+  mode: Mode,
+  concurrency: Schema.Number,
+  bisectionConcurrency: Schema.Number,
+  testingTimeoutMinutes: Schema.Number,
+  pendingFailureDepth: Schema.Number,
+  canOptimisticallyMerge: Schema.Boolean,
+  batch: Schema.Boolean,
+  batchingMaxWaitTimeMinutes: Schema.Number,
+  batchingMinSize: Schema.Number,
+  commentsEnabled: Schema.Boolean,
+  commandsEnabled: Schema.Boolean,
+  createPrsForTestingBranches: Schema.Boolean,
+  statusCheckEnabled: Schema.Boolean,
+  requiredStatuses: Schema.Array(Schema.String),
+  directMergeMode: DirectMergeMode,
+  optimizationMode: OptimizationMode,
+  mergeMethod: MergeMethod,
+  extensionEnabled: Schema.Boolean,
+  enqueueingLabel: Schema.NullOr(Schema.String),
+  labelCommandsEnabled: Schema.Boolean,
+  stateLabelsEnabled: Schema.Boolean,
+  allowedBotSubmitters: Schema.Array(Schema.String),
+  batchingRules: Schema.Array(Schema.Unknown),
+  testBranchConstructionMode: Schema.String,
+  notReadyTimeoutHours: Schema.Number
+}).annotations({ identifier: "QueueConfig" })
+export type QueueConfig = typeof QueueConfig.Type
+
+/** The state a queue held before it entered `switching_modes`, and the mode it switches to (not on the wire). */
+export interface StoredQueueConfig extends QueueConfig {
+  readonly previousState?: "running" | "paused" | "draining" | undefined
+  readonly pendingMode?: "single" | "parallel" | undefined
+}
+
+export const defaultQueueConfig = (branch: string): QueueConfig => ({
+  state: "running",
+  branch,
+  mode: "single",
+  concurrency: 1,
+  bisectionConcurrency: 1,
+  testingTimeoutMinutes: 300,
+  pendingFailureDepth: 0,
+  canOptimisticallyMerge: false,
+  batch: false,
+  batchingMaxWaitTimeMinutes: 5,
+  batchingMinSize: 4,
+  commentsEnabled: true,
+  commandsEnabled: true,
+  createPrsForTestingBranches: true,
+  statusCheckEnabled: true,
+  requiredStatuses: [],
+  directMergeMode: "off",
+  optimizationMode: "off",
+  mergeMethod: "squash",
+  extensionEnabled: true,
+  enqueueingLabel: null,
+  labelCommandsEnabled: true,
+  stateLabelsEnabled: false,
+  allowedBotSubmitters: [],
+  batchingRules: [],
+  testBranchConstructionMode: "rename_temp_branch",
+  notReadyTimeoutHours: 24
+})
+
+const QueueKey = { repo: RepoRef, targetBranch: NonEmptyString }
+
+export const QueueKeyRequest = Schema.Struct(QueueKey).annotations({ identifier: "QueueKey" })
+
+export const CreateQueueRequest = Schema.Struct({
+  ...QueueKey,
+  mode: opt(CaseInsensitive("single", "parallel")),
+  concurrency: opt(U32)
+}).annotations({ identifier: "CreateQueueRequest" })
+
+export const UpdateQueueRequest = Schema.Struct({
+  ...QueueKey,
+  state: opt(RequestedQueueState),
+  mode: opt(CaseInsensitive("single", "parallel")),
+  concurrency: opt(U32),
+  bisectionConcurrency: opt(U32),
+  testingTimeoutMinutes: opt(U32),
+  pendingFailureDepth: opt(U32),
+  canOptimisticallyMerge: opt(Schema.Boolean),
+  batch: opt(Schema.Boolean),
+  batchingMaxWaitTimeMinutes: opt(U32),
+  batchingMinSize: opt(U32),
+  commentsEnabled: opt(Schema.Boolean),
+  commandsEnabled: opt(Schema.Boolean),
+  createPrsForTestingBranches: opt(Schema.Boolean),
+  statusCheckEnabled: opt(Schema.Boolean),
+  requiredStatuses: opt(Schema.Array(NonEmptyString)),
+  deleteRequiredStatuses: opt(Schema.Boolean),
+  directMergeMode: opt(CaseInsensitive("off", "always")),
+  optimizationMode: opt(CaseInsensitive("off", "bisection_skip_redundant_tests")),
+  mergeMethod: opt(CaseInsensitive("merge_commit", "squash", "rebase")),
+  extensionEnabled: opt(Schema.Boolean),
+  enqueueingLabel: opt(Schema.NullOr(Schema.String)),
+  labelCommandsEnabled: opt(Schema.Boolean),
+  stateLabelsEnabled: opt(Schema.Boolean),
+  allowedBotSubmitters: opt(Schema.Array(Schema.String)),
+  batchingRules: opt(Schema.Array(Schema.Unknown)),
+  testBranchConstructionMode: opt(Schema.String),
+  notReadyTimeoutHours: opt(U32)
+}).annotations({ identifier: "UpdateQueueRequest" })
+export type UpdateQueueRequest = typeof UpdateQueueRequest.Type
+
+export const PriorityName = Schema.Literal("urgent", "high", "medium", "low")
+export type PriorityName = typeof PriorityName.Type
+export const PRIORITY_VALUES: Record<PriorityName, number> = { urgent: 0, high: 10, medium: 100, low: 200 }
+export const DEFAULT_PRIORITY = 100
+
+export const Priority = Schema.NullOr(
+  Schema.Union(Schema.Int.pipe(Schema.between(0, 255)), CaseInsensitive("urgent", "high", "medium", "low")).annotations(
+    { message: () => "must be an integer from 0 to 255 or one of urgent, high, medium, low" }
+  )
+)
+
+const PrRef = Schema.Struct({ number: PrNumber })
+
+export const PrRequest = Schema.Struct({ ...QueueKey, pr: PrRef }).annotations({ identifier: "PullRequestKey" })
+export type PrRequest = typeof PrRequest.Type
+
+export const SubmitRequest = Schema.Struct({
+  ...QueueKey,
+  pr: PrRef,
+  priority: opt(Priority),
+  noBatch: opt(Schema.Boolean)
+}).annotations({ identifier: "SubmitPullRequestRequest" })
+
+export const GetSubmittedRequest = Schema.Struct({
+  ...QueueKey,
+  pr: PrRef,
+  includeTimeline: opt(Schema.Boolean)
+}).annotations({ identifier: "GetSubmittedPullRequestRequest" })
+
+export const ImpactedTargetsValue = Schema.Union(Schema.Array(Schema.String), CaseInsensitive("all", "impacts_all"))
+export const SetImpactedTargetsRequest = Schema.Struct({
+  ...QueueKey,
+  pr: Schema.Struct({ number: PrNumber, sha: NonEmptyString }),
+  impactedTargets: ImpactedTargetsValue
+}).annotations({ identifier: "SetImpactedTargetsRequest" })
+
+export const TestingDetailsRequest = Schema.Struct({
+  ...QueueKey,
+  testRunId: NonEmptyString
+}).annotations({ identifier: "TestingDetailsRequest" })
+
+export const EntryStateValue = Schema.Literal(
+  "not_ready",
+  "pending",
+  "testing",
+  "tests_passed",
+  "pending_failure",
+  "merged",
+  "failed",
+  "cancelled"
+)
+export type EntryStateValue = typeof EntryStateValue.Type
+
+export const TimelineItem = Schema.Struct({ at: Schema.String, state: EntryStateValue, reason: Schema.String })
+
+const entryFields = {
+  id: Schema.String,
+  state: EntryStateValue,
+  stateChangedAt: Schema.String,
+  priorityValue: Schema.Number,
+  priorityName: Schema.String,
+  usedDefaultPriorityName: Schema.String,
+  skipTheLine: Schema.Boolean,
+  noBatch: Schema.Boolean,
+  prNumber: Schema.Number,
+  prTitle: Schema.String,
+  prSha: Schema.String,
+  prBaseBranch: Schema.String,
+  prAuthor: Schema.String,
+  verifiedByTestRun: Schema.NullOr(Schema.String),
+  testRunId: Schema.NullOr(Schema.String),
+  position: Schema.NullOr(Schema.Number)
+}
+
+export const EnqueuedPullRequest = Schema.Struct(entryFields).annotations({ identifier: "EnqueuedPullRequest" })
+export type EnqueuedPullRequest = typeof EnqueuedPullRequest.Type
+
+export const Readiness = Schema.Struct({
+  hasImpactedTargets: Schema.Boolean,
+  requiresImpactedTargets: Schema.Boolean,
+  doesBaseBranchMatch: Schema.Boolean,
+  gitHubMergeability: Schema.Literal("unspecified", "in_progress", "mergeable", "not_mergeable")
+})
+
+export const SubmittedPullRequest = Schema.Struct({
+  ...entryFields,
+  readiness: Readiness,
+  forceEnqueued: Schema.Boolean,
+  isCurrentlySubmittedToQueue: Schema.Boolean,
+  timeline: opt(Schema.Array(TimelineItem))
+}).annotations({ identifier: "SubmittedPullRequest" })
+export type SubmittedPullRequest = typeof SubmittedPullRequest.Type
+
+export const QueueWithEntries = Schema.Struct({
+  ...QueueConfig.fields,
+  enqueuedPullRequests: Schema.Array(EnqueuedPullRequest)
+}).annotations({ identifier: "Queue" })
+
+export const TestingDetails = Schema.Struct({
+  requiredStatuses: Schema.Array(Schema.String),
+  requiredStatusesSource: Schema.NullOr(
+    Schema.Literal("trunk_config", "repo_provider_branch_protection", "merge_instance")
+  ),
+  testBranch: Schema.String,
+  testBranchSha: Schema.String,
+  checkSuites: Schema.Array(
+    Schema.Struct({
+      checkRuns: Schema.Array(
+        Schema.Struct({
+          name: Schema.String,
+          url: Schema.String,
+          status: opt(Schema.String),
+          conclusion: opt(Schema.NullOr(Schema.String))
+        })
+      )
+    })
+  ),
+  statusChecks: Schema.Array(
+    Schema.Struct({
+      context: Schema.String,
+      url: Schema.String,
+      state: Schema.Literal("SUCCESS", "FAILURE", "ERROR", "PENDING")
+    })
+  ),
+  testedPullRequests: Schema.Array(
+    Schema.Struct({ prNumber: Schema.Number, prUrl: Schema.String, title: Schema.String })
+  ),
+  createdAt: Schema.String,
+  status: Schema.Literal("in_progress", "succeeded", "failed", "cancelled"),
+  impactedTargets: opt(Schema.Array(Schema.String)),
+  impactedTargetsForTestedPrs: opt(Schema.Array(Schema.String)),
+  dependentPrs: Schema.Array(Schema.Number)
+}).annotations({ identifier: "TestingDetails" })
+export type TestingDetails = typeof TestingDetails.Type
+
+export const MetricsQuery = Schema.Struct({
+  repo: opt(Schema.String),
+  repoHost: opt(Schema.String)
+}).annotations({ identifier: "MetricsQuery" })
+
+export const ReportStatusRequest = Schema.Struct({
+  repo: RepoRef,
+  sha: NonEmptyString,
+  context: NonEmptyString,
+  state: CaseInsensitive("pending", "success", "failure", "error"),
+  targetUrl: opt(Schema.NullOr(Schema.String)),
+  description: opt(Schema.NullOr(Schema.String))
+}).annotations({ identifier: "ReportStatusRequest" })
+export type ReportStatusRequest = typeof ReportStatusRequest.Type

@@ -1,0 +1,143 @@
+import type * as SqlClient from "@effect/sql/SqlClient"
+import type { SqlError } from "@effect/sql/SqlError"
+import { Effect, Option } from "effect"
+import type { Command, QueueState, RunRecord, Transition } from "./planner/index.ts"
+import { ACTIVE_STATES } from "./QueueRepo.ts"
+
+/**
+ * The engine's storage: the planner state of each queue (one JSON document with its outbox of commands and its
+ * lease), the inbox of events, and the projections the API reads (entries with their timelines, test runs).
+ */
+
+/** An event in a queue's inbox: a planner event, or something the runner turns into one. */
+export type InboxEvent =
+  | { readonly _tag: "Planner"; readonly event: import("./planner/index.ts").PlannerEvent }
+  | { readonly _tag: "StatusReported"; readonly sha: string }
+  | { readonly _tag: "ConfigChanged" }
+
+export interface Runtime {
+  readonly state: QueueState
+  readonly outbox: ReadonlyArray<Command>
+  readonly fencing: number
+}
+
+const parseJson = <A>(value: unknown): A => (typeof value === "string" ? (JSON.parse(value) as A) : (value as A))
+
+export const TERMINAL = new Set(["merged", "failed", "cancelled"])
+
+export const iso = (ms: number | Date) => new Date(ms).toISOString()
+
+export interface EntryRow {
+  readonly id: string
+  readonly queue_id: string
+  readonly pr_number: string | number
+  readonly state: string
+  readonly state_changed_at: Date | string
+  readonly submitted_at: Date | string
+  readonly priority: number
+  readonly no_batch: boolean
+  readonly head_sha: string
+  readonly title: string
+  readonly author: string
+  readonly run_id: string | null
+  readonly verified_by_test_run: string | null
+  readonly first_tested_at: Date | string | null
+}
+
+export interface StepOutput {
+  readonly state: QueueState
+  readonly outbox: ReadonlyArray<Command>
+  readonly transitions: ReadonlyArray<Transition>
+  readonly runChanges: ReadonlyArray<RunRecord>
+  readonly processedUpTo: number | null
+}
+
+/** The engine's queries over one `SqlClient`. */
+export const makeStore = (sql: SqlClient.SqlClient) => {
+  const loadRuntime = (queueId: string) =>
+    Effect.map(
+      sql<{ state: unknown; outbox: unknown; fencing: string | number }>`
+          select state, outbox, fencing from queue_runtime where queue_id = ${queueId}`,
+      (rows): Option.Option<Runtime> =>
+        Option.map(Option.fromNullable(rows[0]), (row) => ({
+          state: parseJson<QueueState>(row.state),
+          outbox: parseJson<ReadonlyArray<Command>>(row.outbox),
+          fencing: Number(row.fencing)
+        }))
+    )
+
+  const insertRuntime = (queueId: string, state: QueueState) =>
+    sql`insert into queue_runtime (queue_id, state) values (${queueId}, ${JSON.stringify(state)}::jsonb)
+          on conflict (queue_id) do nothing`.pipe(Effect.asVoid)
+
+  const enqueueEvent = (queueId: string, event: InboxEvent) =>
+    sql`insert into queue_events (queue_id, event) values (${queueId}, ${JSON.stringify(event)}::jsonb)`.pipe(
+      Effect.asVoid
+    )
+
+  const readInbox = (queueId: string, limit: number) =>
+    Effect.map(
+      sql<{ seq: string | number; event: unknown; created_at: Date | string }>`
+          select seq, event, created_at from queue_events where queue_id = ${queueId} order by seq limit ${limit}`,
+      (rows) =>
+        rows.map((r) => ({
+          seq: Number(r.seq),
+          event: parseJson<InboxEvent>(r.event),
+          createdAt: new Date(r.created_at).getTime()
+        }))
+    )
+
+  /**
+   * Persists one round of planner steps in one transaction, fenced: nothing is written, and false is returned, when
+   * another instance has taken the queue over.
+   */
+  const persistStep = (queueId: string, owner: string, fencing: number, out: StepOutput) =>
+    sql.withTransaction(
+      Effect.gen(function* () {
+        const updated = yield* sql<{ queue_id: string }>`
+            update queue_runtime set state = ${JSON.stringify(out.state)}::jsonb, outbox = ${JSON.stringify(out.outbox)}::jsonb,
+                   version = version + 1
+            where queue_id = ${queueId} and owner = ${owner} and fencing = ${fencing}
+            returning queue_id`
+        if (updated.length === 0) return false
+        for (const t of out.transitions) {
+          const at = iso(t.at)
+          const terminal = TERMINAL.has(t.to)
+          yield* sql`update entries set state = ${t.to}, state_changed_at = ${at},
+                         run_id = coalesce(${t.runId}, case when ${terminal} then run_id else null end),
+                         verified_by_test_run = coalesce(${t.verifiedByTestRun}, verified_by_test_run),
+                         first_tested_at = case when ${t.to === "testing"} then coalesce(first_tested_at, ${at}::timestamptz) else first_tested_at end,
+                         ended_at = case when ${terminal} then ${at}::timestamptz else null end
+                       where id = ${t.entryId}`
+          yield* sql`insert into entry_timeline (entry_id, at, state, reason) values (${t.entryId}, ${at}, ${t.to}, ${t.reason})`
+        }
+        for (const run of out.runChanges) {
+          yield* sql`insert into test_runs (id, queue_id, record, status, test_branch_sha, created_at, ended_at)
+                       values (${run.id}, ${queueId}, ${JSON.stringify(run)}::jsonb, ${run.status}, ${run.testBranchSha},
+                               ${iso(run.createdAt)}, ${run.endedAt === null ? null : iso(run.endedAt)})
+                       on conflict (id) do update set record = excluded.record, status = excluded.status,
+                         test_branch_sha = excluded.test_branch_sha, ended_at = excluded.ended_at`
+        }
+        if (out.processedUpTo !== null) {
+          yield* sql`delete from queue_events where queue_id = ${queueId} and seq <= ${out.processedUpTo}`
+        }
+        return true
+      })
+    )
+
+  const findEntry = (queueId: string, prNumber: number) =>
+    Effect.map(sql<EntryRow>`select * from entries where queue_id = ${queueId} and pr_number = ${prNumber}`, (rows) =>
+      Option.fromNullable(rows[0])
+    )
+
+  const activeEntries = (queueId: string): Effect.Effect<ReadonlyArray<EntryRow>, SqlError> =>
+    sql<EntryRow>`select * from entries where queue_id = ${queueId} and state in ${sql.in(ACTIVE_STATES)}`
+
+  const timeline = (entryId: string) =>
+    sql<{ at: Date | string; state: string; reason: string }>`
+        select at, state, reason from entry_timeline where entry_id = ${entryId} order by id`
+
+  return { loadRuntime, insertRuntime, enqueueEvent, readInbox, persistStep, findEntry, activeEntries, timeline }
+}
+
+export type Store = ReturnType<typeof makeStore>

@@ -1,0 +1,160 @@
+import * as SqlClient from "@effect/sql/SqlClient"
+import { Context, Effect, Layer, ManagedRuntime, Option, Redacted } from "effect"
+import { openApiDocument } from "./Api.ts"
+import { CommandCiLayer } from "./ci/CommandCi.ts"
+import { AppConfig } from "./config.ts"
+import { Database, DatabaseLive } from "./db/Database.ts"
+import { pendingRoutes } from "./features.ts"
+import { LocalGitLayer } from "./git/LocalGit.ts"
+import { renderDocs } from "./http/docs.ts"
+import { makeApp, RateLimiter, type Route } from "./http/router.ts"
+import { Metrics, MetricsLive } from "./metrics/Metrics.ts"
+import { Engine, EngineRunner } from "./queue/Engine.ts"
+import { EngineLive } from "./queue/EngineLive.ts"
+import { queueRoutes } from "./queue/Http.ts"
+import { QueueRepoLive } from "./queue/QueueRepo.ts"
+import { StatusesLive } from "./queue/Statuses.ts"
+import { Tenancy, TenancyLive } from "./tenancy/Tenancy.ts"
+
+/** Every service of the running application, over the configured database. */
+export const AppLayer = <E>(config: Layer.Layer<AppConfig, E>) => {
+  const git = Layer.unwrapEffect(
+    Effect.map(AppConfig, (c) => Layer.merge(LocalGitLayer(c.gitRoot), CommandCiLayer(c.gitRoot)))
+  )
+  const base = Layer.mergeAll(DatabaseLive, git, MetricsLive).pipe(Layer.provideMerge(config))
+  const services = Layer.mergeAll(TenancyLive, QueueRepoLive, StatusesLive).pipe(Layer.provideMerge(base))
+  return EngineLive.pipe(Layer.provideMerge(services))
+}
+
+const routes = [...queueRoutes, ...pendingRoutes] as unknown as ReadonlyArray<Route<never>>
+
+export interface RunningServer {
+  readonly url: string
+  readonly port: number
+  /** Stops accepting, lets requests in flight finish, stops the runners and closes the database. */
+  readonly stop: () => Promise<void>
+}
+
+const writeLog = (level: "INFO" | "ERROR", message: string, extra: Record<string, unknown> = {}) => {
+  const line = `${JSON.stringify({ level, time: new Date().toISOString(), message, ...extra })}\n`
+  if (level === "ERROR") process.stderr.write(line)
+  else process.stdout.write(line)
+}
+
+const unauthorizedMetrics = () =>
+  Response.json(
+    {
+      error: {
+        code: "UNAUTHORIZED",
+        message: "GET /metrics needs the METRICS_TOKEN (Authorization: Bearer or x-api-token)"
+      }
+    },
+    { status: 401 }
+  )
+
+/** Starts the HTTP server and the queue runners on a layer of configuration. */
+export const startServer = async <E>(configLayer: Layer.Layer<AppConfig, E>): Promise<RunningServer> => {
+  const started = performance.now()
+  const runtime = ManagedRuntime.make(AppLayer(configLayer))
+  const rt = await runtime.runtime()
+  const ctx = rt.context
+  const config = Context.get(ctx, AppConfig)
+  const metrics = Context.get(ctx, Metrics)
+  const tenancy = Context.get(ctx, Tenancy)
+  const engine = Context.get(ctx, Engine)
+  const sql = Context.get(ctx, SqlClient.SqlClient)
+  const logError = (message: string, cause: unknown) =>
+    writeLog("ERROR", message, { cause: cause instanceof Error ? (cause.stack ?? cause.message) : String(cause) })
+
+  if (Option.isSome(config.bootstrapToken)) {
+    await runtime.runPromise(tenancy.ensureBootstrap(config.bootstrapOrg, Redacted.value(config.bootstrapToken.value)))
+  }
+
+  const docsHtml = renderDocs(openApiDocument())
+  const openApiJson = JSON.stringify(openApiDocument())
+  const metricsToken = Option.map(config.metricsToken, Redacted.value)
+
+  const extra = async (request: Request, url: URL): Promise<Response | undefined> => {
+    if (request.method !== "GET" && request.method !== "HEAD") return undefined
+    switch (url.pathname) {
+      case "/healthz":
+        return Response.json({ status: "ok" })
+      case "/readyz": {
+        const ok = await runtime
+          .runPromise(
+            Effect.as(sql`select 1 from greenline_migrations limit 1`, true).pipe(Effect.orElseSucceed(() => false))
+          )
+          .catch(() => false)
+        return Response.json({ status: ok ? "ready" : "unavailable" }, { status: ok ? 200 : 503 })
+      }
+      case "/v1/openapi.json":
+        return new Response(openApiJson, { headers: { "content-type": "application/json" } })
+      case "/docs":
+        return new Response(docsHtml, { headers: { "content-type": "text/html; charset=utf-8" } })
+      case "/metrics": {
+        const given =
+          request.headers.get("x-api-token") ?? /^Bearer\s+(.+)$/i.exec(request.headers.get("authorization") ?? "")?.[1]
+        if (Option.isNone(metricsToken) || given?.trim() !== metricsToken.value) return unauthorizedMetrics()
+        return new Response(metrics.registry.render(), {
+          headers: { "content-type": "text/plain; version=0.0.4; charset=utf-8" }
+        })
+      }
+    }
+    const ci = /^\/ci\/output\/([0-9a-f-]{36})$/i.exec(url.pathname)
+    if (ci?.[1] !== undefined) {
+      const output = await runtime.runPromise(engine.ciOutput(ci[1]))
+      if (Option.isNone(output)) return undefined
+      const status = output.value.exitCode === null ? "running" : `exit code ${output.value.exitCode}`
+      return new Response(`${output.value.output}\n[${status}]\n`, {
+        headers: { "content-type": "text/plain; charset=utf-8" }
+      })
+    }
+    return undefined
+  }
+
+  const app = makeApp({
+    routes,
+    runtime: rt,
+    authenticator: { authenticate: (token) => runtime.runPromise(tenancy.authenticate(token)) },
+    rateLimiter: new RateLimiter(config.rateLimitPerSecond, () => Date.now()),
+    observer: { observe: metrics.observeRequest },
+    logError,
+    extra
+  })
+
+  const server = Bun.serve({
+    port: config.port,
+    hostname: config.host,
+    maxRequestBodySize: 1024 * 1024 * 1024,
+    idleTimeout: 120,
+    fetch: app,
+    error: (error) => {
+      logError("unhandled server error", error)
+      return Response.json(
+        { error: { code: "INTERNAL", message: "the server could not complete the request" } },
+        { status: 500 }
+      )
+    }
+  })
+
+  await runtime.runPromise(Effect.flatMap(EngineRunner, (r) => r.start))
+  const port = server.port ?? config.port
+  writeLog("INFO", "greenline listening", {
+    port,
+    database: Context.get(ctx, Database).kind,
+    startupMs: Math.round(performance.now() - started)
+  })
+
+  let stopping: Promise<void> | undefined
+  return {
+    url: `http://127.0.0.1:${port}`,
+    port,
+    stop: () => {
+      stopping ??= (async () => {
+        await server.stop(false)
+        await runtime.dispose()
+      })()
+      return stopping
+    }
+  }
+}

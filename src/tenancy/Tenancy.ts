@@ -1,0 +1,210 @@
+import { createHash, randomBytes, timingSafeEqual } from "node:crypto"
+import * as SqlClient from "@effect/sql/SqlClient"
+import type { SqlError } from "@effect/sql/SqlError"
+import { Context, Data, Effect, Layer, Option } from "effect"
+import type { RepoRef } from "../queue/schemas.ts"
+
+/** Organizations, their API tokens, and which organization owns which repository (contract.md §1). */
+
+export interface Organization {
+  readonly id: string
+  readonly slug: string
+  readonly claimOnFirstUse: boolean
+}
+
+export interface Repository {
+  readonly id: string
+  readonly orgId: string
+  readonly host: string
+  readonly owner: string
+  readonly name: string
+}
+
+export class TenancyError extends Data.TaggedError("TenancyError")<{ readonly message: string }> {}
+
+const hashToken = (token: string) => createHash("sha256").update(token, "utf8").digest()
+
+/** A new API token: 32 random bytes, base64url, with a recognisable prefix. */
+export const newToken = () => `glt_${randomBytes(32).toString("base64url")}`
+
+const SLUG = /^[a-z0-9][a-z0-9._-]{0,62}$/i
+
+export interface TenancyShape {
+  readonly authenticate: (token: string) => Effect.Effect<Option.Option<Organization>, SqlError>
+  readonly ensureBootstrap: (slug: string, token: string) => Effect.Effect<Organization, SqlError | TenancyError>
+  readonly createOrg: (slug: string, claimOnFirstUse?: boolean) => Effect.Effect<Organization, SqlError | TenancyError>
+  readonly findOrg: (slug: string) => Effect.Effect<Option.Option<Organization>, SqlError>
+  readonly createToken: (
+    slug: string,
+    name: string
+  ) => Effect.Effect<{ readonly id: string; readonly token: string }, SqlError | TenancyError>
+  readonly listTokens: (slug: string) => Effect.Effect<
+    ReadonlyArray<{
+      readonly id: string
+      readonly name: string
+      readonly createdAt: Date
+      readonly revokedAt: Date | null
+    }>,
+    SqlError | TenancyError
+  >
+  readonly revokeToken: (id: string) => Effect.Effect<boolean, SqlError>
+  readonly addRepo: (slug: string, repo: RepoRef) => Effect.Effect<Repository, SqlError | TenancyError>
+  /** The repository if it belongs to `org`; with `claim`, an unowned repository is claimed when `org` may do so. */
+  readonly findRepo: (
+    org: Organization,
+    repo: RepoRef,
+    options?: { readonly claim?: boolean }
+  ) => Effect.Effect<Option.Option<Repository>, SqlError>
+}
+
+export class Tenancy extends Context.Tag("greenline/Tenancy")<Tenancy, TenancyShape>() {}
+
+interface OrgRow {
+  readonly id: string
+  readonly slug: string
+  readonly claim_on_first_use: boolean
+}
+interface RepoRow {
+  readonly id: string
+  readonly org_id: string
+  readonly host: string
+  readonly owner: string
+  readonly name: string
+}
+
+const toOrg = (row: OrgRow): Organization => ({ id: row.id, slug: row.slug, claimOnFirstUse: row.claim_on_first_use })
+const toRepo = (row: RepoRow): Repository => ({
+  id: row.id,
+  orgId: row.org_id,
+  host: row.host,
+  owner: row.owner,
+  name: row.name
+})
+
+export const TenancyLive = Layer.effect(
+  Tenancy,
+  Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+
+    const findOrg = (slug: string) =>
+      Effect.map(sql<OrgRow>`select id, slug, claim_on_first_use from organizations where slug = ${slug}`, (rows) =>
+        Option.map(Option.fromNullable(rows[0]), toOrg)
+      )
+
+    const requireOrg = (slug: string) =>
+      Effect.flatMap(findOrg(slug), (o) =>
+        Option.match(o, {
+          onNone: () => Effect.fail(new TenancyError({ message: `no organization '${slug}'` })),
+          onSome: Effect.succeed
+        })
+      )
+
+    const createOrg = (slug: string, claimOnFirstUse = false) =>
+      Effect.gen(function* () {
+        if (!SLUG.test(slug)) {
+          return yield* new TenancyError({
+            message: `'${slug}' is not a valid organization slug (letters, digits, . _ -)`
+          })
+        }
+        yield* sql`insert into organizations (id, slug, claim_on_first_use)
+                   values (${crypto.randomUUID()}, ${slug}, ${claimOnFirstUse})
+                   on conflict (slug) do nothing`
+        return yield* requireOrg(slug)
+      })
+
+    const insertToken = (orgId: string, name: string, token: string) =>
+      Effect.gen(function* () {
+        const id = crypto.randomUUID()
+        yield* sql`insert into api_tokens (id, org_id, name, token_hash)
+                   values (${id}, ${orgId}, ${name}, ${hashToken(token)})
+                   on conflict (token_hash) do nothing`
+        return id
+      })
+
+    const authenticate = (token: string) =>
+      Effect.gen(function* () {
+        if (token.length < 16 || token.length > 512) return Option.none()
+        const hash = hashToken(token)
+        const rows = yield* sql<OrgRow & { readonly token_hash: Uint8Array }>`
+          select o.id, o.slug, o.claim_on_first_use, t.token_hash
+          from api_tokens t join organizations o on o.id = t.org_id
+          where t.token_hash = ${hash} and t.revoked_at is null`
+        const row = rows[0]
+        if (row === undefined) return Option.none()
+        const stored = Buffer.from(row.token_hash)
+        return stored.length === hash.length && timingSafeEqual(stored, hash) ? Option.some(toOrg(row)) : Option.none()
+      })
+
+    const findRepo: TenancyShape["findRepo"] = (org, repo, options) =>
+      Effect.gen(function* () {
+        const rows = yield* sql<RepoRow>`
+          select id, org_id, host, owner, name from repositories
+          where host = ${repo.host} and owner = ${repo.owner} and name = ${repo.name}`
+        const row = rows[0]
+        if (row !== undefined) return row.org_id === org.id ? Option.some(toRepo(row)) : Option.none()
+        if (!(options?.claim && org.claimOnFirstUse)) return Option.none()
+        yield* sql`insert into repositories (id, org_id, host, owner, name)
+                   values (${crypto.randomUUID()}, ${org.id}, ${repo.host}, ${repo.owner}, ${repo.name})
+                   on conflict (host, owner, name) do nothing`
+        const claimed = yield* sql<RepoRow>`
+          select id, org_id, host, owner, name from repositories
+          where host = ${repo.host} and owner = ${repo.owner} and name = ${repo.name}`
+        const c = claimed[0]
+        return c !== undefined && c.org_id === org.id ? Option.some(toRepo(c)) : Option.none()
+      })
+
+    return {
+      authenticate,
+      findRepo,
+      findOrg,
+      createOrg,
+      ensureBootstrap: (slug, token) =>
+        sql.withTransaction(
+          Effect.gen(function* () {
+            const org = yield* createOrg(slug, true)
+            yield* sql`update organizations set claim_on_first_use = true where id = ${org.id}`
+            yield* insertToken(org.id, "bootstrap", token)
+            return { ...org, claimOnFirstUse: true }
+          })
+        ),
+      createToken: (slug, name) =>
+        Effect.gen(function* () {
+          const org = yield* requireOrg(slug)
+          const token = newToken()
+          const id = yield* insertToken(org.id, name, token)
+          return { id, token }
+        }),
+      listTokens: (slug) =>
+        Effect.gen(function* () {
+          const org = yield* requireOrg(slug)
+          const rows = yield* sql<{ id: string; name: string; created_at: Date; revoked_at: Date | null }>`
+            select id, name, created_at, revoked_at from api_tokens where org_id = ${org.id} order by created_at`
+          return rows.map((r) => ({
+            id: r.id,
+            name: r.name,
+            createdAt: new Date(r.created_at),
+            revokedAt: r.revoked_at === null ? null : new Date(r.revoked_at)
+          }))
+        }),
+      revokeToken: (id) =>
+        Effect.gen(function* () {
+          if (!/^[0-9a-f-]{36}$/i.test(id)) return false
+          const rows = yield* sql<{ id: string }>`
+            update api_tokens set revoked_at = coalesce(revoked_at, now()) where id = ${id} returning id`
+          return rows.length > 0
+        }),
+      addRepo: (slug, repo) =>
+        Effect.gen(function* () {
+          const org = yield* requireOrg(slug)
+          const found = yield* findRepo({ ...org, claimOnFirstUse: true }, repo, { claim: true })
+          return yield* Option.match(found, {
+            onNone: () =>
+              Effect.fail(
+                new TenancyError({ message: `${repo.host}/${repo.owner}/${repo.name} belongs to another organization` })
+              ),
+            onSome: Effect.succeed
+          })
+        })
+    }
+  })
+)

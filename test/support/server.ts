@@ -1,0 +1,129 @@
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { SQL } from "bun"
+import { makeAppConfig } from "../../src/config.ts"
+import { type RunningServer, startServer } from "../../src/server.ts"
+
+/**
+ * Test helpers: a real server on a loopback port, over PGlite or a fresh PostgreSQL database, and a small client.
+ * PostgreSQL comes from TEST_DATABASE_URL; when it is set (as in CI) the PostgreSQL variants must run, never skip.
+ */
+
+export const TEST_TOKEN = "test-token-0123456789abcdefghijklmnopqrstuvwxyz"
+export const pgUrl = process.env.TEST_DATABASE_URL
+export const databases: ReadonlyArray<"pglite" | "postgres"> = pgUrl ? ["pglite", "postgres"] : ["pglite"]
+
+/** Creates a fresh database on the TEST_DATABASE_URL server; `drop` removes it. */
+export const freshPostgres = async (): Promise<{ readonly url: string; readonly drop: () => Promise<void> }> => {
+  if (!pgUrl) throw new Error("TEST_DATABASE_URL is not set")
+  const name = `gl_test_${process.pid}_${Math.random().toString(36).slice(2, 10)}`
+  const admin = new SQL(pgUrl)
+  await admin.unsafe(`create database ${name}`)
+  await admin.close()
+  const url = new URL(pgUrl)
+  url.pathname = `/${name}`
+  return {
+    url: url.toString(),
+    drop: async () => {
+      const a = new SQL(pgUrl)
+      await a.unsafe(`drop database if exists ${name} with (force)`)
+      await a.close()
+    }
+  }
+}
+
+export const tempDir = (prefix = "greenline-") => fs.mkdtempSync(path.join(os.tmpdir(), prefix))
+
+export interface TestServer extends RunningServer {
+  readonly token: string
+  readonly gitRoot: string
+  readonly dataDir: string
+  readonly post: (
+    op: string,
+    body: unknown,
+    headers?: Record<string, string>
+  ) => Promise<{ status: number; body: unknown }>
+  /** Stops the server and removes what it created. */
+  readonly close: () => Promise<void>
+}
+
+export interface TestServerOptions {
+  readonly db: "pglite" | "postgres"
+  /** Reuse a data directory (restart tests); a PostgreSQL URL to reuse for postgres. */
+  readonly dataDir?: string
+  readonly databaseUrl?: string
+  readonly gitRoot?: string
+  readonly ciCommand?: string
+  readonly rateLimitPerSecond?: number
+  readonly metricsToken?: string
+  readonly gitPollMs?: number
+}
+
+export const startTestServer = async (options: TestServerOptions): Promise<TestServer> => {
+  const dataDir = options.dataDir ?? (options.db === "pglite" ? ":memory:" : tempDir())
+  const gitRoot = options.gitRoot ?? tempDir("greenline-git-")
+  const pg = options.db === "postgres" && options.databaseUrl === undefined ? await freshPostgres() : undefined
+  const databaseUrl = options.databaseUrl ?? pg?.url
+  const { Option, Redacted } = await import("effect")
+  const server = await startServer(
+    makeAppConfig({
+      port: 0,
+      host: "127.0.0.1",
+      dataDir,
+      gitRoot,
+      databaseUrl: databaseUrl ? Option.some(Redacted.make(databaseUrl)) : Option.none(),
+      bootstrapToken: Option.some(Redacted.make(TEST_TOKEN)),
+      bootstrapOrg: "acme-org",
+      ciCommand: options.ciCommand ? Option.some(options.ciCommand) : Option.none(),
+      rateLimitPerSecond: options.rateLimitPerSecond ?? 100_000,
+      metricsToken: options.metricsToken ? Option.some(Redacted.make(options.metricsToken)) : Option.none(),
+      gitPollMs: options.gitPollMs ?? 200,
+      logLevel: "error"
+    })
+  )
+  const post = async (op: string, body: unknown, headers: Record<string, string> = {}) => {
+    const response = await fetch(`${server.url}/v1/${op}`, {
+      method: "POST",
+      headers: { "content-type": "application/json", "x-api-token": TEST_TOKEN, ...headers },
+      body: typeof body === "string" ? body : JSON.stringify(body)
+    })
+    const text = await response.text()
+    let parsed: unknown = text
+    try {
+      parsed = JSON.parse(text)
+    } catch {}
+    return { status: response.status, body: parsed }
+  }
+  return {
+    ...server,
+    token: TEST_TOKEN,
+    gitRoot,
+    dataDir,
+    post,
+    close: async () => {
+      await server.stop()
+      await pg?.drop()
+    }
+  }
+}
+
+/** Waits until `check` returns a value (not undefined), polling; fails after `timeoutMs`. */
+export const eventually = async <A>(
+  check: () => Promise<A | undefined>,
+  timeoutMs = 20_000,
+  what = "condition"
+): Promise<A> => {
+  const deadline = Date.now() + timeoutMs
+  let last: unknown
+  for (;;) {
+    try {
+      const value = await check()
+      if (value !== undefined) return value
+    } catch (e) {
+      last = e
+    }
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}${last ? `: ${String(last)}` : ""}`)
+    await Bun.sleep(25)
+  }
+}
