@@ -8,7 +8,6 @@ import { handle } from "./http/router.ts"
  * test/http/contract.test.ts lists them, so the list can only shrink knowingly.
  */
 export const notImplementedOps = [
-  "getMergeQueueMetrics",
   "listFailingTests",
   "listQuarantinedTests",
   "getTestDetails",

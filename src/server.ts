@@ -8,6 +8,7 @@ import { pendingRoutes } from "./features.ts"
 import { LocalGitLayer } from "./git/LocalGit.ts"
 import { renderDocs } from "./http/docs.ts"
 import { makeApp, RateLimiter, type Route } from "./http/router.ts"
+import { metricsRoutes } from "./metrics/Http.ts"
 import { Metrics, MetricsLive } from "./metrics/Metrics.ts"
 import { Engine, EngineRunner } from "./queue/Engine.ts"
 import { EngineLive } from "./queue/EngineLive.ts"
@@ -26,11 +27,15 @@ export const AppLayer = <E>(config: Layer.Layer<AppConfig, E>) => {
   return EngineLive.pipe(Layer.provideMerge(services))
 }
 
-const routes = [...queueRoutes, ...pendingRoutes] as unknown as ReadonlyArray<Route<never>>
+const routes = [...queueRoutes, ...metricsRoutes, ...pendingRoutes] as unknown as ReadonlyArray<Route<never>>
+
+export type AppServices = Layer.Layer.Success<ReturnType<typeof AppLayer>>
 
 export interface RunningServer {
   readonly url: string
   readonly port: number
+  /** Runs an effect with the server's services (tests and tools: e.g. create an organization). */
+  readonly run: <A, E>(effect: Effect.Effect<A, E, AppServices>) => Promise<A>
   /** Stops accepting, lets requests in flight finish, stops the runners and closes the database. */
   readonly stop: () => Promise<void>
 }
@@ -149,6 +154,7 @@ export const startServer = async <E>(configLayer: Layer.Layer<AppConfig, E>): Pr
   return {
     url: `http://127.0.0.1:${port}`,
     port,
+    run: (effect) => runtime.runPromise(effect),
     stop: () => {
       stopping ??= (async () => {
         await server.stop(false)

@@ -1,0 +1,145 @@
+import { afterAll, beforeAll, describe, expect, test } from "bun:test"
+import { createTestRepo, type TestRepo } from "../support/git.ts"
+import { eventually, startTestServer, type TestServer } from "../support/server.ts"
+
+/** The queue metrics of GET /v1/getMergeQueueMetrics after a known sequence, and GET /metrics. */
+
+const promtool = process.env.PROMTOOL ?? Bun.which("promtool")
+
+describe("metrics", () => {
+  let server: TestServer
+  let repo: TestRepo
+  const key = () => ({ repo: repo.repo, targetBranch: "main" })
+
+  const stateOf = async (n: number) =>
+    (await server.post("getSubmittedPullRequest", { ...key(), pr: { number: n } })).body as {
+      state: string
+      testRunId: string | null
+    }
+
+  const report = async (n: number, state: "success" | "failure") => {
+    const pr = await eventually(
+      async () => {
+        const s = await stateOf(n)
+        return s.state === "testing" && s.testRunId ? s : undefined
+      },
+      20_000,
+      `#${n} testing`
+    )
+    const sha = await eventually(
+      async () => {
+        const d = await server.post("getMergeQueueTestingDetails", { ...key(), testRunId: pr.testRunId })
+        return (d.body as { testBranchSha: string }).testBranchSha || undefined
+      },
+      20_000,
+      "test branch"
+    )
+    await server.post("reportStatus", { repo: repo.repo, sha, context: "ci", state })
+  }
+
+  beforeAll(async () => {
+    repo = createTestRepo({ repo: { host: "local", owner: "acme", name: "metrics" } })
+    server = await startTestServer({ db: "pglite", gitRoot: repo.root, metricsToken: "metrics-secret" })
+    await server.post("createQueue", key())
+    await server.post("updateQueue", { ...key(), requiredStatuses: ["ci"] })
+    repo.createPr(1, { files: { "one.txt": "1\n" } })
+    repo.createPr(2, { files: { "two.txt": "2\n" } })
+    repo.createPr(3, { files: { "three.txt": "3\n" } })
+    await server.post("submitPullRequest", { ...key(), pr: { number: 1 } })
+    await report(1, "success")
+    await eventually(async () => ((await stateOf(1)).state === "merged" ? true : undefined), 20_000, "#1 merged")
+    await server.post("submitPullRequest", { ...key(), pr: { number: 2 } })
+    await report(2, "failure")
+    await eventually(async () => ((await stateOf(2)).state === "failed" ? true : undefined), 20_000, "#2 failed")
+    await server.post("submitPullRequest", { ...key(), pr: { number: 3 } })
+    await server.post("cancelPullRequest", { ...key(), pr: { number: 3 } })
+    await eventually(async () => ((await stateOf(3)).state === "cancelled" ? true : undefined), 20_000, "#3 cancelled")
+  })
+  afterAll(async () => {
+    await server.close()
+    repo.cleanup()
+  })
+
+  const scrape = async (query = "") => {
+    const r = await fetch(`${server.url}/v1/getMergeQueueMetrics${query}`, {
+      headers: { authorization: `Bearer ${server.token}` }
+    })
+    return { status: r.status, type: r.headers.get("content-type"), text: await r.text() }
+  }
+
+  test("the exposition has every family with HELP, TYPE, labels and the hosted product's buckets", async () => {
+    const { status, type, text } = await scrape()
+    expect(status).toBe(200)
+    expect(type).toBe("text/plain; version=0.0.4; charset=utf-8")
+    for (const [name, kind] of [
+      ["mq_depth_current", "gauge"],
+      ["mq_awaiting_mergeability", "gauge"],
+      ["mq_testing_slots_active", "gauge"],
+      ["mq_pr_conclusions_1h_total", "gauge"],
+      ["mq_pr_restarts_1h_total", "gauge"],
+      ["mq_pr_wait_duration_1h_seconds", "histogram"],
+      ["mq_pr_test_duration_1h_seconds", "histogram"],
+      ["mq_pr_time_in_queue_1h_seconds", "histogram"]
+    ]) {
+      expect(text).toContain(`# HELP ${name} `)
+      expect(text).toContain(`# TYPE ${name} ${kind}`)
+    }
+    const labels = 'repo="acme/metrics",branch="main",queue_type="main"'
+    expect(text).toContain(`mq_pr_conclusions_1h_total{${labels},conclusion="merged"} 1`)
+    expect(text).toContain(`mq_pr_conclusions_1h_total{${labels},conclusion="failed"} 1`)
+    expect(text).toContain(`mq_pr_conclusions_1h_total{${labels},conclusion="cancelled"} 1`)
+    expect(text).toContain(`mq_depth_current{${labels}} 0`)
+    expect(text).toContain(`mq_testing_slots_active{${labels}} 0`)
+    expect(text).toContain('queue_type="bisection"')
+    for (const le of ["60", "300", "600", "900", "1800", "3600", "5400", "7200", "+Inf"]) {
+      expect(text).toContain(`mq_pr_time_in_queue_1h_seconds_bucket{${labels},le="${le}"} 3`)
+    }
+    expect(text).toContain(`mq_pr_time_in_queue_1h_seconds_count{${labels}} 3`)
+    expect(text).toContain(`mq_pr_test_duration_1h_seconds_count{${labels}} 2`)
+    // #3 started testing before it was cancelled
+    expect(text).toContain(`mq_pr_wait_duration_1h_seconds_count{${labels}} 3`)
+  })
+
+  test("scoped to one repository; repo without repoHost is a 400, an unknown repository a 404", async () => {
+    expect((await scrape("?repo=acme/metrics&repoHost=local")).text).toContain('repo="acme/metrics"')
+    expect((await scrape("?repo=acme/metrics")).status).toBe(400)
+    expect((await scrape("?repo=acme/nothing&repoHost=local")).status).toBe(404)
+    expect((await scrape("?repo=bad&repoHost=local")).status).toBe(400)
+    const anonymous = await fetch(`${server.url}/v1/getMergeQueueMetrics`)
+    expect(anonymous.status).toBe(401)
+  })
+
+  test.if(promtool !== null || process.env.CI === "true")(
+    "promtool check metrics finds nothing but the _total gauges",
+    async () => {
+      expect(promtool).not.toBeNull()
+      const { text } = await scrape()
+      const check = Bun.spawnSync([promtool ?? "promtool", "check", "metrics"], {
+        stdin: new TextEncoder().encode(text),
+        stderr: "pipe",
+        stdout: "pipe"
+      })
+      const complaints = `${check.stdout.toString()}${check.stderr.toString()}`
+        .split("\n")
+        .map((l) => l.trim())
+        .filter((l) => l !== "")
+      for (const line of complaints) {
+        expect(line).toMatch(
+          /^(mq_pr_conclusions_1h_total|mq_pr_restarts_1h_total) non-counter metrics should not have "_total" suffix$/
+        )
+      }
+    }
+  )
+
+  test("GET /metrics is guarded by METRICS_TOKEN and exposes the process's metrics", async () => {
+    expect((await fetch(`${server.url}/metrics`)).status).toBe(401)
+    expect((await fetch(`${server.url}/metrics`, { headers: { authorization: "Bearer wrong" } })).status).toBe(401)
+    const ok = await fetch(`${server.url}/metrics`, { headers: { authorization: "Bearer metrics-secret" } })
+    expect(ok.status).toBe(200)
+    const text = await ok.text()
+    expect(text).toContain('greenline_http_requests_total{route="/submitPullRequest",status="200"}')
+    expect(text).toContain("greenline_http_request_duration_seconds_bucket")
+    expect(text).toContain("greenline_queue_runner_lag_seconds_count")
+    expect(text).toContain('greenline_process_memory_bytes{kind="rss"}')
+  })
+})
