@@ -4,7 +4,8 @@ import { openApiDocument } from "./Api.ts"
 import { CommandCiLayer } from "./ci/CommandCi.ts"
 import { AppConfig } from "./config.ts"
 import { Database, DatabaseLive } from "./db/Database.ts"
-import { pendingRoutes } from "./features.ts"
+import { FlakyLive } from "./flaky/Flaky.ts"
+import { flakyRoutes } from "./flaky/Http.ts"
 import { LocalGitLayer } from "./git/LocalGit.ts"
 import { renderDocs } from "./http/docs.ts"
 import { makeApp, RateLimiter, type Route } from "./http/router.ts"
@@ -24,10 +25,10 @@ export const AppLayer = <E>(config: Layer.Layer<AppConfig, E>) => {
   )
   const base = Layer.mergeAll(DatabaseLive, git, MetricsLive).pipe(Layer.provideMerge(config))
   const services = Layer.mergeAll(TenancyLive, QueueRepoLive, StatusesLive).pipe(Layer.provideMerge(base))
-  return EngineLive.pipe(Layer.provideMerge(services))
+  return Layer.mergeAll(EngineLive, FlakyLive).pipe(Layer.provideMerge(services))
 }
 
-const routes = [...queueRoutes, ...metricsRoutes, ...pendingRoutes] as unknown as ReadonlyArray<Route<never>>
+const routes = [...queueRoutes, ...metricsRoutes, ...flakyRoutes] as unknown as ReadonlyArray<Route<never>>
 
 export type AppServices = Layer.Layer.Success<ReturnType<typeof AppLayer>>
 

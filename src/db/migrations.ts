@@ -1,6 +1,7 @@
 import * as Migrator from "@effect/sql/Migrator"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { Effect } from "effect"
+import { flakyMigration } from "../flaky/migration.ts"
 
 /**
  * One set of migrations for PostgreSQL and PGlite. Each is a list of single statements (PGlite's extended protocol
@@ -156,7 +157,8 @@ const engine = statements(
 
 export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.SqlClient>> = {
   "0001_foundation": foundation,
-  "0002_engine": engine
+  "0002_engine": engine,
+  "0003_flaky": flakyMigration
 }
 
 export const runMigrations = Migrator.make({})({

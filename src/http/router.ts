@@ -100,6 +100,12 @@ export const readBody = async (request: Request, limit: number): Promise<Uint8Ar
     if (done) break
     total += value.byteLength
     if (total > limit) {
+      // drop the rest (up to a bound), so the connection stays usable for the client's next request
+      while (total <= 4 * limit) {
+        const next = await reader.read().catch(() => ({ done: true, value: undefined }))
+        if (next.done || next.value === undefined) return "too-large"
+        total += next.value.byteLength
+      }
       await reader.cancel().catch(() => undefined)
       return "too-large"
     }
@@ -123,6 +129,23 @@ const tooLarge = () =>
     message: `the request body is larger than ${MAX_BODY_BYTES} bytes (20 MiB)`,
     headers: { connection: "close" }
   })
+
+/**
+ * Reads and drops a refused body, so the connection stays in step for the client's next request; a body far over
+ * the limit is cancelled instead (the connection is closed).
+ */
+const discardBody = async (request: Request, declared: number) => {
+  if (request.body === null) return
+  if (declared > 4 * MAX_BODY_BYTES) {
+    await request.body.cancel().catch(() => undefined)
+    return
+  }
+  const reader = request.body.getReader()
+  for (;;) {
+    const { done } = await reader.read().catch(() => ({ done: true }))
+    if (done) return
+  }
+}
 
 const isJsonType = (contentType: string | null) => {
   if (contentType === null || contentType.trim() === "") return true
@@ -163,7 +186,7 @@ export const makeApp = <R>(options: AppOptions<R>) => {
   const serveRoute = async (request: Request, url: URL, route: Route<R>): Promise<Response> => {
     const declared = Number(request.headers.get("content-length") ?? Number.NaN)
     if (Number.isFinite(declared) && declared > MAX_BODY_BYTES) {
-      await request.body?.cancel().catch(() => undefined)
+      await discardBody(request, declared)
       return fail(tooLarge())
     }
 

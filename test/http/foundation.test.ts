@@ -205,14 +205,26 @@ for (const db of databases) {
       expect(text).not.toMatch(/select|stack|\.ts:|SqlError/i)
     })
 
-    test("endpoints not implemented yet answer 501 NOT_IMPLEMENTED", async () => {
+    test("every operation of the OpenAPI document is served; only the listed ones answer 501", async () => {
       const spec = openApiDocument()
-      expect(notImplementedOps.length).toBeLessThanOrEqual(Object.keys(spec.paths).length)
-      for (const name of notImplementedOps) {
-        const op = Object.entries(spec.paths).find(([, item]) =>
-          Object.values(item as Record<string, { operationId?: string }>).some((o) => o?.operationId?.endsWith(name))
-        )
-        expect(op).toBeDefined()
+      for (const [p, item] of Object.entries(spec.paths)) {
+        for (const method of Object.keys(item as object)) {
+          if (method !== "get" && method !== "post") continue
+          const r = await fetch(`${server.url}${p}`, {
+            method: method.toUpperCase(),
+            headers: {
+              "x-api-token": server.token,
+              "content-type": p.endsWith("/upload") ? "multipart/form-data; boundary=x" : "application/json"
+            },
+            body: method === "post" ? (p.endsWith("/upload") ? "--x--\r\n" : "{}") : undefined
+          })
+          const listed = notImplementedOps.some((name) => p.endsWith(name))
+          expect({ path: p, status: r.status }).toEqual({
+            path: p,
+            status: listed ? 501 : r.status === 501 ? -1 : r.status
+          })
+          expect(r.headers.get("content-type") ?? "").toMatch(/application\/json|text\/plain/)
+        }
       }
     })
   })

@@ -82,7 +82,7 @@ for (const db of databases) {
         )
         const refused = answers.filter((a) => a.status === 429)
         expect(refused.length).toBeGreaterThan(0)
-        expect((refused[0]?.body as { error: { code: string } }).error.code).toBe("RATE_LIMITED")
+        expect(refused[0]?.body).toMatchObject({ error: { code: "RATE_LIMITED" } })
         const raw = await fetch(`${limited.url}/v1/getQueue`, {
           method: "POST",
           headers: { "content-type": "application/json", "x-api-token": limited.token },

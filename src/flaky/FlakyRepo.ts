@@ -1,0 +1,660 @@
+import * as SqlClient from "@effect/sql/SqlClient"
+import type { SqlError } from "@effect/sql/SqlError"
+import { Context, Effect, Layer } from "effect"
+import type { ResultStatus, TestStatusValue } from "./classify.ts"
+
+/**
+ * Storage of the flaky-test service: uploads, test cases, results and per-repository settings (tables in
+ * `migration.ts`). Results are written in bulk: one statement per batch of rows, the columns sent as PostgreSQL
+ * array literals and spread with `unnest` (the same SQL on PostgreSQL and PGlite, a dozen parameters per statement
+ * whatever the number of rows).
+ */
+
+export type QuarantineOverride = "always_quarantine" | "never_quarantine" | "unspecified"
+
+export interface FlakySettings {
+  readonly quarantiningEnabled: boolean
+  readonly autoQuarantine: boolean
+}
+
+export interface UploadRecord {
+  readonly id: string
+  readonly repoId: string
+  readonly sha: string
+  readonly branch: string
+  readonly prNumber: number | null
+  readonly jobName: string | null
+  readonly variant: string
+  readonly runAt: Date
+  readonly tests: number
+  readonly passed: number
+  readonly failed: number
+  readonly skipped: number
+  readonly ignored: number
+  readonly infra: boolean
+}
+
+/** Test cases first seen in an upload (columns of equal length; `variant` is the upload's). */
+export interface NewTestCases {
+  readonly ids: ReadonlyArray<string>
+  readonly names: ReadonlyArray<string>
+  readonly classnames: ReadonlyArray<string>
+  readonly files: ReadonlyArray<string>
+  readonly parents: ReadonlyArray<string>
+  /** when the test failed in the upload, else null */
+  readonly lastFailureAt: ReadonlyArray<Date | null>
+}
+
+/** One batch of results of one upload, as columns of equal length. */
+export interface ResultBatch {
+  readonly testCaseIds: ReadonlyArray<string>
+  readonly statuses: ReadonlyArray<ResultStatus>
+  readonly retries: ReadonlyArray<boolean>
+  readonly failureKeys: ReadonlyArray<string | null>
+  readonly failureSummaries: ReadonlyArray<string | null>
+  readonly ords: ReadonlyArray<number>
+}
+
+export interface ResultContext {
+  readonly repoId: string
+  readonly uploadId: string
+  readonly runAt: Date
+  readonly sha: string
+  readonly branch: string
+  readonly prNumber: number | null
+}
+
+export interface TestCaseRecord {
+  readonly repoId: string
+  readonly id: string
+  readonly name: string
+  readonly classname: string
+  readonly file: string
+  readonly parent: string
+  readonly variant: string
+  readonly status: TestStatusValue
+  readonly statusReason: string
+  readonly statusAt: Date
+  readonly flakySignalAt: Date | null
+  readonly override: QuarantineOverride
+  readonly quarantined: boolean
+  readonly quarantinedAt: Date | null
+  readonly ticketId: string | null
+  readonly ticketUrl: string | null
+}
+
+export interface StatusCandidate {
+  readonly id: string
+  readonly status: TestStatusValue
+  readonly statusReason: string
+  readonly statusAt: Date
+  readonly flakySignalAt: Date | null
+}
+
+export interface HistoryRow {
+  readonly testCaseId: string
+  readonly at: number
+  readonly sha: string
+  readonly branch: string
+  readonly status: ResultStatus
+  readonly uploadId: string
+  readonly infra: boolean
+}
+
+export interface StatusUpdate {
+  readonly id: string
+  readonly status: TestStatusValue
+  readonly reason: string
+  readonly statusAt: Date
+  readonly flakySignalAt: Date | null
+}
+
+export interface TestCaseStats {
+  readonly runs7d: number
+  readonly failed7d: number
+  readonly runs24h: number
+  readonly failed24h: number
+  readonly pullRequests7d: number
+  readonly failures: ReadonlyArray<{ readonly summary: string; readonly count: number; readonly last: Date }>
+}
+
+export interface PageOf<A> {
+  readonly rows: ReadonlyArray<A>
+  readonly total: number
+}
+
+export interface FlakyRepoShape {
+  readonly settings: (repoId: string) => Effect.Effect<FlakySettings, SqlError>
+  readonly updateSettings: (
+    repoId: string,
+    update: { readonly quarantiningEnabled?: boolean | undefined; readonly autoQuarantine?: boolean | undefined }
+  ) => Effect.Effect<FlakySettings, SqlError>
+  /** Target branches of the repository's queues (stable branches for detection). */
+  readonly queueBranches: (repoId: string) => Effect.Effect<ReadonlyArray<string>, SqlError>
+  readonly insertUpload: (upload: UploadRecord) => Effect.Effect<void, SqlError>
+  /** Inserts test cases that do not exist yet; existing ones only get `lastFailureAt` when it is set. */
+  readonly insertTestCases: (
+    repoId: string,
+    variant: string,
+    cases: NewTestCases,
+    now: Date
+  ) => Effect.Effect<void, SqlError>
+  readonly insertResults: (context: ResultContext, batch: ResultBatch) => Effect.Effect<void, SqlError>
+  /** Marks every result of an upload as coming from an infrastructure failure. */
+  readonly markInfra: (repoId: string, uploadId: string, runAt: Date) => Effect.Effect<void, SqlError>
+  readonly recordFailures: (repoId: string, ids: ReadonlyArray<string>, at: Date) => Effect.Effect<void, SqlError>
+  /** Test cases that may not be healthy: not healthy now, or a failure since `since`. */
+  readonly statusCandidates: (repoId: string, since: Date) => Effect.Effect<ReadonlyArray<StatusCandidate>, SqlError>
+  readonly statusOf: (
+    repoId: string,
+    ids: ReadonlyArray<string>
+  ) => Effect.Effect<ReadonlyArray<StatusCandidate>, SqlError>
+  /** Results of `ids` since `since` that count for detection (not skipped, not infra), oldest first. */
+  readonly history: (
+    repoId: string,
+    ids: ReadonlyArray<string>,
+    since: Date
+  ) => Effect.Effect<ReadonlyArray<HistoryRow>, SqlError>
+  readonly saveStatuses: (repoId: string, updates: ReadonlyArray<StatusUpdate>) => Effect.Effect<void, SqlError>
+  /** Recomputes `quarantined` from the settings, status and override (all test cases of the repo, or `ids`). */
+  readonly refreshQuarantine: (
+    repoId: string,
+    ids: ReadonlyArray<string> | null,
+    now: Date
+  ) => Effect.Effect<void, SqlError>
+  readonly quarantinedAmong: (
+    repoId: string,
+    ids: ReadonlyArray<string>
+  ) => Effect.Effect<ReadonlySet<string>, SqlError>
+  readonly findTestCase: (repoId: string, id: string) => Effect.Effect<TestCaseRecord | undefined, SqlError>
+  readonly failingPage: (
+    repoId: string,
+    start: Date,
+    end: Date,
+    limit: number,
+    offset: number
+  ) => Effect.Effect<PageOf<TestCaseRecord>, SqlError>
+  readonly unhealthyPage: (
+    repoId: string,
+    status: "flaky" | "broken",
+    limit: number,
+    offset: number
+  ) => Effect.Effect<PageOf<TestCaseRecord>, SqlError>
+  readonly quarantinedPage: (
+    repoId: string,
+    limit: number,
+    offset: number
+  ) => Effect.Effect<PageOf<TestCaseRecord>, SqlError>
+  readonly stats: (
+    repoId: string,
+    ids: ReadonlyArray<string>,
+    now: Date
+  ) => Effect.Effect<ReadonlyMap<string, TestCaseStats>, SqlError>
+  readonly setTicket: (
+    repoId: string,
+    id: string,
+    ticketId: string,
+    url: string | null
+  ) => Effect.Effect<boolean, SqlError>
+  readonly setOverride: (repoId: string, id: string, override: QuarantineOverride) => Effect.Effect<boolean, SqlError>
+  /** The sha of the repository's most recent upload. */
+  readonly latestSha: (repoId: string) => Effect.Effect<string | undefined, SqlError>
+  /** Deletes results (and uploads) older than `olderThan`; returns the number of results deleted. */
+  readonly prune: (olderThan: Date) => Effect.Effect<number, SqlError>
+}
+
+export class FlakyRepo extends Context.Tag("greenline/FlakyRepo")<FlakyRepo, FlakyRepoShape>() {}
+
+/** Rows per bulk statement. */
+export const BATCH_ROWS = 5000
+
+// ---- PostgreSQL array literals (sent as text, cast by the server: `$1::text[]`)
+
+const needsQuote = /[",\\{}\s]|^$|^null$/i
+
+/** `{"a","b",NULL}` */
+export const textArray = (values: ReadonlyArray<string | null>): string => {
+  const parts = new Array<string>(values.length)
+  for (let i = 0; i < values.length; i++) {
+    const v = values[i]
+    if (v === null || v === undefined) parts[i] = "NULL"
+    else if (!needsQuote.test(v)) parts[i] = v
+    else parts[i] = `"${v.replace(/[\\"]/g, "\\$&")}"`
+  }
+  return `{${parts.join(",")}}`
+}
+
+/** Values that need no quoting (uuids, numbers). */
+const plainArray = (values: ReadonlyArray<string | number>): string => `{${values.join(",")}}`
+const boolArray = (values: ReadonlyArray<boolean>): string => {
+  const parts = new Array<string>(values.length)
+  for (let i = 0; i < values.length; i++) parts[i] = values[i] ? "t" : "f"
+  return `{${parts.join(",")}}`
+}
+const dateArray = (values: ReadonlyArray<Date | null>): string =>
+  `{${values.map((d) => (d === null ? "NULL" : `"${d.toISOString()}"`)).join(",")}}`
+
+const date = (v: unknown): Date => (v instanceof Date ? v : new Date(String(v)))
+const dateOrNull = (v: unknown): Date | null => (v === null || v === undefined ? null : date(v))
+
+interface TestCaseRow {
+  readonly repo_id: string
+  readonly id: string
+  readonly name: string
+  readonly classname: string
+  readonly file: string
+  readonly parent: string
+  readonly variant: string
+  readonly status: string
+  readonly status_reason: string
+  readonly status_at: unknown
+  readonly flaky_signal_at: unknown
+  readonly quarantine_override: string
+  readonly quarantined: boolean
+  readonly quarantined_at: unknown
+  readonly ticket_id: string | null
+  readonly ticket_url: string | null
+  readonly total?: number
+}
+
+const TC_COLUMNS = `tc.repo_id, tc.id, tc.name, tc.classname, tc.file, tc.parent, tc.variant, tc.status, tc.status_reason,
+  tc.status_at, tc.flaky_signal_at, tc.quarantine_override, tc.quarantined, tc.quarantined_at, tc.ticket_id, tc.ticket_url`
+
+const toTestCase = (r: TestCaseRow): TestCaseRecord => ({
+  repoId: r.repo_id,
+  id: r.id,
+  name: r.name,
+  classname: r.classname,
+  file: r.file,
+  parent: r.parent,
+  variant: r.variant,
+  status: r.status as TestStatusValue,
+  statusReason: r.status_reason,
+  statusAt: date(r.status_at),
+  flakySignalAt: dateOrNull(r.flaky_signal_at),
+  override: r.quarantine_override as QuarantineOverride,
+  quarantined: r.quarantined,
+  quarantinedAt: dateOrNull(r.quarantined_at),
+  ticketId: r.ticket_id,
+  ticketUrl: r.ticket_url
+})
+
+interface CandidateRow {
+  readonly id: string
+  readonly status: string
+  readonly status_reason: string
+  readonly status_at: unknown
+  readonly flaky_signal_at: unknown
+}
+const toCandidate = (r: CandidateRow): StatusCandidate => ({
+  id: r.id,
+  status: r.status as TestStatusValue,
+  statusReason: r.status_reason,
+  statusAt: date(r.status_at),
+  flakySignalAt: dateOrNull(r.flaky_signal_at)
+})
+
+const chunks = <A>(list: ReadonlyArray<A>, size: number): ReadonlyArray<ReadonlyArray<A>> => {
+  const out: Array<ReadonlyArray<A>> = []
+  for (let i = 0; i < list.length; i += size) out.push(list.slice(i, i + size))
+  return out
+}
+
+export const FlakyRepoLive = Layer.effect(
+  FlakyRepo,
+  Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+
+    const settings = (repoId: string) =>
+      Effect.map(
+        sql<{ quarantining_enabled: boolean; auto_quarantine: boolean }>`
+          select quarantining_enabled, auto_quarantine from flaky_settings where repo_id = ${repoId}`,
+        (rows): FlakySettings => ({
+          quarantiningEnabled: rows[0]?.quarantining_enabled ?? false,
+          autoQuarantine: rows[0]?.auto_quarantine ?? false
+        })
+      )
+
+    const page = (rows: ReadonlyArray<TestCaseRow>, count: Effect.Effect<number, SqlError>, offset: number) =>
+      Effect.gen(function* () {
+        const first = rows[0]
+        const total = first !== undefined ? Number(first.total ?? 0) : offset > 0 ? yield* count : 0
+        return { rows: rows.map(toTestCase), total }
+      })
+
+    const shape: FlakyRepoShape = {
+      settings,
+
+      updateSettings: (repoId, update) =>
+        Effect.gen(function* () {
+          const current = yield* settings(repoId)
+          const next = {
+            quarantiningEnabled: update.quarantiningEnabled ?? current.quarantiningEnabled,
+            autoQuarantine: update.autoQuarantine ?? current.autoQuarantine
+          }
+          yield* sql`
+            insert into flaky_settings (repo_id, quarantining_enabled, auto_quarantine, updated_at)
+            values (${repoId}, ${next.quarantiningEnabled}, ${next.autoQuarantine}, now())
+            on conflict (repo_id) do update set quarantining_enabled = excluded.quarantining_enabled,
+              auto_quarantine = excluded.auto_quarantine, updated_at = excluded.updated_at`
+          return next
+        }),
+
+      queueBranches: (repoId) =>
+        Effect.map(sql<{ branch: string }>`select branch from queues where repo_id = ${repoId}`, (rows) =>
+          rows.map((r) => r.branch)
+        ),
+
+      insertUpload: (u) =>
+        sql`insert into test_uploads (id, repo_id, sha, branch, pr_number, job_name, variant, run_at,
+              tests, passed, failed, skipped, ignored, infra)
+            values (${u.id}, ${u.repoId}, ${u.sha}, ${u.branch}, ${u.prNumber}, ${u.jobName}, ${u.variant},
+              ${u.runAt.toISOString()}::timestamptz, ${u.tests}, ${u.passed}, ${u.failed}, ${u.skipped}, ${u.ignored},
+              ${u.infra})`.pipe(Effect.asVoid),
+
+      insertTestCases: (repoId, variant, cases, now) =>
+        cases.ids.length === 0
+          ? Effect.void
+          : sql`insert into test_cases (repo_id, id, name, classname, file, parent, variant, status_at, last_failure_at)
+                select ${repoId}::uuid, t.id, t.name, t.classname, t.file, t.parent, ${variant}::text,
+                  ${now.toISOString()}::timestamptz, t.last_failure_at
+                from unnest(${plainArray(cases.ids)}::uuid[], ${textArray(cases.names)}::text[],
+                  ${textArray(cases.classnames)}::text[], ${textArray(cases.files)}::text[],
+                  ${textArray(cases.parents)}::text[], ${dateArray(cases.lastFailureAt)}::timestamptz[])
+                  as t(id, name, classname, file, parent, last_failure_at)
+                on conflict (repo_id, id) do update
+                  set last_failure_at = greatest(test_cases.last_failure_at, excluded.last_failure_at)
+                  where excluded.last_failure_at is not null`.pipe(Effect.asVoid),
+
+      insertResults: (c, b) =>
+        b.testCaseIds.length === 0
+          ? Effect.void
+          : sql`insert into test_results (repo_id, test_case_id, upload_id, run_at, ord, sha, branch, pr_number,
+                  status, retry, failure_key, failure_summary, infra)
+                select ${c.repoId}::uuid, t.id, ${c.uploadId}::uuid, ${c.runAt.toISOString()}::timestamptz, t.ord,
+                  ${c.sha}::text, ${c.branch}::text, ${c.prNumber}::bigint, t.status, t.retry, t.fkey, t.fsum, false
+                from unnest(${plainArray(b.testCaseIds)}::uuid[], ${plainArray(b.ords)}::int[],
+                  ${textArray(b.statuses)}::text[], ${boolArray(b.retries)}::bool[],
+                  ${textArray(b.failureKeys)}::text[], ${textArray(b.failureSummaries)}::text[])
+                  as t(id, ord, status, retry, fkey, fsum)`.pipe(Effect.asVoid),
+
+      markInfra: (repoId, uploadId, runAt) =>
+        sql`update test_results set infra = true
+            where repo_id = ${repoId} and run_at = ${runAt.toISOString()}::timestamptz and upload_id = ${uploadId}`.pipe(
+          Effect.asVoid
+        ),
+
+      recordFailures: (repoId, ids, at) =>
+        Effect.forEach(
+          chunks(ids, BATCH_ROWS),
+          (part) =>
+            sql`update test_cases set last_failure_at = greatest(last_failure_at, ${at.toISOString()}::timestamptz)
+                where repo_id = ${repoId} and id = any(${plainArray(part)}::uuid[])`,
+          { discard: true }
+        ),
+
+      statusCandidates: (repoId, since) =>
+        Effect.map(
+          sql<CandidateRow>`
+            select id, status, status_reason, status_at, flaky_signal_at from test_cases
+            where repo_id = ${repoId} and status <> 'healthy'
+            union
+            select id, status, status_reason, status_at, flaky_signal_at from test_cases
+            where repo_id = ${repoId} and last_failure_at >= ${since.toISOString()}::timestamptz`,
+          (rows) => rows.map(toCandidate)
+        ),
+
+      statusOf: (repoId, ids) =>
+        ids.length === 0
+          ? Effect.succeed([])
+          : Effect.map(
+              Effect.forEach(
+                chunks(ids, BATCH_ROWS),
+                (part) => sql<CandidateRow>`
+                  select id, status, status_reason, status_at, flaky_signal_at from test_cases
+                  where repo_id = ${repoId} and id = any(${plainArray(part)}::uuid[])`
+              ),
+              (parts) => parts.flat().map(toCandidate)
+            ),
+
+      history: (repoId, ids, since) =>
+        ids.length === 0
+          ? Effect.succeed([])
+          : Effect.map(
+              Effect.forEach(
+                chunks(ids, BATCH_ROWS),
+                (part) => sql<{
+                  test_case_id: string
+                  run_at: unknown
+                  sha: string
+                  branch: string
+                  status: string
+                  upload_id: string
+                  infra: boolean
+                }>`
+                  select r.test_case_id, r.run_at, r.sha, r.branch, r.status, r.upload_id, r.infra
+                  from unnest(${plainArray(part)}::uuid[]) as c(id)
+                  cross join lateral (
+                    select test_case_id, run_at, ord, sha, branch, status, upload_id, infra from test_results
+                    where test_case_id = c.id and repo_id = ${repoId} and run_at >= ${since.toISOString()}::timestamptz
+                      and status <> 'skipped' and not infra
+                  ) r
+                  order by r.test_case_id, r.run_at, r.ord`
+              ),
+              (parts) =>
+                parts.flat().map(
+                  (r): HistoryRow => ({
+                    testCaseId: r.test_case_id,
+                    at: date(r.run_at).getTime(),
+                    sha: r.sha,
+                    branch: r.branch,
+                    status: r.status as ResultStatus,
+                    uploadId: r.upload_id,
+                    infra: r.infra
+                  })
+                )
+            ),
+
+      saveStatuses: (repoId, updates) =>
+        Effect.forEach(
+          chunks(updates, BATCH_ROWS),
+          (part) =>
+            sql`update test_cases tc set status = u.status, status_reason = u.reason, status_at = u.status_at,
+                  flaky_signal_at = u.flaky_signal_at
+                from unnest(${plainArray(part.map((u) => u.id))}::uuid[], ${textArray(part.map((u) => u.status))}::text[],
+                  ${textArray(part.map((u) => u.reason))}::text[],
+                  ${dateArray(part.map((u) => u.statusAt))}::timestamptz[],
+                  ${dateArray(part.map((u) => u.flakySignalAt))}::timestamptz[])
+                  as u(id, status, reason, status_at, flaky_signal_at)
+                where tc.repo_id = ${repoId} and tc.id = u.id`,
+          { discard: true }
+        ),
+
+      refreshQuarantine: (repoId, ids, now) =>
+        Effect.gen(function* () {
+          if (ids !== null && ids.length === 0) return
+          const s = yield* settings(repoId)
+          const filter = ids === null ? sql`` : sql`and tc.id = any(${plainArray(ids)}::uuid[])`
+          yield* sql`
+            update test_cases tc set quarantined = q.v,
+              quarantined_at = case when q.v then ${now.toISOString()}::timestamptz else null end
+            from (
+              select id, (${s.quarantiningEnabled}::boolean and (quarantine_override = 'always_quarantine'
+                or (${s.autoQuarantine}::boolean and status = 'flaky' and quarantine_override <> 'never_quarantine'))) as v
+              from test_cases tc where tc.repo_id = ${repoId} ${filter}
+            ) q
+            where tc.repo_id = ${repoId} and tc.id = q.id and tc.quarantined <> q.v`
+        }),
+
+      quarantinedAmong: (repoId, ids) =>
+        ids.length === 0
+          ? Effect.succeed(new Set<string>())
+          : Effect.map(
+              Effect.forEach(
+                chunks(ids, BATCH_ROWS),
+                (part) => sql<{ id: string }>`
+                  select id from test_cases
+                  where repo_id = ${repoId} and quarantined and id = any(${plainArray(part)}::uuid[])`
+              ),
+              (parts) => new Set(parts.flat().map((r) => r.id))
+            ),
+
+      findTestCase: (repoId, id) =>
+        Effect.map(
+          sql<TestCaseRow>`select ${sql.literal(TC_COLUMNS)} from test_cases tc
+                           where tc.repo_id = ${repoId} and tc.id = ${id}`,
+          (rows) => (rows[0] === undefined ? undefined : toTestCase(rows[0]))
+        ),
+
+      failingPage: (repoId, start, end, limit, offset) =>
+        Effect.gen(function* () {
+          const s = start.toISOString()
+          const e = end.toISOString()
+          const rows = yield* sql<TestCaseRow>`
+            with f as (
+              select distinct test_case_id from test_results
+              where repo_id = ${repoId} and status = 'failed' and run_at >= ${s}::timestamptz
+                and run_at < ${e}::timestamptz
+            )
+            select ${sql.literal(TC_COLUMNS)}, (count(*) over ())::int as total
+            from f join test_cases tc on tc.repo_id = ${repoId} and tc.id = f.test_case_id
+            order by tc.name, tc.id limit ${limit} offset ${offset}`
+          const count = Effect.map(
+            sql<{ n: number }>`
+              select count(distinct test_case_id)::int as n from test_results
+              where repo_id = ${repoId} and status = 'failed' and run_at >= ${s}::timestamptz
+                and run_at < ${e}::timestamptz`,
+            (r) => r[0]?.n ?? 0
+          )
+          return yield* page(rows, count, offset)
+        }),
+
+      unhealthyPage: (repoId, status, limit, offset) =>
+        Effect.gen(function* () {
+          const rows = yield* sql<TestCaseRow>`
+            select ${sql.literal(TC_COLUMNS)}, (count(*) over ())::int as total from test_cases tc
+            where tc.repo_id = ${repoId} and tc.status <> 'healthy' and tc.status = ${status}
+            order by tc.name, tc.id limit ${limit} offset ${offset}`
+          const count = Effect.map(
+            sql<{ n: number }>`select count(*)::int as n from test_cases
+                               where repo_id = ${repoId} and status <> 'healthy' and status = ${status}`,
+            (r) => r[0]?.n ?? 0
+          )
+          return yield* page(rows, count, offset)
+        }),
+
+      quarantinedPage: (repoId, limit, offset) =>
+        Effect.gen(function* () {
+          const rows = yield* sql<TestCaseRow>`
+            select ${sql.literal(TC_COLUMNS)}, (count(*) over ())::int as total from test_cases tc
+            where tc.repo_id = ${repoId} and tc.quarantined
+            order by tc.name, tc.id limit ${limit} offset ${offset}`
+          const count = Effect.map(
+            sql<{ n: number }>`select count(*)::int as n from test_cases where repo_id = ${repoId} and quarantined`,
+            (r) => r[0]?.n ?? 0
+          )
+          return yield* page(rows, count, offset)
+        }),
+
+      stats: (repoId, ids, now) =>
+        Effect.gen(function* () {
+          const out = new Map<string, TestCaseStats>()
+          if (ids.length === 0) return out
+          const since7d = new Date(now.getTime() - 7 * 86_400_000).toISOString()
+          const since24h = new Date(now.getTime() - 86_400_000).toISOString()
+          const list = plainArray(ids)
+          const countsQuery = sql<{
+            test_case_id: string
+            runs7: number
+            failed7: number
+            runs24: number
+            failed24: number
+            prs: number
+          }>`
+            select c.id as test_case_id, s.runs7, s.failed7, s.runs24, s.failed24, s.prs
+            from unnest(${list}::uuid[]) as c(id)
+            cross join lateral (
+              select
+                (count(*) filter (where status <> 'skipped'))::int as runs7,
+                (count(*) filter (where status = 'failed'))::int as failed7,
+                (count(*) filter (where status <> 'skipped' and run_at >= ${since24h}::timestamptz))::int as runs24,
+                (count(*) filter (where status = 'failed' and run_at >= ${since24h}::timestamptz))::int as failed24,
+                (count(distinct pr_number) filter (where status = 'failed'))::int as prs
+              from test_results
+              where test_case_id = c.id and repo_id = ${repoId} and run_at >= ${since7d}::timestamptz
+            ) s`
+          const failuresQuery = sql<{ test_case_id: string; summary: string; n: number; last: unknown }>`
+            select test_case_id, summary, n, last from (
+              select test_case_id, failure_key, n, last, summary,
+                row_number() over (partition by test_case_id order by n desc, last desc, failure_key) as k
+              from (
+                select c.id as test_case_id, g.failure_key, g.n, g.last, g.summary
+                from unnest(${list}::uuid[]) as c(id)
+                cross join lateral (
+                  select failure_key, count(*)::int as n, max(run_at) as last,
+                    (array_agg(failure_summary order by run_at desc))[1] as summary
+                  from test_results
+                  where test_case_id = c.id and repo_id = ${repoId} and status = 'failed'
+                    and run_at >= ${since7d}::timestamptz
+                  group by failure_key
+                ) g
+              ) g
+            ) r where k <= 5
+            order by test_case_id, k`
+          // two statements side by side (two pool connections on PostgreSQL)
+          const [counts, failures] = yield* Effect.all([countsQuery, failuresQuery], { concurrency: 2 })
+          const grouped = new Map<string, Array<{ summary: string; count: number; last: Date }>>()
+          for (const f of failures) {
+            const list = grouped.get(f.test_case_id) ?? []
+            list.push({ summary: f.summary ?? "", count: f.n, last: date(f.last) })
+            grouped.set(f.test_case_id, list)
+          }
+          for (const c of counts) {
+            out.set(c.test_case_id, {
+              runs7d: c.runs7,
+              failed7d: c.failed7,
+              runs24h: c.runs24,
+              failed24h: c.failed24,
+              pullRequests7d: c.prs,
+              failures: grouped.get(c.test_case_id) ?? []
+            })
+          }
+          return out
+        }),
+
+      setTicket: (repoId, id, ticketId, url) =>
+        Effect.map(
+          sql<{ id: string }>`update test_cases set ticket_id = ${ticketId}, ticket_url = ${url}
+                              where repo_id = ${repoId} and id = ${id} returning id`,
+          (rows) => rows.length > 0
+        ),
+
+      setOverride: (repoId, id, override) =>
+        Effect.map(
+          sql<{ id: string }>`update test_cases set quarantine_override = ${override}
+                              where repo_id = ${repoId} and id = ${id} returning id`,
+          (rows) => rows.length > 0
+        ),
+
+      latestSha: (repoId) =>
+        Effect.map(
+          sql<{ sha: string }>`select sha from test_uploads where repo_id = ${repoId}
+                               order by run_at desc, created_at desc limit 1`,
+          (rows) => rows[0]?.sha
+        ),
+
+      prune: (olderThan) =>
+        Effect.gen(function* () {
+          const at = olderThan.toISOString()
+          const deleted = yield* sql<{ n: number }>`
+            with d as (
+              delete from test_results where repo_id in (select id from repositories)
+                and run_at < ${at}::timestamptz returning 1
+            ) select count(*)::int as n from d`
+          yield* sql`delete from test_uploads where run_at < ${at}::timestamptz`
+          return deleted[0]?.n ?? 0
+        })
+    }
+    return shape
+  })
+)

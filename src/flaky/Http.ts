@@ -1,0 +1,74 @@
+import { Effect, Schema } from "effect"
+import { ops } from "../Api.ts"
+import { ApiError, invalidRequest } from "../http/errors.ts"
+import type { Op } from "../http/op.ts"
+import { CurrentOrg, CurrentRequest, handle, type Route } from "../http/router.ts"
+import { Flaky, type UploadPart } from "./Flaky.ts"
+import type { UploadSummary } from "./schemas.ts"
+
+/** Handlers of the flaky-test endpoints (contract.md §3): thin, the work is in `Flaky`. */
+
+const withOrg = <A, E, R>(f: (flaky: typeof Flaky.Service, org: typeof CurrentOrg.Service) => Effect.Effect<A, E, R>) =>
+  Effect.flatMap(Effect.all([Flaky, CurrentOrg]), ([flaky, org]) => f(flaky, org))
+
+/** Reads the multipart body: the `metadata` part (JSON text or a file) and every `junit` part. */
+export const readUploadForm = (request: Request, body: Uint8Array) =>
+  Effect.gen(function* () {
+    const form = yield* Effect.tryPromise({
+      try: () =>
+        new Response(body, { headers: { "content-type": request.headers.get("content-type") ?? "" } }).formData(),
+      catch: () => invalidRequest("the body is not a readable multipart/form-data document")
+    })
+    const metadata = form.get("metadata")
+    if (metadata === null)
+      return yield* invalidRequest("the upload has no metadata part", [{ path: "metadata", message: "is required" }])
+    const metadataText =
+      typeof metadata === "string" ? metadata : yield* Effect.promise(() => (metadata as Blob).text())
+    const parts: UploadPart[] = []
+    let n = 0
+    for (const entry of form.getAll("junit")) {
+      n++
+      if (typeof entry === "string") {
+        parts.push({ filename: `junit-${n}`, bytes: new TextEncoder().encode(entry) })
+      } else {
+        const file = entry as File
+        const bytes = new Uint8Array(yield* Effect.promise(() => file.arrayBuffer()))
+        parts.push({ filename: file.name !== "" ? file.name : `junit-${n}`, bytes })
+      }
+    }
+    if (parts.length === 0) {
+      return yield* invalidRequest("the upload has no junit part", [{ path: "junit", message: "is required" }])
+    }
+    return { metadataText, parts }
+  })
+
+/**
+ * The upload route. Its payload is the raw multipart body (read from `CurrentRequest`), so it is served without the
+ * schema decode of `handle` (the op's `UploadForm` schema only documents the form).
+ */
+const encodeSummary = Schema.encode(ops.uploadTestResults.success)
+const uploadRoute: Route<Flaky> = {
+  op: ops.uploadTestResults as unknown as Op<string, unknown, unknown, unknown, unknown>,
+  run: () =>
+    Effect.gen(function* () {
+      const { request, body } = yield* CurrentRequest
+      const { metadataText, parts } = yield* readUploadForm(request, body)
+      const summary: UploadSummary = yield* withOrg((flaky, org) => flaky.upload(org, metadataText, parts))
+      return yield* Effect.mapError(
+        encodeSummary(summary),
+        () => new ApiError({ status: 500, code: "INTERNAL", message: "the answer did not match its schema" })
+      )
+    })
+}
+
+export const flakyRoutes: ReadonlyArray<Route<Flaky>> = [
+  handle(ops.listFailingTests, (req) => withOrg((flaky, org) => flaky.listFailingTests(org, req))),
+  handle(ops.listQuarantinedTests, (req) => withOrg((flaky, org) => flaky.listQuarantinedTests(org, req))),
+  handle(ops.getTestDetails, (req) => withOrg((flaky, org) => flaky.getTestDetails(org, req))),
+  handle(ops.listUnhealthyTests, (req) => withOrg((flaky, org) => flaky.listUnhealthyTests(org, req))),
+  handle(ops.linkTicketToTestCase, (req) => withOrg((flaky, org) => flaky.linkTicket(org, req))),
+  handle(ops.setQuarantineOverride, (req) => withOrg((flaky, org) => flaky.setQuarantineOverride(org, req))),
+  handle(ops.getFlakySettings, (req) => withOrg((flaky, org) => flaky.getSettings(org, req))),
+  handle(ops.updateFlakySettings, (req) => withOrg((flaky, org) => flaky.updateSettings(org, req))),
+  uploadRoute
+]
