@@ -1,5 +1,5 @@
 import * as SqlClient from "@effect/sql/SqlClient"
-import { Context, Effect, Layer, ManagedRuntime, Option, Redacted } from "effect"
+import { Context, Effect, Fiber, Layer, ManagedRuntime, Option, Redacted } from "effect"
 import { openApiDocument } from "./Api.ts"
 import { CommandCiLayer } from "./ci/CommandCi.ts"
 import { AppConfig } from "./config.ts"
@@ -144,6 +144,7 @@ export const startServer = async <E>(configLayer: Layer.Layer<AppConfig, E>): Pr
   })
 
   await runtime.runPromise(Effect.flatMap(EngineRunner, (r) => r.start))
+  const revocations = runtime.runFork(tenancy.followRevocations)
   const port = server.port ?? config.port
   writeLog("INFO", "greenline listening", {
     port,
@@ -159,6 +160,7 @@ export const startServer = async <E>(configLayer: Layer.Layer<AppConfig, E>): Pr
     stop: () => {
       stopping ??= (async () => {
         await server.stop(false)
+        await runtime.runPromise(Fiber.interrupt(revocations))
         await runtime.dispose()
       })()
       return stopping

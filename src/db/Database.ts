@@ -94,7 +94,9 @@ const postgresLayer = (url: Redacted.Redacted<string>) =>
           const pg = yield* PgClient.PgClient
           return {
             kind: "postgres" as const,
-            notify: (channel: string, payload: string) => pg.notify(channel, payload).pipe(Effect.ignore),
+            // pg_notify takes parameters; `NOTIFY channel, $1` (what the driver's notify sends) is a syntax error
+            notify: (channel: string, payload: string) =>
+              pg`select pg_notify(${channel}, ${payload})`.pipe(Effect.ignore),
             listen: (channel: string) => pg.listen(channel).pipe(Stream.orDie)
           }
         })

@@ -169,6 +169,9 @@ export const runQueue = (
             case "BuildRun": {
               const run = command.run
               const names = yield* titles(run.items.map((i) => i.entryId))
+              // statuses count for this run from now on (database clock), not those of an earlier run that built
+              // the same test-branch sha
+              const since = yield* statuses.clock
               const built = yield* git
                 .buildTestBranch({
                   repo,
@@ -197,7 +200,7 @@ export const runQueue = (
               }
               const { sha, commits } = built.right
               const required = yield* resolveRequired(sha)
-              yield* statuses.setRequirements(run.id, required.statuses, required.source)
+              yield* statuses.setRequirements(run.id, required.statuses, required.source, since)
               const events: Array<PlannerEvent> = [{ _tag: "RunBuilt", runId: run.id, testBranchSha: sha, commits }]
               if (required.statuses.length === 0) {
                 events.push({
@@ -476,6 +479,19 @@ export const runQueue = (
         }
         return inbox.length === 200 || memEvents.length > 0
       })
+
+      // Built-in CI jobs do not survive a crash: start them again for the runs still waiting on them.
+      if (Option.isSome(config.ciCommand)) {
+        for (const run of state.runs) {
+          if (run.status !== "in_progress" || run.testBranchSha === null) continue
+          const reported = yield* statuses.forSha(queue.repo.id, run.testBranchSha)
+          const since = (yield* statuses.requirements(run.id))?.sinceMs ?? run.createdAt - 1000
+          const final = reported.some(
+            (s) => s.context === config.ciContext && s.state !== "pending" && s.updatedAt.getTime() >= since
+          )
+          if (!final) yield* startCi(run, run.testBranchSha)
+        }
+      }
 
       for (;;) {
         const again = yield* round

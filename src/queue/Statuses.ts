@@ -31,15 +31,31 @@ export interface StatusesShape {
     targetUrl: string | null,
     description: string | null
   ) => Effect.Effect<void, SqlError>
+  /** The database's clock (epoch ms), the clock statuses are stamped with. */
+  readonly clock: Effect.Effect<number, SqlError>
+  /**
+   * Records the required statuses of a run, and `sinceMs` (database clock, taken before its test branch was
+   * built): only statuses reported from then on count for the run. A repeated call keeps the earliest `sinceMs`.
+   */
   readonly setRequirements: (
     runId: string,
     statuses: ReadonlyArray<string>,
-    source: string | null
+    source: string | null,
+    sinceMs?: number
   ) => Effect.Effect<void, SqlError>
-  readonly requirements: (
-    runId: string
-  ) => Effect.Effect<{ readonly statuses: ReadonlyArray<string>; readonly source: string | null } | null, SqlError>
-  /** success when every required status succeeded, failure when one failed or errored, else pending. */
+  readonly requirements: (runId: string) => Effect.Effect<
+    {
+      readonly statuses: ReadonlyArray<string>
+      readonly source: string | null
+      readonly sinceMs: number | null
+    } | null,
+    SqlError
+  >
+  /**
+   * success when every required status succeeded, failure when one failed or errored, else pending. Only statuses
+   * reported since the run's `sinceMs` count (a rebuilt run can have the same test-branch sha as an earlier one);
+   * for a run without one, since `sinceMs` (its creation, process clock) with a second of tolerance.
+   */
   readonly verdict: (
     repoId: string,
     runId: string | null,
@@ -74,7 +90,7 @@ export const StatusesLive = Layer.effect(
 
     const record: StatusesShape["record"] = (repoId, sha, context, state, targetUrl, description) =>
       sql`insert into commit_statuses (repo_id, sha, context, state, target_url, description, updated_at)
-          values (${repoId}, ${sha}, ${context}, ${state}, ${targetUrl}, ${description}, now())
+          values (${repoId}, ${sha}, ${context}, ${state}, ${targetUrl}, ${description}, clock_timestamp())
           on conflict (repo_id, sha, context) do update set state = excluded.state, target_url = excluded.target_url,
             description = excluded.description, updated_at = excluded.updated_at`.pipe(Effect.asVoid)
 
@@ -87,8 +103,13 @@ export const StatusesLive = Layer.effect(
         (rows) => {
           const row = rows[0]
           if (row === undefined) return null
-          const statuses = (typeof row.statuses === "string" ? JSON.parse(row.statuses) : row.statuses) as Array<string>
-          return { statuses, source: row.source }
+          // stored as { statuses, sinceMs }, or (older rows) as the bare list
+          const raw = (typeof row.statuses === "string" ? JSON.parse(row.statuses) : row.statuses) as
+            | Array<string>
+            | { statuses: Array<string>; sinceMs: number | null }
+          return Array.isArray(raw)
+            ? { statuses: raw, source: row.source, sinceMs: null }
+            : { statuses: raw.statuses, source: row.source, sinceMs: raw.sinceMs ?? null }
         }
       )
 
@@ -120,20 +141,31 @@ export const StatusesLive = Layer.effect(
           )
           for (const q of queues) yield* db.notify(WAKE_CHANNEL, q.id)
         }),
-      setRequirements: (runId, statuses, source) =>
-        sql`insert into run_requirements (run_id, statuses, source) values (${runId}, ${JSON.stringify(statuses)}::jsonb, ${source})
-            on conflict (run_id) do update set statuses = excluded.statuses, source = excluded.source`.pipe(
-          Effect.asVoid
-        ),
+      clock: Effect.map(sql<{ now: Date | string }>`select clock_timestamp() as now`, (rows) =>
+        new Date(rows[0]!.now).getTime()
+      ),
+      setRequirements: (runId, statuses, source, sinceMs) =>
+        Effect.gen(function* () {
+          const earlier = yield* requirements(runId)
+          const since =
+            earlier?.sinceMs != null && sinceMs !== undefined
+              ? Math.min(earlier.sinceMs, sinceMs)
+              : (sinceMs ?? earlier?.sinceMs ?? null)
+          const doc = JSON.stringify({ statuses, sinceMs: since })
+          yield* sql`insert into run_requirements (run_id, statuses, source) values (${runId}, ${doc}::jsonb, ${source})
+            on conflict (run_id) do update set statuses = excluded.statuses, source = excluded.source`
+        }),
       requirements,
       forSha,
       verdict: (repoId, runId, sha, sinceMs, required) =>
         Effect.gen(function* () {
-          const names = required ?? (runId === null ? null : (yield* requirements(runId))?.statuses) ?? []
+          const stored = runId === null ? null : yield* requirements(runId)
+          const names = required ?? stored?.statuses ?? []
           if (names.length === 0) return "pending" as const
+          const since = stored?.sinceMs ?? sinceMs - 1000
           const reported = yield* forSha(repoId, sha)
           const byContext = new Map(
-            reported.filter((s) => s.updatedAt.getTime() >= sinceMs - 1000).map((s) => [s.context, s.state])
+            reported.filter((s) => s.updatedAt.getTime() >= since).map((s) => [s.context, s.state])
           )
           let allSuccess = true
           for (const name of names) {

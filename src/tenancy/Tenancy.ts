@@ -1,7 +1,8 @@
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto"
 import * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Context, Data, Effect, Layer, Option } from "effect"
+import { Clock, Context, Data, Effect, Layer, Option, Stream } from "effect"
+import { Database } from "../db/Database.ts"
 import type { RepoRef } from "../queue/schemas.ts"
 
 /** Organizations, their API tokens, and which organization owns which repository (contract.md §1). */
@@ -31,6 +32,8 @@ const SLUG = /^[a-z0-9][a-z0-9._-]{0,62}$/i
 
 export interface TenancyShape {
   readonly authenticate: (token: string) => Effect.Effect<Option.Option<Organization>, SqlError>
+  /** Clears remembered tokens whenever any instance revokes one (runs until interrupted; the server runs it). */
+  readonly followRevocations: Effect.Effect<void>
   readonly ensureBootstrap: (slug: string, token: string) => Effect.Effect<Organization, SqlError | TenancyError>
   readonly createOrg: (slug: string, claimOnFirstUse?: boolean) => Effect.Effect<Organization, SqlError | TenancyError>
   readonly findOrg: (slug: string) => Effect.Effect<Option.Option<Organization>, SqlError>
@@ -81,10 +84,16 @@ const toRepo = (row: RepoRow): Repository => ({
   name: row.name
 })
 
+/** Authenticated tokens are remembered this long; a revocation clears them at once, on every instance. */
+const AUTH_CACHE_MS = 10_000
+export const TOKENS_CHANNEL = "greenline_tokens"
+
 export const TenancyLive = Layer.effect(
   Tenancy,
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
+    const db = yield* Database
+    const authCache = new Map<string, { readonly org: Organization; readonly until: number }>()
 
     const findOrg = (slug: string) =>
       Effect.map(sql<OrgRow>`select id, slug, claim_on_first_use from organizations where slug = ${slug}`, (rows) =>
@@ -125,6 +134,10 @@ export const TenancyLive = Layer.effect(
       Effect.gen(function* () {
         if (token.length < 16 || token.length > 512) return Option.none()
         const hash = hashToken(token)
+        const key = hash.toString("base64")
+        const now = yield* Clock.currentTimeMillis
+        const cached = authCache.get(key)
+        if (cached !== undefined && cached.until > now) return Option.some(cached.org)
         const rows = yield* sql<OrgRow & { readonly token_hash: Uint8Array }>`
           select o.id, o.slug, o.claim_on_first_use, t.token_hash
           from api_tokens t join organizations o on o.id = t.org_id
@@ -132,7 +145,11 @@ export const TenancyLive = Layer.effect(
         const row = rows[0]
         if (row === undefined) return Option.none()
         const stored = Buffer.from(row.token_hash)
-        return stored.length === hash.length && timingSafeEqual(stored, hash) ? Option.some(toOrg(row)) : Option.none()
+        if (stored.length !== hash.length || !timingSafeEqual(stored, hash)) return Option.none()
+        const org = toOrg(row)
+        if (authCache.size > 10_000) authCache.clear()
+        authCache.set(key, { org, until: now + AUTH_CACHE_MS })
+        return Option.some(org)
       })
 
     const findRepo: TenancyShape["findRepo"] = (org, repo, options) =>
@@ -155,6 +172,7 @@ export const TenancyLive = Layer.effect(
 
     return {
       authenticate,
+      followRevocations: db.listen(TOKENS_CHANNEL).pipe(Stream.runForEach(() => Effect.sync(() => authCache.clear()))),
       findRepo,
       findOrg,
       createOrg,
@@ -191,6 +209,8 @@ export const TenancyLive = Layer.effect(
           if (!/^[0-9a-f-]{36}$/i.test(id)) return false
           const rows = yield* sql<{ id: string }>`
             update api_tokens set revoked_at = coalesce(revoked_at, now()) where id = ${id} returning id`
+          authCache.clear()
+          yield* db.notify(TOKENS_CHANNEL, id)
           return rows.length > 0
         }),
       addRepo: (slug, repo) =>

@@ -1,0 +1,60 @@
+import * as path from "node:path"
+import type { Subprocess } from "bun"
+
+/** A Greenline server in its own process (`bun src/main.ts`), for crash and multi-instance tests. */
+
+const ROOT = path.join(import.meta.dir, "..", "..")
+
+export interface ServerProcess {
+  readonly url: string
+  readonly pid: number
+  readonly kill: (signal?: NodeJS.Signals) => Promise<void>
+  readonly post: (op: string, body: unknown) => Promise<{ status: number; body: unknown }>
+}
+
+export const spawnServer = async (env: Record<string, string>, token: string): Promise<ServerProcess> => {
+  const child: Subprocess<"ignore", "pipe", "pipe"> = Bun.spawn(["bun", "src/main.ts"], {
+    cwd: ROOT,
+    env: { ...process.env, PORT: "0", HOST: "127.0.0.1", LOG_LEVEL: "error", BOOTSTRAP_TOKEN: token, ...env },
+    stdin: "ignore",
+    stdout: "pipe",
+    stderr: "pipe"
+  })
+  const reader = child.stdout.getReader()
+  const decoder = new TextDecoder()
+  let buffered = ""
+  let port: number | undefined
+  const deadline = Date.now() + 60_000
+  while (port === undefined) {
+    if (Date.now() > deadline) throw new Error("the server did not start")
+    const { done, value } = await reader.read()
+    if (done) throw new Error(`the server exited: ${await new Response(child.stderr).text()}`)
+    buffered += decoder.decode(value, { stream: true })
+    const match = /"message":"greenline listening","port":(\d+)/.exec(buffered)
+    if (match?.[1] !== undefined) port = Number(match[1])
+  }
+  // keep draining stdout so the child never blocks on a full pipe
+  void (async () => {
+    for (;;) {
+      const { done } = await reader.read().catch(() => ({ done: true }))
+      if (done) return
+    }
+  })()
+  const url = `http://127.0.0.1:${port}`
+  return {
+    url,
+    pid: child.pid,
+    kill: async (signal = "SIGKILL") => {
+      child.kill(signal)
+      await child.exited
+    },
+    post: async (op, body) => {
+      const r = await fetch(`${url}/v1/${op}`, {
+        method: "POST",
+        headers: { "content-type": "application/json", "x-api-token": token },
+        body: JSON.stringify(body)
+      })
+      return { status: r.status, body: await r.json() }
+    }
+  }
+}

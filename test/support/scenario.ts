@@ -1,0 +1,374 @@
+/**
+ * A small driver for end-to-end scenarios of the merge queue: one bare repository and one queue on a running test
+ * server, CI played by the test (`ciPass`/`ciFail` report the required status on the PR's current run), and the one
+ * promise (semantics.md §1) checked on the real repository afterwards.
+ *
+ * ```ts
+ * const s = await openScenario(server, root, { name: "s1", concurrency: 3 })
+ * s.createPr(1); await s.submit(1)
+ * await s.ciPass(1)
+ * await s.waitState(1, "merged")
+ * await s.checkOnePromise()
+ * s.close()
+ * ```
+ */
+import { expect } from "bun:test"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { createTestRepo, type FileChanges, type PrSpec, type TestRepo } from "./git.ts"
+import type { TestServer } from "./server.ts"
+
+export type PrState =
+  | "not_ready"
+  | "pending"
+  | "testing"
+  | "tests_passed"
+  | "pending_failure"
+  | "merged"
+  | "failed"
+  | "cancelled"
+
+export interface TimelineItem {
+  readonly at: string
+  readonly state: PrState
+  readonly reason: string
+}
+
+export interface PrRecord {
+  readonly id: string
+  readonly state: PrState
+  readonly prNumber: number
+  readonly prSha: string
+  readonly prTitle: string
+  readonly priorityValue: number
+  readonly skipTheLine: boolean
+  readonly testRunId: string | null
+  readonly verifiedByTestRun: string | null
+  readonly position: number | null
+  readonly isCurrentlySubmittedToQueue: boolean
+  readonly timeline?: ReadonlyArray<TimelineItem>
+}
+
+export interface TestingDetails {
+  readonly requiredStatuses: ReadonlyArray<string>
+  readonly requiredStatusesSource: string | null
+  readonly testBranch: string
+  readonly testBranchSha: string
+  readonly statusChecks: ReadonlyArray<{ context: string; url: string; state: string }>
+  readonly testedPullRequests: ReadonlyArray<{ prNumber: number; title: string }>
+  readonly createdAt: string
+  readonly status: string
+  readonly dependentPrs: ReadonlyArray<number>
+}
+
+export interface RunView {
+  readonly runId: string
+  readonly sha: string
+  readonly details: TestingDetails
+}
+
+export interface ScenarioOptions {
+  /** repository name (one repository, and so one queue, per scenario) */
+  readonly name: string
+  readonly files?: FileChanges
+  readonly concurrency?: number
+  /** queue override; null = none (default ["ci"]) */
+  readonly requiredStatuses?: ReadonlyArray<string> | null
+  /** more updateQueue fields */
+  readonly config?: Record<string, unknown>
+}
+
+const TERMINAL = new Set<PrState>(["merged", "failed", "cancelled"])
+const WAIT_MS = 15_000
+
+export interface Scenario {
+  readonly server: TestServer
+  readonly repo: TestRepo
+  readonly key: { readonly repo: TestRepo["repo"]; readonly targetBranch: string }
+  readonly initialSha: string
+  /** POST with the queue key merged in. */
+  readonly post: (op: string, body?: Record<string, unknown>) => Promise<{ status: number; body: unknown }>
+  /** POST that must answer 200; returns the body. */
+  readonly ok: <A = unknown>(op: string, body?: Record<string, unknown>) => Promise<A>
+  /** POST that must fail with `status` and error `code`. */
+  readonly fails: (op: string, body: Record<string, unknown>, status: number, code: string) => Promise<void>
+  readonly updateQueue: (fields: Record<string, unknown>) => Promise<Record<string, unknown>>
+  /** refs/pull/<n>/head with one commit adding `pr-<n>.txt` unless `spec` says otherwise; `marker` is the file whose
+   * presence on main means the PR landed (default `pr-<n>.txt`). */
+  readonly createPr: (n: number, spec?: PrSpec, marker?: string) => string
+  readonly submit: (n: number, extra?: Record<string, unknown>) => Promise<void>
+  readonly pr: (n: number) => Promise<PrRecord>
+  readonly timeline: (n: number) => Promise<ReadonlyArray<TimelineItem>>
+  /** how many test runs the PR was tested in (its `testing` transitions) */
+  readonly testingCount: (n: number) => Promise<number>
+  readonly waitState: (n: number, state: PrState, timeoutMs?: number) => Promise<PrRecord>
+  readonly details: (runId: string) => Promise<TestingDetails>
+  /** the PR's current run once built (testing, in progress), skipping runs already reported or listed */
+  readonly waitRun: (n: number, exclude?: ReadonlyArray<string>) => Promise<RunView>
+  readonly report: (sha: string, state: "pending" | "success" | "failure" | "error", context?: string) => Promise<void>
+  readonly ciPass: (n: number, exclude?: ReadonlyArray<string>) => Promise<RunView>
+  readonly ciFail: (n: number, exclude?: ReadonlyArray<string>) => Promise<RunView>
+  /** distinct test run ids observed */
+  readonly runsSeen: () => ReadonlySet<string>
+  /** the sha of main now */
+  readonly mainSha: () => string
+  /** subjects of main's first-parent history since the initial commit, oldest first */
+  readonly history: () => ReadonlyArray<string>
+  /** checks that `check` stays true for `ms` (nothing happens while paused, ...) */
+  readonly stays: (check: () => Promise<boolean>, ms: number, what: string) => Promise<void>
+  /** semantics.md §1 on the real repository; `outside` are commits pushed to main from outside the queue */
+  readonly checkOnePromise: (options?: {
+    outside?: ReadonlyArray<string>
+    direct?: ReadonlyArray<string>
+  }) => Promise<void>
+  readonly close: () => void
+}
+
+export const openScenario = async (server: TestServer, root: string, options: ScenarioOptions): Promise<Scenario> => {
+  const repo = createTestRepo({
+    root,
+    repo: { host: "local", owner: "acme", name: options.name },
+    ...(options.files === undefined ? {} : { files: options.files })
+  })
+  const key = { repo: repo.repo, targetBranch: "main" }
+  const initialSha = repo.branchSha("main")!
+  const markers = new Map<number, string>()
+  const submitted = new Set<number>()
+  const reported = new Map<number, Set<string>>()
+  const seen = new Set<string>()
+
+  // main's tip over time (read from the loose ref; Greenline moves it with update-ref)
+  const tips: string[] = [initialSha]
+  const refFile = path.join(repo.gitDir, "refs", "heads", "main")
+  const sample = () => {
+    let sha: string | null = null
+    try {
+      sha = fs.readFileSync(refFile, "utf8").trim()
+    } catch {
+      sha = repo.branchSha("main")
+    }
+    if (sha !== null && sha !== "" && tips[tips.length - 1] !== sha) tips.push(sha)
+  }
+  const timer = setInterval(sample, 5)
+
+  const post = (op: string, body: Record<string, unknown> = {}) => server.post(op, { ...key, ...body })
+  const ok = async <A = unknown>(op: string, body: Record<string, unknown> = {}): Promise<A> => {
+    const r = await post(op, body)
+    if (r.status !== 200)
+      throw new Error(`${op} ${JSON.stringify(body)} answered ${r.status}: ${JSON.stringify(r.body)}`)
+    return r.body as A
+  }
+  const fails = async (op: string, body: Record<string, unknown>, status: number, code: string) => {
+    const r = await post(op, body)
+    expect({ op, status: r.status, code: (r.body as { error?: { code?: string } }).error?.code }).toEqual({
+      op,
+      status,
+      code
+    })
+  }
+
+  await ok("createQueue", options.concurrency === undefined ? {} : { concurrency: options.concurrency })
+  const required = options.requiredStatuses === undefined ? ["ci"] : options.requiredStatuses
+  const fields = { ...(required === null ? {} : { requiredStatuses: required }), ...(options.config ?? {}) }
+  if (Object.keys(fields).length > 0) await ok("updateQueue", fields)
+
+  const pr = async (n: number) => {
+    const r = await ok<PrRecord>("getSubmittedPullRequest", { pr: { number: n } })
+    if (r.testRunId) seen.add(r.testRunId)
+    if (r.verifiedByTestRun) seen.add(r.verifiedByTestRun)
+    return r
+  }
+  const timeline = async (n: number) =>
+    (await ok<PrRecord>("getSubmittedPullRequest", { pr: { number: n }, includeTimeline: true })).timeline ?? []
+
+  const describe = async (n: number) => {
+    const t = await timeline(n).catch(() => [])
+    return t.map((x) => `${x.state}:${x.reason}`).join(" > ")
+  }
+
+  const waitState = async (n: number, state: PrState, timeoutMs = WAIT_MS) => {
+    let last: PrRecord | undefined
+    try {
+      return await poll(
+        async () => {
+          last = await pr(n)
+          if (last.state === state) return last
+          if (TERMINAL.has(last.state)) throw new Fatal(`PR #${n} is ${last.state}, not ${state}`)
+          return undefined
+        },
+        timeoutMs,
+        `PR #${n} ${state}`
+      )
+    } catch (e) {
+      throw new Error(`${String(e)} (last ${last?.state}; timeline ${await describe(n)})`)
+    }
+  }
+
+  const details = async (runId: string) => {
+    seen.add(runId)
+    return ok<TestingDetails>("getMergeQueueTestingDetails", { testRunId: runId })
+  }
+
+  const waitRun = async (n: number, exclude: ReadonlyArray<string> = []) => {
+    const skip = new Set([...(reported.get(n) ?? []), ...exclude])
+    try {
+      return await poll(
+        async () => {
+          const r = await pr(n)
+          if (TERMINAL.has(r.state)) throw new Fatal(`PR #${n} is ${r.state}`)
+          if (r.state !== "testing" || r.testRunId === null || skip.has(r.testRunId)) return undefined
+          const d = await details(r.testRunId)
+          if (d.status !== "in_progress" || d.testBranchSha === "") return undefined
+          return { runId: r.testRunId, sha: d.testBranchSha, details: d }
+        },
+        WAIT_MS,
+        `a new run of PR #${n}`
+      )
+    } catch (e) {
+      throw new Error(`${String(e)} (timeline ${await describe(n)})`)
+    }
+  }
+
+  const report = async (sha: string, state: "pending" | "success" | "failure" | "error", context = "ci") => {
+    const r = await server.post("reportStatus", { repo: repo.repo, sha, context, state })
+    if (r.status !== 200) throw new Error(`reportStatus answered ${r.status}: ${JSON.stringify(r.body)}`)
+  }
+
+  const ci =
+    (state: "success" | "failure") =>
+    async (n: number, exclude: ReadonlyArray<string> = []) => {
+      const run = await waitRun(n, exclude)
+      const set = reported.get(n) ?? new Set<string>()
+      set.add(run.runId)
+      reported.set(n, set)
+      for (const context of run.details.requiredStatuses) await report(run.sha, state, context)
+      return run
+    }
+
+  const firstParentWalk = () => {
+    const out = repo.git("rev-list", "--first-parent", "--reverse", `${initialSha}..main`)
+    return out === "" ? [] : out.split("\n")
+  }
+
+  const isAncestor = (a: string, b: string) => {
+    try {
+      repo.git("merge-base", "--is-ancestor", a, b)
+      return true
+    } catch {
+      return false
+    }
+  }
+
+  const checkOnePromise = async (opts: { outside?: ReadonlyArray<string>; direct?: ReadonlyArray<string> } = {}) => {
+    sample()
+    const exempt = new Set([initialSha, ...(opts.outside ?? []), ...(opts.direct ?? [])])
+    // nothing submitted is lost: every submitted PR ended
+    const records = new Map<number, PrRecord>()
+    for (const n of submitted) {
+      const r = await pr(n)
+      records.set(n, r)
+      expect({ pr: n, ended: TERMINAL.has(r.state) }).toEqual({ pr: n, ended: true })
+    }
+    // the tips of the runs that passed
+    const passed: string[] = []
+    for (const id of seen) {
+      const d = await ok<TestingDetails>("getMergeQueueTestingDetails", { testRunId: id })
+      if (d.status === "succeeded" && d.testBranchSha !== "") passed.push(d.testBranchSha)
+    }
+    const tested = (c: string) => exempt.has(c) || passed.some((t) => t === c || isAncestor(c, t))
+    const walk = firstParentWalk()
+    for (const c of walk) expect({ commit: c, tested: tested(c) }).toEqual({ commit: c, tested: true })
+    // every tip main moved to: tested, and main never moved backwards or sideways
+    const final = repo.branchSha("main")!
+    for (const t of tips) {
+      expect({ tip: t, tested: tested(t), ancestorOfMain: isAncestor(t, final) }).toEqual({
+        tip: t,
+        tested: true,
+        ancestorOfMain: true
+      })
+    }
+    // a merged PR is verified by a run that passed and contains the commit that landed it
+    for (const [n, r] of records) {
+      if (r.state !== "merged" || r.verifiedByTestRun === null) continue
+      const d = await ok<TestingDetails>("getMergeQueueTestingDetails", { testRunId: r.verifiedByTestRun })
+      expect({ pr: n, status: d.status }).toEqual({ pr: n, status: "succeeded" })
+    }
+    // each PR's change landed at most once, and exactly once when merged
+    const touched = new Map<string, number>()
+    for (const c of walk) {
+      const names = repo.git("diff-tree", "--no-commit-id", "--name-only", "-r", `${c}^1`, c)
+      for (const f of names === "" ? [] : names.split("\n")) touched.set(f, (touched.get(f) ?? 0) + 1)
+    }
+    for (const [n, file] of markers) {
+      const count = touched.get(file) ?? 0
+      const merged = records.get(n)?.state === "merged"
+      expect({ pr: n, file, landed: count }).toEqual({ pr: n, file, landed: merged ? 1 : 0 })
+    }
+  }
+
+  return {
+    server,
+    repo,
+    key,
+    initialSha,
+    post,
+    ok,
+    fails,
+    updateQueue: (f) => ok("updateQueue", f),
+    createPr: (n, spec, marker) => {
+      markers.set(n, marker ?? `pr-${n}.txt`)
+      return repo.createPr(n, spec)
+    },
+    submit: async (n, extra = {}) => {
+      submitted.add(n)
+      await ok("submitPullRequest", { pr: { number: n }, ...extra })
+    },
+    pr,
+    timeline,
+    testingCount: async (n) => (await timeline(n)).filter((t) => t.state === "testing").length,
+    waitState,
+    details,
+    waitRun,
+    report,
+    ciPass: ci("success"),
+    ciFail: ci("failure"),
+    runsSeen: () => seen,
+    mainSha: () => repo.branchSha("main")!,
+    history: () => {
+      const out = repo.git("log", "--first-parent", "--reverse", "--format=%s", `${initialSha}..main`)
+      return out === "" ? [] : out.split("\n")
+    },
+    stays: async (check, ms, what) => {
+      const until = Date.now() + ms
+      while (Date.now() < until) {
+        if (!(await check())) throw new Error(`no longer true: ${what}`)
+        await Bun.sleep(50)
+      }
+    },
+    checkOnePromise,
+    close: () => {
+      clearInterval(timer)
+      repo.cleanup()
+    }
+  }
+}
+
+/** An error that stops `poll` at once (a PR reached the wrong terminal state). */
+class Fatal extends Error {}
+
+/** Like `eventually`, but a `Fatal` error ends the wait at once. */
+const poll = async <A>(check: () => Promise<A | undefined>, timeoutMs: number, what: string): Promise<A> => {
+  const deadline = Date.now() + timeoutMs
+  let last: unknown
+  for (;;) {
+    try {
+      const value = await check()
+      if (value !== undefined) return value
+    } catch (e) {
+      if (e instanceof Fatal) throw e
+      last = e
+    }
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}${last ? `: ${String(last)}` : ""}`)
+    await Bun.sleep(25)
+  }
+}
