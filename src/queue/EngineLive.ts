@@ -140,9 +140,14 @@ export const EngineLive = Layer.scopedContext(
                 a.priority - b.priority || new Date(a.submitted_at).getTime() - new Date(b.submitted_at).getTime()
             )
           for (const row of fresh) enqueued.push(entryRecord(queue, row, enqueued.length + 1))
+          // a mode change the runner has not stepped yet, with runs in flight, is a switch too (semantics.md §6):
+          // updateQueue and an immediate getQueue must not show the new mode as running
+          const busy =
+            state.merging !== null || state.runs.some((r) => r.status === "building" || r.status === "in_progress")
+          const unseenSwitch = queue.config.mode !== (state.switching?.mode ?? state.config.mode) && busy
           const effective = {
             ...queue.config,
-            state: state.switching !== null ? ("switching_modes" as const) : queue.config.state
+            state: state.switching !== null || unseenSwitch ? ("switching_modes" as const) : queue.config.state
           }
           return { config: effective, enqueued }
         }),
@@ -369,6 +374,7 @@ export const EngineLive = Layer.scopedContext(
 
     const hooks = {
       observeLag: (seconds: number) => metrics.runnerLag.observe({}, seconds),
+      observeStep: (seconds: number) => metrics.observeStep(seconds),
       lostLease: (queueId: string) =>
         Effect.sync(() => {
           fencings.delete(queueId)

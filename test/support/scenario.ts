@@ -121,6 +121,23 @@ export interface Scenario {
     outside?: ReadonlyArray<string>
     direct?: ReadonlyArray<string>
   }) => Promise<void>
+  /** files of a commit's tree (sorted, as git lists them) */
+  readonly files: (sha: string) => ReadonlyArray<string>
+  /** waits until run `runId` is built and in progress, then reports `state` for each of its required statuses */
+  readonly reportRun: (runId: string, state: "success" | "failure") => Promise<RunView>
+  /** plays CI until every PR of `prs` ended: each run, once built, gets the verdict `decide` gives for it (and the
+   * files of its test branch); returns the runs reported, in order */
+  readonly autoCi: (
+    prs: ReadonlyArray<number>,
+    decide: (run: RunView, files: ReadonlyArray<string>) => "success" | "failure",
+    timeoutMs?: number
+  ) => Promise<ReadonlyArray<RunView>>
+  /** POST /setImpactedTargets for the PR's current head (or `sha`) */
+  readonly setTargets: (n: number, targets: ReadonlyArray<string> | string, sha?: string) => Promise<void>
+  /** The one promise for parallel queues (semantics.md §1, lanes): every submitted PR ended; main only moved forward;
+   * every commit on main is the change of exactly one merged PR (its tree diff equals the PR's diff) and every merged
+   * PR landed exactly once, verified by a passing run that tested it and contained its dependencies. */
+  readonly checkLanePromise: () => Promise<void>
   readonly close: () => void
 }
 
@@ -306,6 +323,143 @@ export const openScenario = async (server: TestServer, root: string, options: Sc
     }
   }
 
+  const files = (sha: string) => {
+    const out = repo.git("ls-tree", "--name-only", "-r", sha)
+    return out === "" ? [] : out.split("\n")
+  }
+
+  const markReported = (run: RunView) => {
+    for (const p of run.details.testedPullRequests) {
+      const set = reported.get(p.prNumber) ?? new Set<string>()
+      set.add(run.runId)
+      reported.set(p.prNumber, set)
+    }
+  }
+
+  const reportRun = async (runId: string, state: "success" | "failure") => {
+    const run = await poll(
+      async () => {
+        const d = await details(runId)
+        if (d.status !== "in_progress" || d.testBranchSha === "") return undefined
+        return { runId, sha: d.testBranchSha, details: d }
+      },
+      WAIT_MS,
+      `run ${runId} in progress`
+    )
+    markReported(run)
+    for (const context of run.details.requiredStatuses) await report(run.sha, state, context)
+    return run
+  }
+
+  const autoCi = async (
+    prs: ReadonlyArray<number>,
+    decide: (run: RunView, files: ReadonlyArray<string>) => "success" | "failure",
+    timeoutMs = 30_000
+  ) => {
+    const handled = new Set<string>()
+    const out: RunView[] = []
+    const deadline = Date.now() + timeoutMs
+    for (;;) {
+      let open = 0
+      for (const n of prs) {
+        const r = await pr(n)
+        if (TERMINAL.has(r.state)) continue
+        open++
+        if (r.state !== "testing" || r.testRunId === null || handled.has(r.testRunId)) continue
+        const d = await details(r.testRunId)
+        if (d.status !== "in_progress" || d.testBranchSha === "") continue
+        const run = { runId: r.testRunId, sha: d.testBranchSha, details: d }
+        handled.add(run.runId)
+        markReported(run)
+        out.push(run)
+        const verdict = decide(run, files(run.sha))
+        for (const context of d.requiredStatuses) await report(run.sha, verdict, context)
+      }
+      if (open === 0) return out
+      if (Date.now() > deadline) {
+        const states = []
+        for (const n of prs) states.push(`#${n} ${(await pr(n)).state}: ${await describe(n)}`)
+        throw new Error(`autoCi timed out; ${states.join("; ")}`)
+      }
+      await Bun.sleep(25)
+    }
+  }
+
+  const setTargets = async (n: number, targets: ReadonlyArray<string> | string, sha?: string) => {
+    const head = sha ?? repo.git("rev-parse", `refs/pull/${n}/head`)
+    await ok("setImpactedTargets", { pr: { number: n, sha: head }, impactedTargets: targets })
+  }
+
+  /** "path blob" for every file a diff touches (deleted files as "path -") */
+  const changeOf = (from: string, to: string) => {
+    const out = repo.git("diff-tree", "-r", "--no-renames", from, to)
+    return (out === "" ? [] : out.split("\n"))
+      .map((line) => {
+        const [meta, file] = line.split("\t")
+        const parts = (meta ?? "").split(" ")
+        const blob = parts[3] ?? ""
+        return `${file} ${/^0+$/.test(blob) ? "-" : blob}`
+      })
+      .sort()
+  }
+
+  const checkLanePromise = async () => {
+    sample()
+    const records = new Map<number, PrRecord>()
+    for (const n of submitted) {
+      const r = await pr(n)
+      records.set(n, r)
+      expect({ pr: n, ended: TERMINAL.has(r.state) }).toEqual({ pr: n, ended: true })
+    }
+    const final = repo.branchSha("main")!
+    for (const t of tips)
+      expect({ tip: t, ancestorOfMain: isAncestor(t, final) }).toEqual({ tip: t, ancestorOfMain: true })
+    const walk = firstParentWalk()
+    const walked = new Set([initialSha, ...walk])
+    for (const t of tips)
+      expect({ tip: t, onFirstParentPath: walked.has(t) }).toEqual({ tip: t, onFirstParentPath: true })
+    // each commit on main is the change of one merged PR
+    const prChange = new Map<number, string>()
+    for (const [n, r] of records) {
+      const base = repo.git("merge-base", final, r.prSha)
+      prChange.set(n, JSON.stringify(changeOf(base, r.prSha)))
+    }
+    const landed = new Map<number, number>()
+    for (const c of walk) {
+      const change = JSON.stringify(changeOf(`${c}^1`, c))
+      const owners = [...prChange].filter(([n, ch]) => ch === change && records.get(n)?.state === "merged")
+      expect({ commit: c, change, prs: owners.length > 0 }).toEqual({ commit: c, change, prs: true })
+      const n = owners.find(([m]) => (landed.get(m) ?? 0) === 0)?.[0] ?? owners[0]![0]
+      landed.set(n, (landed.get(n) ?? 0) + 1)
+    }
+    for (const [n, r] of records) {
+      const merged = r.state === "merged"
+      expect({ pr: n, landed: landed.get(n) ?? 0 }).toEqual({ pr: n, landed: merged ? 1 : 0 })
+      if (!merged) continue
+      expect({ pr: n, verified: r.verifiedByTestRun !== null }).toEqual({ pr: n, verified: true })
+      const d = await ok<TestingDetails>("getMergeQueueTestingDetails", { testRunId: r.verifiedByTestRun })
+      const tree = new Set(files(d.testBranchSha))
+      const contains = (m: number) => {
+        const file = markers.get(m)
+        return file === undefined || tree.has(file)
+      }
+      expect({
+        pr: n,
+        status: d.status,
+        tested: d.testedPullRequests.some((p) => p.prNumber === n),
+        containsItself: contains(n),
+        containsDependencies: d.dependentPrs.every(contains)
+      }).toEqual({ pr: n, status: "succeeded", tested: true, containsItself: true, containsDependencies: true })
+      // the dependencies it was tested with landed ahead of it
+      for (const m of d.dependentPrs)
+        expect({ pr: n, dependency: m, state: records.get(m)?.state }).toEqual({
+          pr: n,
+          dependency: m,
+          state: "merged"
+        })
+    }
+  }
+
   return {
     server,
     repo,
@@ -346,6 +500,11 @@ export const openScenario = async (server: TestServer, root: string, options: Sc
       }
     },
     checkOnePromise,
+    files,
+    reportRun,
+    autoCi,
+    setTargets,
+    checkLanePromise,
     close: () => {
       clearInterval(timer)
       repo.cleanup()

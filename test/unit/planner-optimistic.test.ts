@@ -213,3 +213,36 @@ describe("parallel mode", () => {
     expect(lastTransition(kit, 2)!.reason).toBe("MERGE_GRAPH_DIRECT_MERGE")
   })
 })
+
+describe("parallel mode: fixes", () => {
+  test("a lane merging after its dependencies landed through their own lanes replays only its own change", () => {
+    const kit = makeKit({ mode: "parallel", concurrency: 4 })
+    for (const pr of [1, 2, 3]) submit(kit, pr)
+    kit.send({ _tag: "ImpactedTargetsSet", prNumber: 1, sha: "head1", targets: ["a"] })
+    kit.send({ _tag: "ImpactedTargetsSet", prNumber: 2, sha: "head2", targets: ["b"] })
+    kit.send({ _tag: "ImpactedTargetsSet", prNumber: 3, sha: "head3", targets: ["a", "b"] })
+    const [r1, r2, r3] = [1, 2, 3].map((p) => runOf(kit, p)) as [string, string, string]
+    const c = runById(kit, r3)
+    pass(kit, r2)
+    pass(kit, r1)
+    expect([1, 2].map((p) => stateOf(kit, p))).toEqual(["merged", "merged"])
+    // C's run holds 1 and 2 (merged elsewhere): its remaining item applies onto its own commit after them
+    const after = kit.state.runs.find((r) => r.id === r3)!
+    expect(after.effectiveBase).toBe(c.commits[1]!)
+    pass(kit, r3)
+    expect(stateOf(kit, 3)).toBe("merged")
+    expect(merges(kit).at(-1)!.rebaseOnto).toBe(true)
+  })
+
+  test("a mode switch waits for passed runs to merge before building runs of the new mode", () => {
+    const kit = makeKit({ concurrency: 2 })
+    submit(kit, 1)
+    kit.send({ _tag: "ConfigChanged", config: { ...kit.state.config, mode: "parallel" } })
+    submit(kit, 2)
+    kit.send({ _tag: "ImpactedTargetsSet", prNumber: 2, sha: "head2", targets: ["b"] })
+    pass(kit, runOf(kit, 1))
+    expect(stateOf(kit, 1)).toBe("merged")
+    expect(kit.state.config.mode).toBe("parallel")
+    expect(runById(kit, runOf(kit, 2)).dependentPrs).toEqual([])
+  })
+})

@@ -91,7 +91,17 @@ export const bisectGroup = (ctx: Ctx, run: Run, reason: string): void => {
   const root = run.parentRunId ?? run.id
   const known: KnownFailure | null =
     ctx.config.optimizationMode === "bisection_skip_redundant_tests"
-      ? { baseSha: run.effectiveBase, commits: run.commits.slice(), items: unmergedItems(run), reason, runId: run.id }
+      ? {
+          baseSha: run.effectiveBase,
+          // aligned with the unmerged items (commits[i] is the sha after run.items[i])
+          commits:
+            run.commits.length === run.items.length
+              ? run.commits.filter((_, k) => !run.mergedEntryIds.includes(run.items[k]!.entryId))
+              : [],
+          items: unmergedItems(run),
+          reason,
+          runId: run.id
+        }
       : null
   const group: Entry[] = []
   for (const id of run.testedEntryIds) {

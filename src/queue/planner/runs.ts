@@ -111,6 +111,17 @@ export const validityPass = (ctx: Ctx): void => {
   }
 }
 
+/** When other lanes merged (rebased onto the tip) the items at the front of a built run, its remaining items apply onto
+ * the run's own commit after them: a later `rebaseOnto` must replay only those, not the merged ones again. Null when the
+ * merged items are not a prefix of the run's items or the run is not built. */
+const baseAfterMergedPrefix = (run: Run, mergedEntryIds: readonly string[]): string | null => {
+  const merged = new Set(mergedEntryIds)
+  const first = run.items.findIndex((it) => !merged.has(it.entryId))
+  if (first <= 0) return null
+  if (run.items.slice(first).some((it) => merged.has(it.entryId))) return null
+  return run.commits[first - 1] ?? null
+}
+
 /** After entries merged (in `mergedIds` order) from `expectedSha` to `newSha`: mark them merged in every run, and
  * move the base of runs whose content is a fast-forward continuation. Runs left with nothing to merge end. */
 export const afterMerge = (
@@ -138,10 +149,11 @@ export const afterMerge = (
         }
       }
     }
+    const mergedEntryIds = [...run.mergedEntryIds, ...hit.map((it) => it.entryId)]
     const next = {
       ...run,
-      mergedEntryIds: [...run.mergedEntryIds, ...hit.map((it) => it.entryId)],
-      effectiveBase: consistent ? newSha : run.effectiveBase
+      mergedEntryIds,
+      effectiveBase: consistent ? newSha : (baseAfterMergedPrefix(run, mergedEntryIds) ?? run.effectiveBase)
     }
     ctx.runs[i] = next
     if (ctx.changedRuns.has(next.id)) ctx.changedRuns.set(next.id, next)

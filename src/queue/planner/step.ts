@@ -459,7 +459,10 @@ const pendingFailurePass = (ctx: Ctx): void => {
 
 const switchingPass = (ctx: Ctx): boolean => {
   const sw = ctx.switching
-  if (sw === null || ctx.merging !== null || ctx.runs.some(isRunActive)) return false
+  // running runs finish and passed runs merge first: a run of the new mode must not be built on a merge to come
+  if (sw === null || ctx.merging !== null || ctx.runs.some((r) => isRunActive(r) || r.status === "succeeded")) {
+    return false
+  }
   ctx.switching = null
   ctx.config = { ...ctx.config, mode: sw.mode, state: sw.resumeState }
   ctx.reason = Reasons.modeSwitched
