@@ -477,6 +477,9 @@ export const makeLocalGit = (gitRootInput: string): GitHostService => {
       return tip
     })
 
+  /** (parent, item, method) -> the commit built for it; valid forever, since builds are deterministic. */
+  const builtCommits = new Map<string, string>()
+
   const buildTestBranch = (
     input: BuildTestBranchInput
   ): Effect.Effect<BuildTestBranchResult, MergeConflict | RepoNotFound | GitError> =>
@@ -520,11 +523,29 @@ export const makeLocalGit = (gitRootInput: string): GitHostService => {
         }
         tip = state.sha
       } else {
-        const metas = yield* readCommits(
-          gitDir,
-          input.items.map((item) => item.headSha)
-        )
-        for (const [index, item] of input.items.entries()) {
+        // A commit is a function of its parent and the item, so a chain's prefix built before is reused as is:
+        // only the items past the last remembered one cost git calls.
+        const keyOf = (parent: string, item: (typeof input.items)[number]) =>
+          `${gitDir}\0${input.method}\0${parent}\0${item.headSha}\0${item.prNumber}\0${item.title}`
+        let reused = 0
+        for (const item of input.items) {
+          const known = builtCommits.get(keyOf(tip, item))
+          if (known === undefined) break
+          tip = known
+          commits.push(known)
+          reused++
+        }
+        const rest = input.items.slice(reused)
+        const metas =
+          rest.length === 0
+            ? new Map()
+            : yield* readCommits(
+                gitDir,
+                rest.map((item) => item.headSha)
+              )
+        for (const [offset, item] of rest.entries()) {
+          const index = reused + offset
+          const parent = tip
           const head = metas.get(item.headSha)
           if (head === undefined)
             return yield* new GitError({ args: [], exitCode: null, stderr: "", message: "missing head" })
@@ -542,6 +563,8 @@ export const makeLocalGit = (gitRootInput: string): GitHostService => {
                 )
               : yield* commitTree(gitDir, merged.tree, [tip], `${item.title} (#${item.prNumber})\n`, env)
           commits.push(tip)
+          if (builtCommits.size >= 50_000) builtCommits.clear()
+          builtCommits.set(keyOf(parent, item), tip)
         }
       }
       yield* git(gitDir, ["update-ref", "--no-deref", `refs/heads/${input.branch}`, tip])

@@ -130,6 +130,16 @@ export const makeProcessMetrics = () => {
       [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30]
     )
   )
+  const plannerSteps = registry.register(
+    new Histogram(
+      "greenline_planner_step_seconds",
+      "Wall time of one planner step",
+      [0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.05]
+    )
+  )
+  // the last steps' times, for exact percentiles in benchmarks
+  const recentSteps = new Float64Array(65_536)
+  let stepCount = 0
   const runnerRestarts = registry.register(
     new Counter("greenline_queue_runner_restarts_total", "Queue runner fibers restarted after a failure")
   )
@@ -156,6 +166,16 @@ export const makeProcessMetrics = () => {
     },
     runnerLag,
     runnerRestarts,
+    observeStep: (seconds: number) => {
+      plannerSteps.observe({}, seconds)
+      recentSteps[stepCount++ % recentSteps.length] = seconds
+    },
+    /** Percentiles (0..1) of the recent planner steps, in seconds. */
+    stepPercentiles: (qs: ReadonlyArray<number>) => {
+      const n = Math.min(stepCount, recentSteps.length)
+      const sorted = Array.from(recentSteps.subarray(0, n)).sort((a, b) => a - b)
+      return { count: stepCount, values: qs.map((q) => sorted[Math.min(n - 1, Math.floor(q * n))] ?? Number.NaN) }
+    },
     dbPool
   }
 }

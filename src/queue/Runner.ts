@@ -51,6 +51,8 @@ const newIds = (config: PlannerConfig) =>
 
 export interface RunnerHooks {
   readonly observeLag: (seconds: number) => void
+  /** Wall time of one planner step (a measurement of the shell, not an input of the planner). */
+  readonly observeStep: (seconds: number) => void
   /** Report a built-in CI status (goes through the same path as POST /reportStatus). */
   readonly lostLease: (queueId: string) => Effect.Effect<void>
 }
@@ -434,7 +436,9 @@ export const runQueue = (
         const runChanges = new Map<string, RunRecord>()
         const commands: Array<Command> = [...pendingCommands]
         const apply = (event: PlannerEvent) => {
+          const started = performance.now()
           const result = step(state, { ...event, newIds: newIds(state.config) }, now)
+          hooks.observeStep((performance.now() - started) / 1000)
           state = result.state
           transitions.push(...result.transitions)
           for (const r of result.runChanges) runChanges.set(r.id, r)
