@@ -1,5 +1,5 @@
 import * as SqlClient from "@effect/sql/SqlClient"
-import { Context, Effect, Fiber, Layer, ManagedRuntime, Option, Redacted } from "effect"
+import { Context, Effect, Fiber, Layer, Logger, LogLevel, ManagedRuntime, Option, Redacted } from "effect"
 import { openApiDocument } from "./Api.ts"
 import { CommandCiLayer } from "./ci/CommandCi.ts"
 import { AppConfig } from "./config.ts"
@@ -23,7 +23,18 @@ export const AppLayer = <E>(config: Layer.Layer<AppConfig, E>) => {
   const git = Layer.unwrapEffect(
     Effect.map(AppConfig, (c) => Layer.merge(LocalGitLayer(c.gitRoot), CommandCiLayer(c.gitRoot)))
   )
-  const base = Layer.mergeAll(DatabaseLive, git, MetricsLive).pipe(Layer.provideMerge(config))
+  // Effect's own logs (runners, lease loop) as structured JSON lines (or pretty), at LOG_LEVEL
+  const logging = Layer.unwrapEffect(
+    Effect.map(AppConfig, (c) =>
+      Layer.merge(
+        c.logFormat === "json" ? Logger.json : Logger.pretty,
+        Logger.minimumLogLevel(
+          LogLevel.allLevels.find((l) => l.label.toLowerCase() === c.logLevel.toLowerCase()) ?? LogLevel.Info
+        )
+      )
+    )
+  )
+  const base = Layer.mergeAll(DatabaseLive, git, MetricsLive, logging).pipe(Layer.provideMerge(config))
   const services = Layer.mergeAll(TenancyLive, QueueRepoLive, StatusesLive).pipe(Layer.provideMerge(base))
   return Layer.mergeAll(EngineLive, FlakyLive).pipe(Layer.provideMerge(services))
 }

@@ -143,10 +143,6 @@ export const makeProcessMetrics = () => {
   const runnerRestarts = registry.register(
     new Counter("greenline_queue_runner_restarts_total", "Queue runner fibers restarted after a failure")
   )
-  const dbPool = { active: 0, max: 0 }
-  registry.register(
-    new Gauge("greenline_db_connections_in_use", "Database connections or permits in use", () => [[{}, dbPool.active]])
-  )
   registry.register(
     new Gauge("greenline_process_memory_bytes", "Memory of the Bun process", () => {
       const m = process.memoryUsage()
@@ -175,8 +171,7 @@ export const makeProcessMetrics = () => {
       const n = Math.min(stepCount, recentSteps.length)
       const sorted = Array.from(recentSteps.subarray(0, n)).sort((a, b) => a - b)
       return { count: stepCount, values: qs.map((q) => sorted[Math.min(n - 1, Math.floor(q * n))] ?? Number.NaN) }
-    },
-    dbPool
+    }
   }
 }
 export type ProcessMetrics = ReturnType<typeof makeProcessMetrics>
