@@ -93,8 +93,11 @@ describe("single mode, predictive testing", () => {
     expect(stateOf(kit, 2)).toBe("tests_passed")
     expect(merges(kit)).toHaveLength(0)
     pass(kit, r1)
-    expect(merges(kit).map((m) => m.entryIds)).toEqual([["e1"], ["e2"], ["e3"]])
+    // the passed prefix lands in one compare-and-swap to run 3's commit; each PR is still its own commit,
+    // verified by its own run
+    expect(merges(kit).map((m) => m.entryIds)).toEqual([["e1", "e2", "e3"]])
     expect([1, 2, 3].map((p) => stateOf(kit, p))).toEqual(["merged", "merged", "merged"])
+    expect([1, 2, 3].map((p) => lastTransition(kit, p)!.verifiedByTestRun)).toEqual([r1, r2, r3])
     // the final target is run 3's last commit: the tested tree
     expect(kit.target).toBe(kit.allRuns.get(r3)!.commits[2]!)
     expect(builds(kit)).toHaveLength(3)

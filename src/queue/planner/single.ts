@@ -6,7 +6,7 @@
 import { type Ctx, entryIndex, getRun, isChainable, itemOf, runsAllowed, takeId, unmergedItems, wakeAt } from "./ctx.ts"
 import { bisectionRunId, failEntry, isSuspect, matchesKnown, splitGroup } from "./failure.ts"
 import { countActive, createRun } from "./runs.ts"
-import type { Entry } from "./types.ts"
+import type { Entry, Run, RunItem } from "./types.ts"
 
 const startable = (e: Entry): boolean =>
   e.state === "pending" && e.runId === null && !e.merging && e.directMerge !== "trying"
@@ -163,6 +163,8 @@ export interface MergePlan {
   readonly entryIds: string[]
   readonly newSha: string
   readonly rebaseOnto: boolean
+  /** entry id -> the run that verified it, when not `runId` (a prefix of passed runs merged at once) */
+  readonly verifiedBy?: Readonly<Record<string, string>>
 }
 
 /** The next merge in single mode, if any. */
@@ -199,10 +201,43 @@ export const planMergeSingle = (ctx: Ctx): MergePlan | null => {
   if (run === undefined || run.status !== "succeeded") return null
   const items = unmergedItems(run)
   if (items.length !== run.testedEntryIds.length) return null // something ahead is not merged yet
+  let plan = planOf(run, items, {})
+  if (plan === null) return null
+  // The entries right behind whose own runs passed too land in the same compare-and-swap: the deepest such run's
+  // chain holds exactly them, each PR still its own commit, each verified by its own run.
+  const verifiedBy: Record<string, string> = {}
+  for (const id of plan.entryIds) verifiedBy[id] = run.id
+  const start = ctx.entries.indexOf(head)
+  for (let i = start + 1; i < ctx.entries.length; i++) {
+    const e = ctx.entries[i]!
+    if (!isChainable(e)) continue
+    if (e.state !== "tests_passed" || e.merging) break
+    const r = getRun(ctx, e.runId)
+    if (r === undefined || r.status !== "succeeded") break
+    const chain = unmergedItems(r)
+    const ids = chain.map((it) => it.entryId)
+    const expected = [...plan.entryIds, ...r.testedEntryIds]
+    if (ids.length !== expected.length || ids.some((id, k) => id !== expected[k])) break
+    for (const id of r.testedEntryIds) verifiedBy[id] = r.id
+    const next = planOf(r, chain, verifiedBy)
+    if (next === null) break
+    plan = next
+    i = Math.max(i, ...r.testedEntryIds.map((id) => entryIndex(ctx, id)))
+  }
+  return plan
+}
+
+const planOf = (
+  run: Run,
+  items: ReadonlyArray<RunItem>,
+  verifiedBy: Readonly<Record<string, string>>
+): MergePlan | null => {
   const last = items[items.length - 1]
   if (last === undefined) return null
   const k = run.items.findIndex((it) => it.entryId === last.entryId)
   const sha = run.commits[k]
   if (sha === undefined) return null
-  return { runId: run.id, entryIds: items.map((it) => it.entryId), newSha: sha, rebaseOnto: false }
+  const entryIds = items.map((it) => it.entryId)
+  const own = entryIds.every((id) => (verifiedBy[id] ?? run.id) === run.id)
+  return { runId: run.id, entryIds, newSha: sha, rebaseOnto: false, ...(own ? {} : { verifiedBy: { ...verifiedBy } }) }
 }

@@ -258,13 +258,14 @@ const mergeSucceeded = (ctx: Ctx, m: MergeInFlight, newSha: string): void => {
     if (i < 0) continue
     const e = ctx.entries[i]!
     if (isTerminal(e)) continue
+    const by = m.verifiedBy?.[id] ?? verified
     setState(
       ctx,
       i,
       "merged",
       m.kind === "direct" ? Reasons.directMerge : Reasons.merged,
-      { merging: false, verifiedByTestRun: verified, failure: null, cancelRequested: null },
-      verified
+      { merging: false, verifiedByTestRun: by, failure: null, cancelRequested: null },
+      by
     )
   }
   afterMerge(ctx, m.entryIds, prev, newSha, m.kind === "run" && !m.rebaseOnto)
@@ -519,7 +520,8 @@ const mergePass = (ctx: Ctx): void => {
     entryIds: plan.entryIds,
     expectedSha,
     newSha: plan.newSha,
-    rebaseOnto: plan.rebaseOnto
+    rebaseOnto: plan.rebaseOnto,
+    ...(plan.verifiedBy !== undefined ? { verifiedBy: plan.verifiedBy } : {})
   }
   ctx.commands.push({
     _tag: "Merge",

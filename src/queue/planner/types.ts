@@ -140,6 +140,8 @@ export interface MergeInFlight {
   readonly expectedSha: string
   readonly newSha: string | null
   readonly rebaseOnto: boolean
+  /** entry id -> the run that verified it, when it is not `runId` */
+  readonly verifiedBy?: Readonly<Record<string, string>>
 }
 
 export interface ModeSwitch {
