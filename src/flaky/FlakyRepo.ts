@@ -1,7 +1,8 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Context, Effect, Layer } from "effect"
+import { Context, Effect, Layer, Option } from "effect"
 import type { ResultStatus, TestStatusValue } from "./classify.ts"
+import { copyClient, copyIn, copyText } from "./copy.ts"
 
 /**
  * Storage of the flaky-test service: uploads, test cases, results and per-repository settings (tables in
@@ -132,7 +133,10 @@ export interface FlakyRepoShape {
   /** Target branches of the repository's queues (stable branches for detection). */
   readonly queueBranches: (repoId: string) => Effect.Effect<ReadonlyArray<string>, SqlError>
   readonly insertUpload: (upload: UploadRecord) => Effect.Effect<void, SqlError>
-  /** Inserts test cases that do not exist yet; existing ones only get `lastFailureAt` when it is set. */
+  /**
+   * Inserts test cases that do not exist yet (`on conflict do nothing`); existing ones only get `lastFailureAt` when
+   * it is set (and later than theirs).
+   */
   readonly insertTestCases: (
     repoId: string,
     variant: string,
@@ -142,6 +146,7 @@ export interface FlakyRepoShape {
   readonly insertResults: (context: ResultContext, batch: ResultBatch) => Effect.Effect<void, SqlError>
   /** Marks every result of an upload as coming from an infrastructure failure. */
   readonly markInfra: (repoId: string, uploadId: string, runAt: Date) => Effect.Effect<void, SqlError>
+  /** Advances `last_failure_at` of `ids` to `at` (when it is more than `FAILURE_TIME_SLACK_MS` older). */
   readonly recordFailures: (repoId: string, ids: ReadonlyArray<string>, at: Date) => Effect.Effect<void, SqlError>
   /** Test cases that may not be healthy: not healthy now, or a failure since `since`. */
   readonly statusCandidates: (repoId: string, since: Date) => Effect.Effect<ReadonlyArray<StatusCandidate>, SqlError>
@@ -205,6 +210,13 @@ export interface FlakyRepoShape {
 
 export class FlakyRepo extends Context.Tag("greenline/FlakyRepo")<FlakyRepo, FlakyRepoShape>() {}
 
+/**
+ * `test_cases.last_failure_at` only selects the tests an upload must classify (a failure in the last 7 days), so it
+ * is advanced only when it is more than this much older than a new failure: the tests that fail in every upload are
+ * not rewritten each time. `statusCandidates` widens its window by the same amount.
+ */
+export const FAILURE_TIME_SLACK_MS = 3_600_000
+
 /** Rows per bulk statement. */
 export const BATCH_ROWS = 5000
 
@@ -233,6 +245,66 @@ const boolArray = (values: ReadonlyArray<boolean>): string => {
 }
 const dateArray = (values: ReadonlyArray<Date | null>): string =>
   `{${values.map((d) => (d === null ? "NULL" : `"${d.toISOString()}"`)).join(",")}}`
+
+// ---- COPY text rows (PostgreSQL): the per-row columns first, the upload's constant columns as one suffix
+
+const COPY_RESULTS = `copy test_results (test_case_id, ord, status, retry, failure_key, failure_summary,
+  repo_id, upload_id, run_at, sha, branch, pr_number, infra) from stdin`
+
+/** The batch as COPY text rows, written straight into bytes (no string of the whole batch). */
+const copyRows = (c: ResultContext, b: ResultBatch): Uint8Array => {
+  const suffix = Buffer.from(
+    `\t${c.repoId}\t${c.uploadId}\t${c.runAt.toISOString()}\t${copyText(c.sha)}\t${copyText(c.branch)}\t${
+      c.prNumber === null ? "\\N" : String(c.prNumber)
+    }\tf\n`,
+    "utf8"
+  )
+  const out = new ByteWriter(b.testCaseIds.length * (80 + suffix.length))
+  const n = b.testCaseIds.length
+  for (let i = 0; i < n; i++) {
+    const key = b.failureKeys[i]
+    const summary = b.failureSummaries[i]
+    out.ascii(`${b.testCaseIds[i]}\t${b.ords[i]}\t${b.statuses[i]}\t${b.retries[i] ? "t" : "f"}\t`)
+    if (key === null || key === undefined) out.ascii("\\N\t")
+    else out.utf8(`${copyText(key)}\t`)
+    if (summary === null || summary === undefined) out.ascii("\\N")
+    else out.utf8(copyText(summary))
+    out.bytes(suffix)
+  }
+  return out.result()
+}
+
+/** A growable byte buffer. */
+class ByteWriter {
+  private buf: Buffer
+  private off = 0
+  constructor(size: number) {
+    this.buf = Buffer.allocUnsafe(Math.max(1024, size))
+  }
+  private room(n: number) {
+    if (this.off + n <= this.buf.length) return
+    const next = Buffer.allocUnsafe(Math.max(this.buf.length * 2, this.off + n))
+    this.buf.copy(next, 0, 0, this.off)
+    this.buf = next
+  }
+  /** a string of ASCII characters only */
+  ascii(s: string) {
+    this.room(s.length)
+    this.off += this.buf.write(s, this.off, "latin1")
+  }
+  utf8(s: string) {
+    this.room(s.length * 3)
+    this.off += this.buf.write(s, this.off, "utf8")
+  }
+  bytes(b: Uint8Array) {
+    this.room(b.length)
+    this.buf.set(b, this.off)
+    this.off += b.length
+  }
+  result(): Uint8Array {
+    return this.buf.subarray(0, this.off)
+  }
+}
 
 const date = (v: unknown): Date => (v instanceof Date ? v : new Date(String(v)))
 const dateOrNull = (v: unknown): Date | null => (v === null || v === undefined ? null : date(v))
@@ -352,31 +424,49 @@ export const FlakyRepoLive = Layer.effect(
               ${u.runAt.toISOString()}::timestamptz, ${u.tests}, ${u.passed}, ${u.failed}, ${u.skipped}, ${u.ignored},
               ${u.infra})`.pipe(Effect.asVoid),
 
-      insertTestCases: (repoId, variant, cases, now) =>
-        cases.ids.length === 0
-          ? Effect.void
-          : sql`insert into test_cases (repo_id, id, name, classname, file, parent, variant, status_at, last_failure_at)
+      insertTestCases: (repoId, variant, cases, now) => {
+        if (cases.ids.length === 0) return Effect.void
+        // the failing ones set (or advance) last_failure_at on conflict; the others do nothing on conflict, so that
+        // existing rows are neither locked nor rewritten
+        const failing: number[] = []
+        const passing: number[] = []
+        for (let i = 0; i < cases.ids.length; i++) (cases.lastFailureAt[i] ? failing : passing).push(i)
+        const insert = (rows: ReadonlyArray<number>, onFailure: boolean) => {
+          if (rows.length === 0) return Effect.void
+          const col = <A>(values: ReadonlyArray<A>) =>
+            rows.length === values.length ? values : rows.map((i) => values[i] as A)
+          const conflict = onFailure
+            ? sql`on conflict (repo_id, id) do update
+                  set last_failure_at = greatest(test_cases.last_failure_at, excluded.last_failure_at)`
+            : sql`on conflict (repo_id, id) do nothing`
+          return sql`insert into test_cases (repo_id, id, name, classname, file, parent, variant, status_at,
+                  last_failure_at)
                 select ${repoId}::uuid, t.id, t.name, t.classname, t.file, t.parent, ${variant}::text,
                   ${now.toISOString()}::timestamptz, t.last_failure_at
-                from unnest(${plainArray(cases.ids)}::uuid[], ${textArray(cases.names)}::text[],
-                  ${textArray(cases.classnames)}::text[], ${textArray(cases.files)}::text[],
-                  ${textArray(cases.parents)}::text[], ${dateArray(cases.lastFailureAt)}::timestamptz[])
+                from unnest(${plainArray(col(cases.ids))}::uuid[], ${textArray(col(cases.names))}::text[],
+                  ${textArray(col(cases.classnames))}::text[], ${textArray(col(cases.files))}::text[],
+                  ${textArray(col(cases.parents))}::text[], ${dateArray(col(cases.lastFailureAt))}::timestamptz[])
                   as t(id, name, classname, file, parent, last_failure_at)
-                on conflict (repo_id, id) do update
-                  set last_failure_at = greatest(test_cases.last_failure_at, excluded.last_failure_at)
-                  where excluded.last_failure_at is not null`.pipe(Effect.asVoid),
+                ${conflict}`.pipe(Effect.asVoid)
+        }
+        return Effect.zipRight(insert(passing, false), insert(failing, true))
+      },
 
       insertResults: (c, b) =>
         b.testCaseIds.length === 0
           ? Effect.void
-          : sql`insert into test_results (repo_id, test_case_id, upload_id, run_at, ord, sha, branch, pr_number,
+          : Effect.flatMap(copyClient, (copy) =>
+              Option.isSome(copy)
+                ? Effect.asVoid(copyIn(copy.value, COPY_RESULTS, copyRows(c, b)))
+                : sql`insert into test_results (repo_id, test_case_id, upload_id, run_at, ord, sha, branch, pr_number,
                   status, retry, failure_key, failure_summary, infra)
                 select ${c.repoId}::uuid, t.id, ${c.uploadId}::uuid, ${c.runAt.toISOString()}::timestamptz, t.ord,
                   ${c.sha}::text, ${c.branch}::text, ${c.prNumber}::bigint, t.status, t.retry, t.fkey, t.fsum, false
                 from unnest(${plainArray(b.testCaseIds)}::uuid[], ${plainArray(b.ords)}::int[],
                   ${textArray(b.statuses)}::text[], ${boolArray(b.retries)}::bool[],
                   ${textArray(b.failureKeys)}::text[], ${textArray(b.failureSummaries)}::text[])
-                  as t(id, ord, status, retry, fkey, fsum)`.pipe(Effect.asVoid),
+                  as t(id, ord, status, retry, fkey, fsum)`.pipe(Effect.asVoid)
+            ),
 
       markInfra: (repoId, uploadId, runAt) =>
         sql`update test_results set infra = true
@@ -388,8 +478,10 @@ export const FlakyRepoLive = Layer.effect(
         Effect.forEach(
           chunks(ids, BATCH_ROWS),
           (part) =>
-            sql`update test_cases set last_failure_at = greatest(last_failure_at, ${at.toISOString()}::timestamptz)
-                where repo_id = ${repoId} and id = any(${plainArray(part)}::uuid[])`,
+            sql`update test_cases set last_failure_at = ${at.toISOString()}::timestamptz
+                where repo_id = ${repoId} and id = any(${plainArray(part)}::uuid[])
+                  and (last_failure_at is null
+                    or last_failure_at < ${new Date(at.getTime() - FAILURE_TIME_SLACK_MS).toISOString()}::timestamptz)`,
           { discard: true }
         ),
 
@@ -400,7 +492,8 @@ export const FlakyRepoLive = Layer.effect(
             where repo_id = ${repoId} and status <> 'healthy'
             union
             select id, status, status_reason, status_at, flaky_signal_at from test_cases
-            where repo_id = ${repoId} and last_failure_at >= ${since.toISOString()}::timestamptz`,
+            where repo_id = ${repoId}
+              and last_failure_at >= ${new Date(since.getTime() - FAILURE_TIME_SLACK_MS).toISOString()}::timestamptz`,
           (rows) => rows.map(toCandidate)
         ),
 
@@ -425,19 +518,20 @@ export const FlakyRepoLive = Layer.effect(
                 chunks(ids, BATCH_ROWS),
                 (part) => sql<{
                   test_case_id: string
-                  run_at: unknown
+                  at: number
                   sha: string
                   branch: string
                   status: string
                   upload_id: string
-                  infra: boolean
                 }>`
-                  select r.test_case_id, r.run_at, r.sha, r.branch, r.status, r.upload_id, r.infra
+                  select r.test_case_id, (extract(epoch from r.run_at) * 1000)::float8 as at, r.sha, r.branch,
+                    r.status, r.upload_id
                   from unnest(${plainArray(part)}::uuid[]) as c(id)
                   cross join lateral (
                     select test_case_id, run_at, ord, sha, branch, status, upload_id, infra from test_results
-                    where test_case_id = c.id and repo_id = ${repoId} and run_at >= ${since.toISOString()}::timestamptz
-                      and status <> 'skipped' and not infra
+                    where test_case_id = c.id and repo_id::text = ${repoId}::text
+                      and run_at >= ${since.toISOString()}::timestamptz and status <> 'skipped' and not infra
+                    offset 0
                   ) r
                   order by r.test_case_id, r.run_at, r.ord`
               ),
@@ -445,12 +539,12 @@ export const FlakyRepoLive = Layer.effect(
                 parts.flat().map(
                   (r): HistoryRow => ({
                     testCaseId: r.test_case_id,
-                    at: date(r.run_at).getTime(),
+                    at: Math.round(Number(r.at)),
                     sha: r.sha,
                     branch: r.branch,
                     status: r.status as ResultStatus,
                     uploadId: r.upload_id,
-                    infra: r.infra
+                    infra: false
                   })
                 )
             ),

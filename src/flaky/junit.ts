@@ -177,7 +177,20 @@ const MIN_TIME = Date.UTC(1970, 0, 2)
 const MAX_TIME = Date.UTC(9999, 11, 31)
 
 /** Parses a JUnit timestamp: ISO 8601 (no offset = UTC), RFC 1123 and whatever `Date.parse` knows; zero → undefined. */
+let lastStampRaw: string | undefined
+let lastStamp: number | undefined
+
+/** `parseTimestampOnce`, remembering the last answer (a suite's testcases share their suite's timestamp). */
 export const parseTimestamp = (raw: string | undefined): number | undefined => {
+  if (raw === undefined) return undefined
+  if (raw === lastStampRaw) return lastStamp
+  const t = parseTimestampOnce(raw)
+  lastStampRaw = raw
+  lastStamp = t
+  return t
+}
+
+const parseTimestampOnce = (raw: string | undefined): number | undefined => {
   if (raw === undefined) return undefined
   const s = raw.trim()
   if (s === "") return undefined
@@ -287,6 +300,7 @@ export class JunitPushParser {
   private readonly maxTextBytes: number
   private readonly suites: SuiteFrame[] = []
   private current: CaseState | undefined
+  private suitePath: readonly string[] | undefined
   private sawRoot = false
   private index = 0
   private out: JunitResult[] = []
@@ -383,6 +397,7 @@ export class JunitPushParser {
     }
     if (name === "testsuite") {
       const a = tag.attributes
+      this.suitePath = undefined
       this.suites.push({
         name: attr(a, "name") ?? "",
         file: attr(a, "file") || attr(a, "filepath") || "",
@@ -418,7 +433,10 @@ export class JunitPushParser {
       cur.depth--
       return
     }
-    if (tag.name === "testsuite") this.suites.pop()
+    if (tag.name === "testsuite") {
+      this.suites.pop()
+      this.suitePath = undefined
+    }
   }
 
   private onText(text: string): void {
@@ -462,23 +480,27 @@ export class JunitPushParser {
       if (file === "") file = s.file
       stamp ??= s.timestamp
     }
-    const suitePath = suites.map((s) => s.name)
+    // one array per suite nesting, shared by its results (not one per result)
+    this.suitePath ??= suites.map((s) => s.name)
+    const suitePath = this.suitePath
     const attempts = ignored ? 1 : 1 + retries.length
-    const base = {
+    const classname = attr(a, "classname") ?? attr(a, "class") ?? ""
+    const timestamp = parseTimestamp(stamp)
+    const id = attr(a, "id")
+    const line = parseLine(attr(a, "line"))
+    const parent = suitePath[0] ?? ""
+    this.out.push({
       name,
-      classname: attr(a, "classname") ?? attr(a, "class") ?? "",
+      classname,
       file,
-      parent: suitePath[0] ?? "",
+      parent,
       suitePath,
       attempts,
-      timestamp: parseTimestamp(stamp),
-      id: attr(a, "id"),
-      line: parseLine(attr(a, "line")),
+      timestamp,
+      id,
+      line,
       ignored,
-      index
-    }
-    this.out.push({
-      ...base,
+      index,
       status,
       retry: false,
       attempt: flakyCount + 1,
@@ -492,6 +514,8 @@ export class JunitPushParser {
       return
     }
     this.summary[status]++
+    if (retries.length === 0) return
+    const base = { name, classname, file, parent, suitePath, attempts, timestamp, id, line, ignored, index }
     let flakyAttempt = 0
     let rerunAttempt = flakyCount + 1
     for (const el of retries) {

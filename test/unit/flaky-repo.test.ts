@@ -9,7 +9,7 @@ import * as PgClient from "@effect/sql-pg/PgClient"
 import { Effect, Layer, ManagedRuntime, Option, Redacted } from "effect"
 import { makeAppConfig } from "../../src/config.ts"
 import { type Database, layerPgliteMemory, layerPostgres } from "../../src/db/Database.ts"
-import { Flaky, FlakyLive, fastTestCaseId } from "../../src/flaky/Flaky.ts"
+import { Flaky, FlakyLive, fastTestCaseId, testCaseIds } from "../../src/flaky/Flaky.ts"
 import { FlakyRepo } from "../../src/flaky/FlakyRepo.ts"
 import { flakyRoutes } from "../../src/flaky/Http.ts"
 import { testCaseId } from "../../src/flaky/ids.ts"
@@ -721,6 +721,57 @@ const suite = (kind: string, makeDb: () => Promise<{ db: Db; cleanup: () => Prom
         expect(await settings.json()).toEqual({ quarantining_enabled: true, auto_quarantine: false })
       } finally {
         rmSync(dir, { recursive: true, force: true })
+      }
+    })
+
+    test("COPY text round-trips tabs, carriage returns, backslashes and \\N in failure messages", async () => {
+      if (skipped) return
+      // [as written in the XML attribute, as stored]
+      const messages: ReadonlyArray<readonly [string, string]> = [
+        ["tab&#9;here", "tab\there"],
+        ["back\\slash \\N \\t", "back\\slash \\N \\t"],
+        ["cr&#13;here", "cr\rhere"],
+        ["\\N", "\\N"],
+        ["ünïcødé 😀 {a,b} &quot;q&quot;", 'ünïcødé 😀 {a,b} "q"']
+      ]
+      const xml = `<testsuite name="s">${messages
+        .map(([m], i) => `<testcase name="m${i}"><failure message="${m}"/></testcase>`)
+        .join("")}${Array.from({ length: 20 }, (_, i) => `<testcase name="p${i}"/>`).join("")}</testsuite>`
+      await run(upload("copytext", [["a.xml", xml]]))
+      for (let i = 0; i < messages.length; i++) {
+        const t = await byName("copytext", `m${i}`)
+        expect(t.most_common_failures[0]?.summary).toBe(messages[i]?.[1] ?? "")
+      }
+    })
+
+    test("upload ids (testCaseIds) equal ids.ts, also for JUnit ids and variants", () => {
+      const repo = repoRef("x")
+      for (const variant of ["", "linux"]) {
+        const idOf = testCaseIds("acme", repo, variant)
+        const base = {
+          name: "n",
+          classname: "c",
+          file: "f",
+          parent: "p",
+          suitePath: ["p"],
+          status: "passed" as const,
+          retry: false,
+          attempts: 1,
+          attempt: 1,
+          message: "",
+          type: "",
+          text: "",
+          durationMs: 0,
+          ignored: false,
+          index: 0
+        }
+        const key = { orgUrlSlug: "acme", repo, file: "f", classname: "c", parent: "p", name: "n", variant }
+        expect(idOf(base)).toBe(testCaseId(key))
+        expect(idOf({ ...base, retry: true })).toBe(testCaseId(key))
+        expect(idOf({ ...base, name: "ü 😀" })).toBe(testCaseId({ ...key, name: "ü 😀" }))
+        const given = "06CB6DB5-F807-5198-B072-AF67A0636F8A"
+        expect(idOf({ ...base, id: given })).toBe(testCaseId({ ...key, id: given }))
+        expect(idOf({ ...base, id: "not-a-uuid" })).toBe(testCaseId({ ...key, id: "not-a-uuid" }))
       }
     })
 
