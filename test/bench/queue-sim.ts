@@ -18,7 +18,7 @@ import type {
   RunItem
 } from "../../src/queue/planner/index.ts"
 import { initialState, step } from "../../src/queue/planner/index.ts"
-import { commitsOf, defaultConfig, fakeSha } from "../../src/queue/planner/testkit.ts"
+import { commitsOf, defaultConfig, fakeSha } from "../support/plannerKit.ts"
 
 const MIN = 60_000
 const HOUR = 60 * MIN

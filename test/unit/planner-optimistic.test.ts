@@ -1,6 +1,16 @@
 import { describe, expect, test } from "bun:test"
-import type { Command, Entry, EntryState, ImpactedTargets, Transition } from "../../src/queue/planner/index.ts"
-import { type Kit, makeKit } from "../../src/queue/planner/testkit.ts"
+import type { Command, ImpactedTargets } from "../../src/queue/planner/index.ts"
+import {
+  fail,
+  type Kit,
+  lastTransition,
+  makeKit,
+  pass,
+  runById,
+  runOf,
+  stateOf,
+  transitionsOf as transitions
+} from "../support/plannerKit.ts"
 
 const submit = (kit: Kit, pr: number, priority = 100) =>
   kit.send({
@@ -12,27 +22,6 @@ const submit = (kit: Kit, pr: number, priority = 100) =>
     noBatch: false,
     ready: true
   })
-const entry = (kit: Kit, pr: number): Entry | undefined => kit.state.entries.find((e) => e.prNumber === pr)
-const transitions = (kit: Kit): Transition[] => kit.results.flatMap((r) => r.transitions)
-const stateOf = (kit: Kit, pr: number): EntryState | undefined => {
-  const e = entry(kit, pr)
-  if (e !== undefined) return e.state
-  const ts = transitions(kit).filter((t) => t.prNumber === pr)
-  return ts[ts.length - 1]?.to
-}
-const lastTransition = (kit: Kit, pr: number) =>
-  transitions(kit)
-    .filter((t) => t.prNumber === pr)
-    .pop()
-const runOf = (kit: Kit, pr: number): string => {
-  const id = entry(kit, pr)?.runId
-  if (id === null || id === undefined) throw new Error(`PR ${pr} has no run`)
-  return id
-}
-const runById = (kit: Kit, id: string) => kit.state.runs.find((r) => r.id === id) ?? kit.allRuns.get(id)!
-const pass = (kit: Kit, runId: string) => kit.send({ _tag: "RunCompleted", runId, outcome: "succeeded", reason: "" })
-const fail = (kit: Kit, runId: string) =>
-  kit.send({ _tag: "RunCompleted", runId, outcome: "failed", reason: "TEST_RUN_REQUIRED_STATUS_FAILED" })
 const builds = (kit: Kit, from = 0) =>
   kit.commands.slice(from).filter((c): c is Extract<Command, { _tag: "BuildRun" }> => c._tag === "BuildRun")
 const merges = (kit: Kit) => kit.commands.filter((c): c is Extract<Command, { _tag: "Merge" }> => c._tag === "Merge")

@@ -1,7 +1,7 @@
 import { describe, expect, test } from "bun:test"
 import fc from "fast-check"
 import type { Entry, ImpactedTargets, PlannerConfig, QueueState, StepResult } from "../../src/queue/planner/index.ts"
-import { type Kit, makeKit } from "../../src/queue/planner/testkit.ts"
+import { type Kit, makeKit } from "../support/plannerKit.ts"
 
 type Action =
   | { t: "submit"; pr: number; prio: number; noBatch: boolean }

@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test"
 import type { Command, Entry, EntryState, PlannerConfig, Transition } from "../../src/queue/planner/index.ts"
-import { type Kit, makeKit } from "../../src/queue/planner/testkit.ts"
+import { type Kit, makeKit } from "../support/plannerKit.ts"
 
 const submit = (kit: Kit, pr: number, opts: { priority?: number; noBatch?: boolean; ready?: boolean } = {}) =>
   kit.send({
@@ -349,7 +349,7 @@ describe("single mode, predictive testing", () => {
 
   test("out of ids: stops and asks for a Wake", async () => {
     const { step, initialState } = await import("../../src/queue/planner/index.ts")
-    const { defaultConfig } = await import("../../src/queue/planner/testkit.ts")
+    const { defaultConfig } = await import("../support/plannerKit.ts")
     let s = initialState({ ...defaultConfig, concurrency: 3 }, "base")
     for (const pr of [1, 2, 3]) {
       s = step(

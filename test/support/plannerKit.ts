@@ -3,8 +3,16 @@
  * are hashes of base + PR head, so the same PR on the same base gives the same SHA), automatic answers to
  * BuildRun / Merge / TryDirectMerge, and pre-generated run ids. Not used by the service.
  */
-import { initialState, step } from "./step.ts"
-import type { Command, PlannerConfig, PlannerEvent, QueueState, Run, RunItem, StepResult } from "./types.ts"
+import { initialState, step } from "../../src/queue/planner/step.ts"
+import type {
+  Command,
+  PlannerConfig,
+  PlannerEvent,
+  QueueState,
+  Run,
+  RunItem,
+  StepResult
+} from "../../src/queue/planner/types.ts"
 
 /** FNV-1a based 40-hex-digit fake SHA. */
 export const fakeSha = (s: string): string => {
@@ -166,3 +174,30 @@ export const makeKit = (config: Partial<PlannerConfig> = {}, opts: KitOptions = 
   }
   return kit
 }
+
+// ---------------------------------------------------------------- queries the planner tests share
+
+export const entryOf = (kit: Kit, pr: number) => kit.state.entries.find((e) => e.prNumber === pr)
+export const transitionsOf = (kit: Kit) => kit.results.flatMap((r) => r.transitions)
+/** The PR's state: from the state while it is active, else its last transition. */
+export const stateOf = (kit: Kit, pr: number) => {
+  const e = entryOf(kit, pr)
+  if (e !== undefined) return e.state
+  return transitionsOf(kit)
+    .filter((t) => t.prNumber === pr)
+    .at(-1)?.to
+}
+export const lastTransition = (kit: Kit, pr: number) =>
+  transitionsOf(kit)
+    .filter((t) => t.prNumber === pr)
+    .at(-1)
+export const runOf = (kit: Kit, pr: number): string => {
+  const id = entryOf(kit, pr)?.runId
+  if (id === null || id === undefined) throw new Error(`PR ${pr} has no run`)
+  return id
+}
+export const runById = (kit: Kit, id: string) => kit.state.runs.find((r) => r.id === id) ?? kit.allRuns.get(id)!
+export const pass = (kit: Kit, runId: string) =>
+  kit.send({ _tag: "RunCompleted", runId, outcome: "succeeded", reason: "" })
+export const fail = (kit: Kit, runId: string) =>
+  kit.send({ _tag: "RunCompleted", runId, outcome: "failed", reason: "TEST_RUN_REQUIRED_STATUS_FAILED" })
