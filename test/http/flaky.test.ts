@@ -10,7 +10,7 @@ import { databases, startTestServer, type TestServer } from "../support/server.t
  * the errors, tenancy, and quarantine end to end through the CLI's exit code.
  */
 
-const FIXTURES = new URL("../../../shared/fixtures/junit/", import.meta.url)
+const FIXTURES = new URL("../fixtures/junit/", import.meta.url)
 const fixturePath = (name: string) => fileURLToPath(new URL(name, FIXTURES))
 const fixture = (name: string) => new Uint8Array(readFileSync(fixturePath(name)))
 const ROOT = fileURLToPath(new URL("../../", import.meta.url))

@@ -14,7 +14,7 @@ import {
   truncateUtf8
 } from "../../src/flaky/junit.ts"
 
-const FIXTURES = new URL("../../../shared/fixtures/junit/", import.meta.url)
+const FIXTURES = new URL("../fixtures/junit/", import.meta.url)
 const fixturePath = (name: string): string => fileURLToPath(new URL(name, FIXTURES))
 const fixture = (name: string): string => readFileSync(fixturePath(name), "utf8")
 const fixtureBytes = (name: string): Uint8Array<ArrayBuffer> => new Uint8Array(readFileSync(fixturePath(name)))

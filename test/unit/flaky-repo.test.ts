@@ -20,7 +20,7 @@ import type { ApiError } from "../../src/http/errors.ts"
 import { makeApp, RateLimiter } from "../../src/http/router.ts"
 import { type Organization, Tenancy, TenancyLive } from "../../src/tenancy/Tenancy.ts"
 
-const FIXTURES = new URL("../../../shared/fixtures/junit/", import.meta.url)
+const FIXTURES = new URL("../fixtures/junit/", import.meta.url)
 const fixtureNames = readdirSync(fileURLToPath(FIXTURES)).filter((f) => f.endsWith(".xml"))
 const MALFORMED = new Set(["corrupt-truncated.xml", "web-test-runner-retries-duplicate-testcase.xml"])
 const fixture = (name: string) => new Uint8Array(readFileSync(fileURLToPath(new URL(name, FIXTURES))))
