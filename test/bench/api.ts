@@ -5,10 +5,11 @@
  *   bun test/bench/api.ts            (BENCH_DATABASE_URL, default postgres://postgres@127.0.0.1:5432/test)
  *   BENCH_SECONDS=10 BENCH_CONNECTIONS=32 bun test/bench/api.ts
  */
-import { SQL } from "bun"
+
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
+import { SQL } from "bun"
 import { createTestRepo } from "../support/git.ts"
 import { spawnServer } from "../support/process.ts"
 
@@ -57,7 +58,11 @@ const wrk = (url: string, body: string, script?: string, rate?: number): Result 
 }
 
 const spawnBaseline = async (target: string) => {
-  const child = Bun.spawn(["bun", "test/bench/baseline-server.ts", target], { cwd: ROOT, stdout: "pipe", stderr: "inherit" })
+  const child = Bun.spawn(["bun", "test/bench/baseline-server.ts", target], {
+    cwd: ROOT,
+    stdout: "pipe",
+    stderr: "inherit"
+  })
   const reader = child.stdout.getReader()
   let text = ""
   for (;;) {
@@ -78,7 +83,9 @@ const benchDatabase = async (kind: "postgres" | "pglite") => {
   // PR refs for the submissions, made in one go
   const head = repo.createPr(1, { files: { "one.txt": "1\n" }, title: "Bench PR" })
   const refs = Array.from({ length: SUBMIT_PRS + 10 }, (_, i) => `create refs/pull/${i + 2}/head ${head}`).join("\n")
-  Bun.spawnSync(["git", "--git-dir", repo.gitDir, "update-ref", "--stdin"], { stdin: new TextEncoder().encode(`${refs}\n`) })
+  Bun.spawnSync(["git", "--git-dir", repo.gitDir, "update-ref", "--stdin"], {
+    stdin: new TextEncoder().encode(`${refs}\n`)
+  })
 
   let databaseUrl: string | undefined
   let dropDb: (() => Promise<void>) | undefined
@@ -151,18 +158,36 @@ request = function()
 end`
   const submit = wrk(`${server.url}/v1/submitPullRequest`, "", submitScript)
   const queue = (await server.post("getQueue", key)).body as { enqueuedPullRequests?: ReadonlyArray<unknown> }
-  row(kind, "submitPullRequest", f(submit.rps, 0), f(submit.p50, 2), f(submit.p99, 2), "—", `${submit.non2xx} errors; ${queue.enqueuedPullRequests?.length ?? "?"} entries in the queue after`)
+  row(
+    kind,
+    "submitPullRequest",
+    f(submit.rps, 0),
+    f(submit.p50, 2),
+    f(submit.p99, 2),
+    "—",
+    `${submit.non2xx} errors; ${queue.enqueuedPullRequests?.length ?? "?"} entries in the queue after`
+  )
   await server.kill("SIGTERM")
   await dropDb?.()
   repo.cleanup()
 }
 
 const report = (kind: string, op: string, ours: Result, base: Result) => {
-  row(kind, op, f(ours.rps, 0), f(ours.p50, 2), f(ours.p99, 2), `${f(base.rps, 0)} (${f(ours.rps / base.rps, 2)}×)`, `baseline p99 ${f(base.p99, 2)} ms`)
+  row(
+    kind,
+    op,
+    f(ours.rps, 0),
+    f(ours.p50, 2),
+    f(ours.p99, 2),
+    `${f(base.rps, 0)} (${f(ours.rps / base.rps, 2)}×)`,
+    `baseline p99 ${f(base.p99, 2)} ms`
+  )
 }
 
 rows.push("| database | operation | Greenline req/s | p50 ms | p99 ms | bare Bun baseline req/s (ratio) | notes |")
 rows.push("|---|---|---:|---:|---:|---:|---|")
 for (const kind of ["postgres", "pglite"] as const) await benchDatabase(kind)
-process.stdout.write(`\nbench:api — wrk -t2 -c${CONNECTIONS} -d${SECONDS}s on loopback, ${os.cpus().length} cores\n\n${rows.join("\n")}\n`)
+process.stdout.write(
+  `\nbench:api — wrk -t2 -c${CONNECTIONS} -d${SECONDS}s on loopback, ${os.cpus().length} cores\n\n${rows.join("\n")}\n`
+)
 fs.rmSync(tmp, { recursive: true, force: true })

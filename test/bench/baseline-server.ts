@@ -4,8 +4,9 @@
  * PGlite), the same JSON — with nothing else: no schema decoding, no Effect runtime, no envelope.
  * Usage: bun test/bench/baseline-server.ts <postgres-url | pglite-dir>
  */
-import { PGlite } from "@electric-sql/pglite"
+
 import { createHash } from "node:crypto"
+import { PGlite } from "@electric-sql/pglite"
 import pg from "pg"
 
 const target = process.argv[2] ?? ""
@@ -41,7 +42,11 @@ const server = Bun.serve({
       [hash]
     )
     if (org.length === 0) return Response.json({ error: { code: "UNAUTHORIZED" } }, { status: 401 })
-    const body = (await request.json()) as { repo: { host: string; owner: string; name: string }; targetBranch: string; pr?: { number: number } }
+    const body = (await request.json()) as {
+      repo: { host: string; owner: string; name: string }
+      targetBranch: string
+      pr?: { number: number }
+    }
     const queue = await query(
       "select q.id from queues q join repositories r on r.id = q.repo_id where r.host = $1 and r.owner = $2 and r.name = $3 and r.org_id = $4 and q.branch = $5",
       [body.repo.host, body.repo.owner, body.repo.name, org[0]?.id, body.targetBranch]
@@ -50,7 +55,10 @@ const server = Bun.serve({
     if (queueId === undefined) return Response.json({ error: { code: "QUEUE_NOT_FOUND" } }, { status: 404 })
     const path = new URL(request.url).pathname
     if (path.endsWith("/getSubmittedPullRequest")) {
-      const rows = await query("select * from entries where queue_id = $1 and pr_number = $2", [queueId, body.pr?.number])
+      const rows = await query("select * from entries where queue_id = $1 and pr_number = $2", [
+        queueId,
+        body.pr?.number
+      ])
       const row = rows[0]
       if (row === undefined) return Response.json({ error: { code: "PR_NOT_FOUND" } }, { status: 404 })
       return Response.json(entryFields(row))
