@@ -82,6 +82,19 @@ export const EngineLive = Layer.scopedContext(
         )
       )
 
+    /** The entry's place in the planner's testing order, computed in the database (the state is not shipped). */
+    const positionOf = (queueId: string, entryId: string) =>
+      Effect.map(
+        sql<{ pos: number }>`
+          select pos::int as pos from (
+            select e.value->>'id' as id, row_number() over (order by e.ord) as pos
+            from queue_runtime q cross join lateral jsonb_array_elements(q.state->'entries') with ordinality as e(value, ord)
+            where q.queue_id = ${queueId}
+              and e.value->>'state' not in ('not_ready', 'merged', 'failed', 'cancelled')
+          ) t where t.id = ${entryId}`,
+        (rows) => rows[0]?.pos ?? null
+      )
+
     const requireActive = (queue: QueueRow, prNumber: number) =>
       Effect.gen(function* () {
         const entry = yield* findEntry(queue.id, prNumber)
@@ -247,9 +260,8 @@ export const EngineLive = Layer.scopedContext(
           if (Option.isNone(found))
             return yield* notFound("PR_NOT_FOUND", `pull request #${prNumber} was never submitted to this queue`)
           const row = found.value
-          const state = yield* runtimeOf(queue)
           const active = !TERMINAL.has(row.state)
-          const place = active ? (positions(state).get(row.id) ?? null) : null
+          const place = active && row.state !== "not_ready" ? yield* positionOf(queue.id, row.id) : null
           const targets = yield* targetsFor(queue.repo.id, prNumber, row.head_sha)
           const record: SubmittedPullRequest = {
             ...entryRecord(queue, row, place),

@@ -22,10 +22,8 @@ export const requireQueue = (repo: RepoRef, branch: string) =>
   orDie(
     Effect.gen(function* () {
       const org = yield* CurrentOrg
-      const tenancy = yield* Tenancy
       const queues = yield* QueueRepo
-      const owned = yield* tenancy.findRepo(org, repo)
-      const queue = Option.isSome(owned) ? yield* queues.find(owned.value, branch) : Option.none<QueueRow>()
+      const queue = yield* queues.findOwned(org.id, repo, branch)
       if (Option.isNone(queue)) return yield* notFound("QUEUE_NOT_FOUND", `no queue ${describe(repo, branch)}`)
       return queue.value
     })

@@ -17,6 +17,12 @@ export const ACTIVE_STATES = ["not_ready", "pending", "testing", "tests_passed",
 
 export interface QueueRepoShape {
   readonly find: (repo: Repository, branch: string) => Effect.Effect<Option.Option<QueueRow>, SqlError>
+  /** The queue of `host/owner/name`@`branch` if its repository belongs to `orgId` (one query). */
+  readonly findOwned: (
+    orgId: string,
+    repo: { readonly host: string; readonly owner: string; readonly name: string },
+    branch: string
+  ) => Effect.Effect<Option.Option<QueueRow>, SqlError>
   readonly findById: (id: string) => Effect.Effect<Option.Option<QueueRow>, SqlError>
   readonly create: (
     repo: Repository,
@@ -66,6 +72,12 @@ export const QueueRepoLive = Layer.effect(
       Effect.map(sql<Row>`${select} where q.repo_id = ${repo.id} and q.branch = ${branch}`, first)
     return {
       find,
+      findOwned: (orgId, repo, branch) =>
+        Effect.map(
+          sql<Row>`${select} where r.host = ${repo.host} and r.owner = ${repo.owner} and r.name = ${repo.name}
+                   and r.org_id = ${orgId} and q.branch = ${branch}`,
+          first
+        ),
       findById: (id) => Effect.map(sql<Row>`${select} where q.id = ${id}`, first),
       create: (repo, branch, config) =>
         Effect.gen(function* () {
