@@ -4,36 +4,12 @@
  * Generates a ~20 MiB JUnit file in memory, parses it with the streaming parser (64 KiB chunks) and prints
  * results/second and peak RSS growth, next to a baseline regex scan counting `<testcase` over the same bytes.
  */
+
 import { parseJunit } from "../../src/flaky/junit.ts"
+import { generate } from "./junitGen.ts"
 
 const TARGET_BYTES = 20 * 1024 * 1024
 const CHUNK = 64 * 1024
-
-const generate = (): { bytes: Uint8Array; testcases: number } => {
-  const parts: string[] = ['<?xml version="1.0" encoding="UTF-8"?>\n<testsuites name="bench">\n']
-  let size = parts[0]?.length ?? 0
-  let i = 0
-  let suite = 0
-  while (size < TARGET_BYTES) {
-    let chunk = `<testsuite name="suite-${suite}" timestamp="2025-01-01T00:00:00Z" file="src/suite${suite}.ts">\n`
-    for (let k = 0; k < 100; k++, i++) {
-      const head = `<testcase name="test number ${i} &amp; more" classname="pkg.Class${i % 50}" time="0.${i % 1000}"`
-      if (i % 10 === 0) {
-        chunk += `${head}><failure message="expected ${i} to equal ${i + 1}" type="AssertionError"><![CDATA[Error: expected ${i}\n    at Object.<anonymous> (src/suite${suite}.ts:${k}:7)\n${"    at frame\n".repeat(8)}]]></failure><system-out>${"log line\n".repeat(5)}</system-out></testcase>\n`
-      } else if (i % 25 === 1) {
-        chunk += `${head}><skipped message="todo"/></testcase>\n`
-      } else {
-        chunk += `${head}/>\n`
-      }
-    }
-    chunk += "</testsuite>\n"
-    suite++
-    parts.push(chunk)
-    size += chunk.length
-  }
-  parts.push("</testsuites>\n")
-  return { bytes: new TextEncoder().encode(parts.join("")), testcases: i }
-}
 
 async function* chunks(bytes: Uint8Array): AsyncGenerator<Uint8Array> {
   for (let i = 0; i < bytes.length; i += CHUNK) yield bytes.subarray(i, i + CHUNK)
@@ -42,7 +18,7 @@ async function* chunks(bytes: Uint8Array): AsyncGenerator<Uint8Array> {
 const mib = (n: number): string => (n / (1024 * 1024)).toFixed(1)
 
 const main = async (): Promise<void> => {
-  const { bytes, testcases } = generate()
+  const { bytes, testcases } = generate(TARGET_BYTES)
   Bun.gc(true)
 
   // baseline: regex scan over the same bytes (decoded per chunk, as the parser does)

@@ -3,6 +3,7 @@
  * are hashes of base + PR head, so the same PR on the same base gives the same SHA), automatic answers to
  * BuildRun / Merge / TryDirectMerge, and pre-generated run ids. Not used by the service.
  */
+
 import { initialState, step } from "../../src/queue/planner/step.ts"
 import type {
   Command,
@@ -13,6 +14,8 @@ import type {
   RunItem,
   StepResult
 } from "../../src/queue/planner/types.ts"
+import { plannerConfig } from "../../src/queue/Runner.ts"
+import { defaultQueueConfig } from "../../src/queue/schemas.ts"
 
 /** FNV-1a based 40-hex-digit fake SHA. */
 export const fakeSha = (s: string): string => {
@@ -42,21 +45,8 @@ export const commitsOf = (baseSha: string, items: readonly RunItem[]): string[] 
   return out
 }
 
-export const defaultConfig: PlannerConfig = {
-  state: "running",
-  mode: "single",
-  concurrency: 1,
-  bisectionConcurrency: 1,
-  testingTimeoutMinutes: 300,
-  pendingFailureDepth: 0,
-  canOptimisticallyMerge: false,
-  batch: false,
-  batchingMaxWaitTimeMinutes: 5,
-  batchingMinSize: 4,
-  directMergeMode: "off",
-  optimizationMode: "off",
-  mergeMethod: "squash"
-}
+/** The planner configuration of a new queue (contract.md §2 defaults). */
+export const defaultConfig: PlannerConfig = plannerConfig(defaultQueueConfig("main"))
 
 export interface KitOptions {
   /** answer BuildRun with RunBuilt at once (default true) */
