@@ -18,6 +18,24 @@ export interface AppConfigShape {
   readonly logFormat: "json" | "pretty"
   /** How often the local Git provider looks for pushed PR heads and target branches (ms). */
   readonly gitPollMs: number
+  /** OTLP/HTTP base URL of a trace collector (OTEL_EXPORTER_OTLP_ENDPOINT); unset, no spans are made. */
+  readonly otlpEndpoint: Option.Option<string>
+  /** The traces' `service.name` (OTEL_SERVICE_NAME). */
+  readonly otelServiceName: string
+  /** GitHub REST API base URL (GITHUB_API_URL; Enterprise: `https://<host>/api/v3`). */
+  readonly githubApiUrl: string
+  /** Host name of repositories served by the GitHub provider (GITHUB_HOST, default github.com). */
+  readonly githubHost: string
+  /** GitHub App id (GITHUB_APP_ID); with githubAppPrivateKey it enables the GitHub provider. */
+  readonly githubAppId: Option.Option<string>
+  /** The App's private key: PEM text, or a path to a PEM file (GITHUB_APP_PRIVATE_KEY). */
+  readonly githubAppPrivateKey: Option.Option<Redacted.Redacted<string>>
+  /** A personal access token (GITHUB_TOKEN), the alternative to an App. */
+  readonly githubToken: Option.Option<Redacted.Redacted<string>>
+  /** Secret of the webhook signatures (GITHUB_WEBHOOK_SECRET). */
+  readonly githubWebhookSecret: Option.Option<Redacted.Redacted<string>>
+  /** How often the GitHub provider reconciles queued PRs, targets and CI statuses with GitHub (ms). */
+  readonly githubReconcileMs: number
 }
 
 export class AppConfig extends Context.Tag("greenline/AppConfig")<AppConfig, AppConfigShape>() {}
@@ -37,12 +55,28 @@ export const appConfig: Config.Config<AppConfigShape> = Config.all({
   rateLimitPerSecond: Config.integer("RATE_LIMIT_PER_SECOND").pipe(Config.withDefault(100)),
   logLevel: Config.string("LOG_LEVEL").pipe(Config.withDefault("info")),
   logFormat: Config.literal("json", "pretty")("LOG_FORMAT").pipe(Config.withDefault("json" as const)),
-  gitPollMs: Config.integer("GIT_POLL_MS").pipe(Config.withDefault(2000))
+  gitPollMs: Config.integer("GIT_POLL_MS").pipe(Config.withDefault(2000)),
+  otlpEndpoint: Config.option(Config.string("OTEL_EXPORTER_OTLP_ENDPOINT")),
+  otelServiceName: Config.string("OTEL_SERVICE_NAME").pipe(Config.withDefault("greenline")),
+  githubApiUrl: Config.string("GITHUB_API_URL").pipe(Config.withDefault("https://api.github.com")),
+  githubHost: Config.string("GITHUB_HOST").pipe(Config.withDefault("github.com")),
+  githubAppId: Config.option(Config.string("GITHUB_APP_ID")),
+  githubAppPrivateKey: Config.option(Config.redacted("GITHUB_APP_PRIVATE_KEY")),
+  githubToken: Config.option(Config.redacted("GITHUB_TOKEN")),
+  githubWebhookSecret: Config.option(Config.redacted("GITHUB_WEBHOOK_SECRET")),
+  githubReconcileMs: Config.integer("GITHUB_RECONCILE_MS").pipe(Config.withDefault(60_000))
 }).pipe(
   Config.map((c) => ({
     ...c,
     databaseUrl: Option.filter(c.databaseUrl, (u) => Redacted.value(u).trim() !== ""),
     gitRoot: Option.getOrElse(c.gitRoot, () => `${c.dataDir.replace(/\/+$/, "")}/git`),
+    otlpEndpoint: Option.filter(c.otlpEndpoint, (u) => u.trim() !== "").pipe(Option.map((u) => u.trim())),
+    githubApiUrl: c.githubApiUrl.trim().replace(/\/+$/, ""),
+    githubHost: c.githubHost.trim().toLowerCase(),
+    githubAppId: Option.filter(c.githubAppId, (id) => id.trim() !== ""),
+    githubAppPrivateKey: Option.filter(c.githubAppPrivateKey, (k) => Redacted.value(k).trim() !== ""),
+    githubToken: Option.filter(c.githubToken, (t) => Redacted.value(t).trim() !== ""),
+    githubWebhookSecret: Option.filter(c.githubWebhookSecret, (t) => Redacted.value(t) !== ""),
     publicUrl: Option.getOrElse(c.publicUrl, () => `http://localhost:${c.port}`).replace(/\/+$/, "")
   }))
 )
