@@ -11,6 +11,7 @@ import { renderDocs } from "./http/docs.ts"
 import { makeApp, RateLimiter, type Route } from "./http/router.ts"
 import { metricsRoutes } from "./metrics/Http.ts"
 import { Metrics, MetricsLive } from "./metrics/Metrics.ts"
+import { makeRequestTracer, TracingLive } from "./metrics/Tracing.ts"
 import { Engine, EngineRunner } from "./queue/Engine.ts"
 import { EngineLive } from "./queue/EngineLive.ts"
 import { queueRoutes } from "./queue/Http.ts"
@@ -34,7 +35,11 @@ export const AppLayer = <E>(config: Layer.Layer<AppConfig, E>) => {
       )
     )
   )
-  const base = Layer.mergeAll(DatabaseLive, git, MetricsLive, logging).pipe(Layer.provideMerge(config))
+  // tracing first, so every later layer and fiber sees the tracer (or tracing switched off)
+  const base = Layer.mergeAll(DatabaseLive, git, MetricsLive, logging).pipe(
+    Layer.provideMerge(TracingLive),
+    Layer.provideMerge(config)
+  )
   const services = Layer.mergeAll(TenancyLive, QueueRepoLive, StatusesLive).pipe(Layer.provideMerge(base))
   return Layer.mergeAll(EngineLive, FlakyLive).pipe(Layer.provideMerge(services))
 }
@@ -135,6 +140,7 @@ export const startServer = async <E>(configLayer: Layer.Layer<AppConfig, E>): Pr
     authenticator: { authenticate: (token) => runtime.runPromise(tenancy.authenticate(token)) },
     rateLimiter: new RateLimiter(config.rateLimitPerSecond, () => Date.now()),
     observer: { observe: metrics.observeRequest },
+    tracer: Option.isSome(config.otlpEndpoint) ? makeRequestTracer(rt) : undefined,
     logError,
     extra
   })

@@ -55,6 +55,17 @@ export interface RequestObserver {
   readonly observe: (route: string, status: number, seconds: number) => void
 }
 
+/** A request's trace span (only when tracing is on): the handler runs under it, `end` records route and status. */
+export interface RequestSpan {
+  readonly wrap: <A, E, Env>(effect: Effect.Effect<A, E, Env>) => Effect.Effect<A, E, Env>
+  readonly end: (route: string | undefined, status: number) => void
+}
+
+export interface RequestTracer {
+  /** `route` is the API route's path when the request matched one. */
+  readonly start: (method: string, route: string | undefined) => RequestSpan
+}
+
 /** Per-token token bucket: `perSecond` requests a second, bursts up to the same number. */
 export class RateLimiter {
   private readonly buckets = new Map<string, { tokens: number; at: number }>()
@@ -166,6 +177,8 @@ export interface AppOptions<R> {
   readonly authenticator: Authenticator
   readonly rateLimiter: RateLimiter
   readonly observer: RequestObserver
+  /** Set only when tracing is on; without it no span is made for a request. */
+  readonly tracer?: RequestTracer | undefined
   readonly logError: (message: string, cause: unknown) => void
   /** Routes outside the API (health, docs, metrics, CI output); return undefined when the path is not theirs. */
   readonly extra: (request: Request, url: URL) => Promise<Response | undefined> | Response | undefined
@@ -186,7 +199,12 @@ export const makeApp = <R>(options: AppOptions<R>) => {
 
   const fail = (error: ApiError) => errorResponse(error)
 
-  const serveRoute = async (request: Request, url: URL, route: Route<R>): Promise<Response> => {
+  const serveRoute = async (
+    request: Request,
+    url: URL,
+    route: Route<R>,
+    span: RequestSpan | undefined
+  ): Promise<Response> => {
     const declared = Number(request.headers.get("content-length") ?? Number.NaN)
     if (Number.isFinite(declared) && declared > MAX_BODY_BYTES) {
       await discardBody(request, declared)
@@ -246,7 +264,7 @@ export const makeApp = <R>(options: AppOptions<R>) => {
     const effect = route
       .run(payload)
       .pipe(Effect.provideService(CurrentOrg, org.value), Effect.provideService(CurrentRequest, { request, body }))
-    const exit = await runExit(effect)
+    const exit = await runExit(span === undefined ? effect : span.wrap(effect))
     if (Exit.isSuccess(exit)) {
       const value = exit.value
       if (route.op.contentType !== undefined) {
@@ -271,10 +289,11 @@ export const makeApp = <R>(options: AppOptions<R>) => {
     const url = new URL(request.url)
     const route = table.get(`${request.method} ${url.pathname}`)
     let label = route ? route.op.path : "other"
+    const span = options.tracer?.start(request.method, route ? url.pathname : undefined)
     let response: Response
     try {
       if (route !== undefined) {
-        response = await serveRoute(request, url, route)
+        response = await serveRoute(request, url, route, span)
       } else {
         const extra = await options.extra(request, url)
         if (extra !== undefined) {
@@ -299,6 +318,7 @@ export const makeApp = <R>(options: AppOptions<R>) => {
       response = fail(internal())
     }
     options.observer.observe(label, response.status, (performance.now() - started) / 1000)
+    span?.end(route ? url.pathname : label === "other" ? undefined : label, response.status)
     return response
   }
 }

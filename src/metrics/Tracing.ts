@@ -1,0 +1,62 @@
+import * as NodeSdk from "@effect/opentelemetry/NodeSdk"
+import { OTLPTraceExporter } from "@opentelemetry/exporter-trace-otlp-http"
+import { BatchSpanProcessor } from "@opentelemetry/sdk-trace-base"
+import { Context, Effect, Exit, Layer, Option, Runtime } from "effect"
+import { AppConfig } from "../config.ts"
+import type { RequestTracer } from "../http/router.ts"
+
+/**
+ * Tracing (contract.md §5): with OTEL_EXPORTER_OTLP_ENDPOINT set, spans go to that collector over OTLP/HTTP (JSON),
+ * through `@effect/opentelemetry` and the OpenTelemetry SDK's batch processor; every request gets a server span and
+ * the spans the Effect code makes (the SQL client's `sql.execute` and `sql.transaction`) nest under it. Without it,
+ * Effect's tracer is switched off, so no span is made at all (not even the SQL client's, which it would otherwise
+ * make and drop).
+ */
+
+/** The OTLP/HTTP traces URL for a base endpoint (the specification's rule: the base plus `/v1/traces`). */
+export const tracesUrl = (endpoint: string) => `${endpoint.replace(/\/+$/, "")}/v1/traces`
+
+export const TracingLive: Layer.Layer<never, never, AppConfig> = Layer.unwrapEffect(
+  Effect.map(AppConfig, (config) =>
+    Option.match(config.otlpEndpoint, {
+      onNone: () => Layer.setTracerEnabled(false),
+      onSome: (endpoint) =>
+        NodeSdk.layer(() => ({
+          resource: { serviceName: config.otelServiceName },
+          // headers (OTEL_EXPORTER_OTLP_HEADERS) and timeouts come from the exporter's own environment variables
+          spanProcessor: new BatchSpanProcessor(new OTLPTraceExporter({ url: tracesUrl(endpoint) }))
+        }))
+    })
+  )
+)
+
+/**
+ * The per-request server span, made with the runtime's tracer (the OpenTelemetry one when tracing is on). Build it
+ * only when tracing is on: the router then makes no span work for a request.
+ */
+export const makeRequestTracer = <R>(runtime: Runtime.Runtime<R>): RequestTracer => {
+  const run = Runtime.runSync(runtime)
+  const tracer = run(Effect.tracer)
+  const clock = run(Effect.clock)
+  return {
+    start: (method, route) => {
+      const span = tracer.span(
+        route === undefined ? method : `${method} ${route}`,
+        Option.none(),
+        Context.empty(),
+        [],
+        clock.unsafeCurrentTimeNanos(),
+        "server"
+      )
+      span.attribute("http.request.method", method)
+      return {
+        wrap: (effect) => Effect.withParentSpan(effect, span),
+        end: (route, status) => {
+          if (route !== undefined) span.attribute("http.route", route)
+          span.attribute("http.response.status_code", status)
+          span.end(clock.unsafeCurrentTimeNanos(), status >= 500 ? Exit.fail(`HTTP ${status}`) : Exit.void)
+        }
+      }
+    }
+  }
+}
