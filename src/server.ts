@@ -10,7 +10,7 @@ import { LocalGitLayer } from "./git/LocalGit.ts"
 import { renderDocs } from "./http/docs.ts"
 import { makeApp, RateLimiter, type Route } from "./http/router.ts"
 import { metricsRoutes } from "./metrics/Http.ts"
-import { Metrics, MetricsLive } from "./metrics/Metrics.ts"
+import { DbPoolMetricsLive, Metrics, MetricsLive } from "./metrics/Metrics.ts"
 import { makeRequestTracer, TracingLive } from "./metrics/Tracing.ts"
 import { Engine, EngineRunner } from "./queue/Engine.ts"
 import { EngineLive } from "./queue/EngineLive.ts"
@@ -40,7 +40,9 @@ export const AppLayer = <E>(config: Layer.Layer<AppConfig, E>) => {
     Layer.provideMerge(TracingLive),
     Layer.provideMerge(config)
   )
-  const services = Layer.mergeAll(TenancyLive, QueueRepoLive, StatusesLive).pipe(Layer.provideMerge(base))
+  const services = Layer.mergeAll(TenancyLive, QueueRepoLive, StatusesLive, DbPoolMetricsLive).pipe(
+    Layer.provideMerge(base)
+  )
   return Layer.mergeAll(EngineLive, FlakyLive).pipe(Layer.provideMerge(services))
 }
 

@@ -3,10 +3,21 @@ import * as path from "node:path"
 import type * as SqlClient from "@effect/sql/SqlClient"
 import { SqlError } from "@effect/sql/SqlError"
 import * as PgClient from "@effect/sql-pg/PgClient"
-import { Context, Effect, Layer, Option, PubSub, Redacted, Stream } from "effect"
+import { Context, Duration, Effect, Layer, Option, PubSub, Redacted, Stream } from "effect"
+import Pg from "pg"
 import { AppConfig } from "../config.ts"
 import { runMigrations } from "./migrations.ts"
-import { layerPglite } from "./pglite.ts"
+import { layerPglite, type PgliteUse } from "./pglite.ts"
+
+/** Connections of the pool right now (PGlite: its one connection, guarded by a semaphore). */
+export interface PoolUse {
+  readonly open: number
+  readonly idle: number
+  readonly inUse: number
+  /** Statements or transactions waiting for a connection. */
+  readonly waiting: number
+  readonly max: number
+}
 
 /** What kind of database is behind the `SqlClient`, and a wake-up channel between instances sharing it. */
 export interface DatabaseShape {
@@ -14,6 +25,8 @@ export interface DatabaseShape {
   /** Tells every instance (with PostgreSQL: through NOTIFY) that something on `channel` changed. */
   readonly notify: (channel: string, payload: string) => Effect.Effect<void>
   readonly listen: (channel: string) => Stream.Stream<string>
+  /** How the connections are used right now (`GET /metrics`). */
+  readonly pool: () => PoolUse
 }
 
 export class Database extends Context.Tag("greenline/Database")<Database, DatabaseShape>() {}
@@ -79,15 +92,61 @@ const pgliteLayer = (dataDir: string | undefined) =>
     Effect.gen(function* () {
       if (dataDir !== undefined) yield* lockDataDir(dataDir)
       const channels = yield* localChannels
-      const info = Layer.succeed(Database, { kind: "pglite", ...channels })
-      return Layer.merge(layerPglite(dataDir === undefined ? undefined : path.join(dataDir, "pg")), info)
+      const use: PgliteUse = { inUse: 0, waiting: 0 }
+      const pool = (): PoolUse => ({ open: 1, idle: 1 - use.inUse, inUse: use.inUse, waiting: use.waiting, max: 1 })
+      const info = Layer.succeed(Database, { kind: "pglite", ...channels, pool })
+      return Layer.merge(layerPglite(dataDir === undefined ? undefined : path.join(dataDir, "pg"), use), info)
     })
+  )
+
+const MAX_CONNECTIONS = 20
+
+/**
+ * The `pg` pool, made here rather than inside `PgClient.layer` (the same settings and start-up check), so that its
+ * counts can be read for `GET /metrics`.
+ */
+const makePool = (url: Redacted.Redacted<string>) =>
+  Effect.acquireRelease(
+    Effect.sync(() => {
+      const pool = new Pg.Pool({
+        connectionString: Redacted.value(url),
+        max: MAX_CONNECTIONS,
+        application_name: "greenline"
+      })
+      pool.on("error", () => {})
+      return pool
+    }),
+    (pool) => Effect.promise(() => pool.end()).pipe(Effect.interruptible, Effect.timeoutOption(1000))
+  ).pipe(
+    Effect.tap((pool) =>
+      Effect.tryPromise({
+        try: () => pool.query("select 1"),
+        catch: (cause) => new SqlError({ cause, message: "PgClient: Failed to connect" })
+      }).pipe(
+        Effect.timeoutFail({
+          duration: Duration.seconds(5),
+          onTimeout: () =>
+            new SqlError({ cause: new Error("Connection timed out"), message: "PgClient: Connection timed out" })
+        })
+      )
+    )
   )
 
 const postgresLayer = (url: Redacted.Redacted<string>) =>
   Layer.unwrapEffect(
     Effect.sync(() => {
-      const client = PgClient.layer({ url, maxConnections: 20, applicationName: "greenline" })
+      let current: Pg.Pool | undefined
+      const client = PgClient.layerFromPool({
+        acquire: Effect.tap(makePool(url), (pool) => {
+          current = pool
+        }),
+        applicationName: "greenline"
+      })
+      const pool = (): PoolUse => {
+        const open = current?.totalCount ?? 0
+        const idle = current?.idleCount ?? 0
+        return { open, idle, inUse: open - idle, waiting: current?.waitingCount ?? 0, max: MAX_CONNECTIONS }
+      }
       const info = Layer.effect(
         Database,
         Effect.gen(function* () {
@@ -97,7 +156,8 @@ const postgresLayer = (url: Redacted.Redacted<string>) =>
             // pg_notify takes parameters; `NOTIFY channel, $1` (what the driver's notify sends) is a syntax error
             notify: (channel: string, payload: string) =>
               pg`select pg_notify(${channel}, ${payload})`.pipe(Effect.ignore),
-            listen: (channel: string) => pg.listen(channel).pipe(Stream.orDie)
+            listen: (channel: string) => pg.listen(channel).pipe(Stream.orDie),
+            pool
           }
         })
       )

@@ -22,7 +22,13 @@ const toParam = (value: unknown): unknown => {
 
 const toSqlError = (message: string) => (cause: unknown) => new SqlError({ cause, message })
 
-export const makePglite = (db: PGlite) =>
+/** How the one connection is used right now (for `GET /metrics`): holders of the semaphore and fibers waiting. */
+export interface PgliteUse {
+  inUse: number
+  waiting: number
+}
+
+export const makePglite = (db: PGlite, use: PgliteUse = { inUse: 0, waiting: 0 }) =>
   Effect.gen(function* () {
     const semaphore = yield* Effect.makeSemaphore(1)
 
@@ -53,7 +59,26 @@ export const makePglite = (db: PGlite) =>
         Effect.map(run(sql, params), (rows) => (transformRows ? transformRows(rows) : rows))
     }
 
-    const acquire = Effect.acquireRelease(semaphore.take(1), () => semaphore.release(1)).pipe(Effect.as(connection))
+    const take = Effect.suspend(() => {
+      use.waiting++
+      return semaphore.take(1)
+    }).pipe(
+      Effect.ensuring(
+        Effect.sync(() => {
+          use.waiting--
+        })
+      ),
+      Effect.zipRight(
+        Effect.sync(() => {
+          use.inUse++
+        })
+      )
+    )
+    const release = Effect.suspend(() => {
+      use.inUse--
+      return semaphore.release(1)
+    })
+    const acquire = Effect.acquireRelease(take, () => release).pipe(Effect.as(connection))
 
     return yield* SqlClient.make({
       acquirer: acquire,
@@ -64,7 +89,7 @@ export const makePglite = (db: PGlite) =>
   })
 
 /** Opens (or creates) the embedded database in `dataDir`; `undefined` keeps it in memory. */
-export const layerPglite = (dataDir: string | undefined): Layer.Layer<SqlClient.SqlClient, SqlError> =>
+export const layerPglite = (dataDir: string | undefined, use?: PgliteUse): Layer.Layer<SqlClient.SqlClient, SqlError> =>
   Layer.scoped(
     SqlClient.SqlClient,
     Effect.gen(function* () {
@@ -75,6 +100,6 @@ export const layerPglite = (dataDir: string | undefined): Layer.Layer<SqlClient.
         }),
         (db) => Effect.promise(() => db.close()).pipe(Effect.ignore)
       )
-      return yield* makePglite(db)
+      return yield* makePglite(db, use)
     })
   ).pipe(Layer.provide(Reactivity.layer))

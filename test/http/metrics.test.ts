@@ -1,10 +1,48 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test"
+import * as SqlClient from "@effect/sql/SqlClient"
+import { Deferred, Effect } from "effect"
 import { createTestRepo, type TestRepo } from "../support/git.ts"
-import { eventually, startTestServer, type TestServer } from "../support/server.ts"
+import { eventually, pgUrl, startTestServer, type TestServer } from "../support/server.ts"
 
 /** The queue metrics of GET /v1/getMergeQueueMetrics after a known sequence, and GET /metrics. */
 
 const promtool = process.env.PROMTOOL ?? Bun.which("promtool")
+
+const scrapeOperator = async (server: TestServer, token: string) => {
+  const r = await fetch(`${server.url}/metrics`, { headers: { authorization: `Bearer ${token}` } })
+  expect(r.status).toBe(200)
+  return r.text()
+}
+
+/** The value of a one-series gauge of the database pool. */
+const poolValue = (text: string, name: string, database: string) => {
+  const m = new RegExp(`^${name}\\{database="${database}"\\} (\\S+)$`, "m").exec(text)
+  return m?.[1] === undefined ? undefined : Number(m[1])
+}
+
+const POOL_GAUGES = [
+  "greenline_db_pool_connections",
+  "greenline_db_pool_connections_in_use",
+  "greenline_db_pool_connections_idle",
+  "greenline_db_pool_waiting",
+  "greenline_db_pool_connections_max"
+]
+
+/**
+ * Holds `holders` transactions open on the server's database, then asks for one more statement, which has to wait;
+ * returns a function that lets them all finish.
+ */
+const holdConnections = async (server: TestServer, holders: number) => {
+  const gate = await server.run(Deferred.make<void>())
+  const held = Array.from({ length: holders }, () =>
+    server.run(Effect.flatMap(SqlClient.SqlClient, (sql) => sql.withTransaction(Deferred.await(gate))))
+  )
+  const queued = server.run(Effect.flatMap(SqlClient.SqlClient, (sql) => sql`select 1`))
+  return async () => {
+    await server.run(Deferred.succeed(gate, undefined))
+    await Promise.all([...held, queued])
+  }
+}
 
 describe("metrics", () => {
   let server: TestServer
@@ -141,5 +179,80 @@ describe("metrics", () => {
     expect(text).toContain("greenline_http_request_duration_seconds_bucket")
     expect(text).toContain("greenline_queue_runner_lag_seconds_count")
     expect(text).toContain('greenline_process_memory_bytes{kind="rss"}')
+  })
+
+  test("GET /metrics shows the use of PGlite's one connection: held, waited for, then free", async () => {
+    const idle = await scrapeOperator(server, "metrics-secret")
+    for (const name of POOL_GAUGES) {
+      expect(idle).toContain(`# HELP ${name} `)
+      expect(idle).toContain(`# TYPE ${name} gauge`)
+    }
+    expect(poolValue(idle, "greenline_db_pool_connections", "pglite")).toBe(1)
+    expect(poolValue(idle, "greenline_db_pool_connections_max", "pglite")).toBe(1)
+    const release = await holdConnections(server, 1)
+    const busy = await eventually(async () => {
+      const text = await scrapeOperator(server, "metrics-secret")
+      return (poolValue(text, "greenline_db_pool_waiting", "pglite") ?? 0) >= 1 ? text : undefined
+    })
+    expect(poolValue(busy, "greenline_db_pool_connections_in_use", "pglite")).toBe(1)
+    expect(poolValue(busy, "greenline_db_pool_connections_idle", "pglite")).toBe(0)
+    await release()
+    await eventually(async () => {
+      const text = await scrapeOperator(server, "metrics-secret")
+      const free =
+        poolValue(text, "greenline_db_pool_connections_in_use", "pglite") === 0 &&
+        poolValue(text, "greenline_db_pool_waiting", "pglite") === 0 &&
+        poolValue(text, "greenline_db_pool_connections_idle", "pglite") === 1
+      return free ? true : undefined
+    })
+  })
+
+  test.if(promtool !== null || process.env.CI === "true")("promtool check metrics accepts GET /metrics", async () => {
+    expect(promtool).not.toBeNull()
+    const text = await scrapeOperator(server, "metrics-secret")
+    const check = Bun.spawnSync([promtool ?? "promtool", "check", "metrics"], {
+      stdin: new TextEncoder().encode(text),
+      stderr: "pipe",
+      stdout: "pipe"
+    })
+    expect(`${check.stdout.toString()}${check.stderr.toString()}`.trim()).toBe("")
+    expect(check.exitCode).toBe(0)
+  })
+})
+
+describe.if(pgUrl !== undefined)("metrics on PostgreSQL", () => {
+  let server: TestServer
+  beforeAll(async () => {
+    server = await startTestServer({ db: "postgres", metricsToken: "metrics-secret" })
+  })
+  afterAll(async () => {
+    await server.close()
+  })
+
+  test("GET /metrics shows the pg pool: every connection taken, a statement waiting, then idle again", async () => {
+    const first = await scrapeOperator(server, "metrics-secret")
+    for (const name of POOL_GAUGES) expect(first).toContain(`# TYPE ${name} gauge`)
+    expect(poolValue(first, "greenline_db_pool_connections_max", "postgres")).toBe(20)
+    const release = await holdConnections(server, 20)
+    const full = await eventually(async () => {
+      const text = await scrapeOperator(server, "metrics-secret")
+      return poolValue(text, "greenline_db_pool_connections_in_use", "postgres") === 20 ? text : undefined
+    })
+    expect(poolValue(full, "greenline_db_pool_connections", "postgres")).toBe(20)
+    expect(poolValue(full, "greenline_db_pool_connections_idle", "postgres")).toBe(0)
+    expect(poolValue(full, "greenline_db_pool_waiting", "postgres")).toBeGreaterThanOrEqual(1)
+    await release()
+    const after = await eventually(async () => {
+      const text = await scrapeOperator(server, "metrics-secret")
+      return poolValue(text, "greenline_db_pool_waiting", "postgres") === 0 &&
+        (poolValue(text, "greenline_db_pool_connections_idle", "postgres") ?? 0) >= 1
+        ? text
+        : undefined
+    })
+    const open = poolValue(after, "greenline_db_pool_connections", "postgres") ?? 0
+    const inUse = poolValue(after, "greenline_db_pool_connections_in_use", "postgres") ?? 0
+    const idle = poolValue(after, "greenline_db_pool_connections_idle", "postgres") ?? 0
+    expect(inUse).toBeLessThan(20)
+    expect(inUse + idle).toBe(open)
   })
 })
