@@ -6,7 +6,8 @@ import { AppConfig } from "./config.ts"
 import { Database, DatabaseLive } from "./db/Database.ts"
 import { FlakyLive } from "./flaky/Flaky.ts"
 import { flakyRoutes } from "./flaky/Http.ts"
-import { LocalGitLayer } from "./git/LocalGit.ts"
+import { ProvidersLayer } from "./git/Providers.ts"
+import { GitHubClientLive } from "./github/GitHubClient.ts"
 import { renderDocs } from "./http/docs.ts"
 import { makeApp, RateLimiter, type Route } from "./http/router.ts"
 import { metricsRoutes } from "./metrics/Http.ts"
@@ -21,9 +22,10 @@ import { Tenancy, TenancyLive } from "./tenancy/Tenancy.ts"
 
 /** Every service of the running application, over the configured database. */
 export const AppLayer = <E>(config: Layer.Layer<AppConfig, E>) => {
+  // the Git host of each repository by its host: GitHub (when configured) or the local bare repositories
   const git = Layer.unwrapEffect(
-    Effect.map(AppConfig, (c) => Layer.merge(LocalGitLayer(c.gitRoot), CommandCiLayer(c.gitRoot)))
-  )
+    Effect.map(AppConfig, (c) => Layer.merge(ProvidersLayer, CommandCiLayer(c.gitRoot)))
+  ).pipe(Layer.provideMerge(GitHubClientLive))
   // Effect's own logs (runners, lease loop) as structured JSON lines (or pretty), at LOG_LEVEL
   const logging = Layer.unwrapEffect(
     Effect.map(AppConfig, (c) =>

@@ -23,6 +23,11 @@ export interface PullRequestInfo {
   readonly title: string
   /** Author name of the head commit. */
   readonly author: string
+  /** Providers with pull requests (GitHub): the branch the PR merges into. */
+  readonly baseBranch?: string
+  readonly draft?: boolean
+  /** Providers with pull requests: the host's view of whether the PR merges cleanly into its base. */
+  readonly mergeability?: "unspecified" | "in_progress" | "mergeable" | "not_mergeable"
 }
 
 export interface TestBranchItem {
@@ -38,6 +43,11 @@ export interface BuildTestBranchInput {
   readonly baseSha: string
   readonly method: MergeMethod
   readonly items: ReadonlyArray<TestBranchItem>
+  /**
+   * Providers with pull requests (GitHub): open a draft pull request from the test branch into `base` (the queue's
+   * `createPrsForTestingBranches`, so CI that runs on pull requests runs); `deleteBranch` closes it. Others ignore it.
+   */
+  readonly pullRequest?: { readonly base: string }
 }
 
 export interface BuildTestBranchResult {
@@ -85,6 +95,26 @@ export class MergeConflict extends Data.TaggedError("MergeConflict")<{
   readonly message: string
 }> {}
 
+/** The Git host refused to merge a pull request (GitHub: `PUT pulls/{n}/merge` answered 405/409/422). */
+export class MergeRefused extends Data.TaggedError("MergeRefused")<{
+  readonly prNumber: number
+  /** The target's tip after the refusal (earlier pull requests of the same merge may have landed). */
+  readonly actualSha: string | null
+  readonly message: string
+}> {}
+
+export interface MergeInput {
+  readonly repo: RepoRef
+  readonly branch: string
+  /** The target's tip the run was tested on; nothing is merged when the target is elsewhere. */
+  readonly expectedOld: string
+  /** The tested commit: after the merge the target's tree is this commit's tree. */
+  readonly newSha: string
+  readonly method: MergeMethod
+  /** The pull requests the merge lands, in the order they were applied, with their tested heads. */
+  readonly pulls: ReadonlyArray<{ readonly prNumber: number; readonly headSha: string; readonly title: string }>
+}
+
 /** A git invocation failed unexpectedly (or an argument such as a branch name was refused). */
 export class GitError extends Data.TaggedError("GitError")<{
   readonly args: ReadonlyArray<string>
@@ -119,6 +149,18 @@ export interface GitHostService {
     expectedOld: string,
     newSha: string
   ) => Effect.Effect<boolean, RepoNotFound | GitError>
+  /**
+   * Lands a tested commit on the target and returns the target's new tip, or null when the target was not at
+   * `expectedOld` (nothing merged). The local provider moves the ref (`compareAndSwap`), so the tip is `newSha`. A
+   * provider may merge through its pull requests instead (GitHub: squash/rebase, or a protected branch), then the
+   * tip is a different commit with the tested tree; a refusal fails with MergeRefused.
+   */
+  readonly merge: (input: MergeInput) => Effect.Effect<string | null, MergeRefused | RepoNotFound | GitError>
+  /**
+   * The status checks the host requires on `branch` (GitHub: branch protection's required status checks); empty
+   * when the branch is unprotected or the host has no such notion (local provider).
+   */
+  readonly requiredStatusChecks: (repo: RepoRef, branch: string) => Effect.Effect<ReadonlyArray<string>, GitError>
   /** Deletes refs/heads/<branch>; succeeds when it (or the repository) does not exist. */
   readonly deleteBranch: (repo: RepoRef, branch: string) => Effect.Effect<void, GitError>
   /** Text of `path` at commit `sha`; null when the path (or the commit) does not exist or is not a file. */

@@ -30,6 +30,7 @@ import {
   GitHost,
   type GitHostService,
   MergeConflict,
+  type MergeInput,
   PrNotFound,
   type PullRequestInfo,
   type RebaseOntoInput,
@@ -626,6 +627,11 @@ export const makeLocalGit = (gitRootInput: string): GitHostService => {
       }
     })
 
+  const merge = (input: MergeInput): Effect.Effect<string | null, RepoNotFound | GitError> =>
+    Effect.map(compareAndSwap(input.repo, input.branch, input.expectedOld, input.newSha), (swapped) =>
+      swapped ? input.newSha : null
+    )
+
   const deleteBranch = (repo: RepoRef, branch: string): Effect.Effect<void, GitError> =>
     Effect.gen(function* () {
       yield* checkBranch(branch)
@@ -684,6 +690,8 @@ export const makeLocalGit = (gitRootInput: string): GitHostService => {
     buildTestBranch,
     rebaseOnto,
     compareAndSwap,
+    merge,
+    requiredStatusChecks: () => Effect.succeed([]),
     deleteBranch,
     readFile,
     isAncestor,

@@ -184,7 +184,8 @@ export const runQueue = (
                     prNumber: i.prNumber,
                     headSha: i.headSha,
                     title: names.get(i.entryId) ?? ""
-                  }))
+                  })),
+                  pullRequest: queue.config.createPrsForTestingBranches ? { base: queue.branch } : undefined
                 })
                 .pipe(Effect.either)
               if (built._tag === "Left") {
@@ -286,6 +287,14 @@ export const runQueue = (
           if (fromFile !== null && fromFile.statuses.length > 0) {
             return { statuses: fromFile.statuses, source: "trunk_config" as const }
           }
+          // the queue's own status check (set on PR heads) may be required by the branch; it never runs on test branches
+          const own = statusCheckName(queue.branch)
+          const fromProtection = (yield* git
+            .requiredStatusChecks(repo, queue.branch)
+            .pipe(Effect.orElseSucceed((): ReadonlyArray<string> => []))).filter((name) => name !== own)
+          if (fromProtection.length > 0) {
+            return { statuses: fromProtection, source: "repo_provider_branch_protection" as const }
+          }
           return { statuses: [] as ReadonlyArray<string>, source: null }
         })
 
@@ -355,10 +364,40 @@ export const runQueue = (
             }
             newSha = rebased.right
           }
-          const swapped = yield* git.compareAndSwap(repo, queue.branch, command.expectedSha, newSha)
-          if (swapped) {
+          const names = yield* titles(command.entryIds)
+          const pulls = command.entryIds.flatMap((id) => {
+            const entry = state.entries.find((e) => e.id === id)
+            return entry === undefined
+              ? []
+              : [{ prNumber: entry.prNumber, headSha: entry.headSha, title: names.get(id) ?? "" }]
+          })
+          const merged = yield* git
+            .merge({
+              repo,
+              branch: queue.branch,
+              expectedOld: command.expectedSha,
+              newSha,
+              method: command.mergeMethod,
+              pulls
+            })
+            .pipe(Effect.either)
+          if (merged._tag === "Left" && merged.left._tag === "MergeRefused") {
+            // the host refused to merge (GitHub's pull request merge API): the entries fail with its reason
+            yield* Effect.logWarning(merged.left.message)
             return [
-              { _tag: "MergeSucceeded", runId: command.runId, entryIds: command.entryIds, newSha }
+              {
+                _tag: "MergeFailed",
+                runId: command.runId,
+                entryIds: command.entryIds,
+                reason: "GITHUB_API_MERGE_PR_FAILED",
+                actualTargetSha: merged.left.actualSha ?? command.expectedSha
+              }
+            ] satisfies ReadonlyArray<PlannerEvent>
+          }
+          if (merged._tag === "Left") return yield* merged.left
+          if (merged.right !== null) {
+            return [
+              { _tag: "MergeSucceeded", runId: command.runId, entryIds: command.entryIds, newSha: merged.right }
             ] satisfies ReadonlyArray<PlannerEvent>
           }
           const actual = yield* git.getBranchSha(repo, queue.branch)
