@@ -1,13 +1,17 @@
 /**
  * Streaming JUnit XML parser (semantics §8, contract §3 "upload").
  *
- * Pipeline: bytes → (optional gunzip, see `gunzipIfNeeded`) → streaming TextDecoder → `XmlCharFilter` (drops a BOM
- * and every character XML 1.0 forbids) → saxes → one `JunitResult` per `testcase` element (plus retry results, below).
- * Memory stays flat: the input is fed in slices of `SLICE` characters and results are handed out after every slice.
+ * Pipeline: bytes → (optional gunzip, see `gunzipIfNeeded`) → `JunitStreamParser` (UTF-8 as it is; UTF-16 and other
+ * declared encodings decoded and re-encoded) → `JunitByteParser`, a scanner specialised to JUnit that works on the
+ * bytes and makes strings only of the attribute values and failure text the results use → one `JunitResult` per
+ * `testcase` element (plus retry results, below). Memory stays flat: the input is scanned in windows, only a cut
+ * token is carried over to the next chunk, and results are handed out after every chunk.
  *
- * Security: no DTD at all. A DOCTYPE is refused, so are entity references other than the 5 predefined ones (saxes
- * never expands custom entities); numeric character references are decoded (those naming a character XML forbids are
- * dropped like the raw characters).
+ * Security (the XML 1.0 rules a SAX parser with entity expansion off would apply): characters XML forbids and a
+ * byte-order mark are dropped; no DTD at all (a DOCTYPE is refused); entity references other than the 5 predefined
+ * ones are refused; numeric character references are decoded (those naming a character XML forbids are dropped
+ * like the raw characters). Malformed XML (unbalanced or unclosed tags, unquoted or duplicate attributes, `<` in an
+ * attribute value, text outside the root element) is refused with the line.
  *
  * Retry representation: every testcase element yields exactly one *primary* result (`retry: false`). Surefire
  * `flakyFailure`/`flakyError`/`rerunFailure`/`rerunError` children yield one extra result each, right after the
@@ -17,9 +21,6 @@
  * first (primary) run. Repeated testcase elements of the same test (web-test-runner, pytest-rerunfailures style) are
  * simply separate primary results; the caller sees them in `index` order.
  */
-
-import type { SaxesTagPlain } from "saxes"
-import { SaxesParser } from "saxes"
 
 export type JunitStatus = "passed" | "failed" | "skipped"
 
@@ -95,10 +96,8 @@ export interface JunitOptions {
 }
 
 export const MAX_TEXT_BYTES = 8 * 1024
-/** characters handed to saxes at a time */
+/** characters (or bytes) handed to the parser at a time by the convenience functions */
 const SLICE = 64 * 1024
-/** bytes handed to the TextDecoder at a time */
-const BYTE_SLICE = 64 * 1024
 
 // ---------------------------------------------------------------------------------------------------------------
 // Character filter
@@ -243,7 +242,7 @@ export const truncateUtf8 = (s: string, maxBytes: number): string => {
 }
 
 // ---------------------------------------------------------------------------------------------------------------
-// Push parser
+// Byte parser
 // ---------------------------------------------------------------------------------------------------------------
 
 type ResultKind = "fail" | "skip" | "flaky" | "rerun"
@@ -276,8 +275,22 @@ interface ResultElement {
   text: string
 }
 
+/** the testcase attributes the results use (undefined: absent) */
+interface CaseAttrs {
+  readonly name: string | undefined
+  readonly classname: string | undefined
+  readonly cls: string | undefined
+  readonly file: string | undefined
+  readonly timestamp: string | undefined
+  readonly id: string | undefined
+  readonly line: string | undefined
+  readonly time: string | undefined
+  readonly status: string | undefined
+  readonly result: string | undefined
+}
+
 interface CaseState {
-  readonly attrs: Record<string, string>
+  readonly attrs: CaseAttrs
   readonly elements: ResultElement[]
   /** element depth below the testcase element */
   depth: number
@@ -286,64 +299,296 @@ interface CaseState {
   excludedDepth: number
 }
 
-const attr = (attrs: Record<string, string>, name: string): string | undefined => attrs[name]
-
 const stripPosition = (message: string): string => message.replace(/^\d+:\d+: /, "")
 
+// bytes
+const TAB = 0x09
+const NL = 0x0a
+const CR = 0x0d
+const SP = 0x20
+const BANG = 0x21
+const QUOT = 0x22
+const AMP = 0x26
+const APOS = 0x27
+const DASH = 0x2d
+const SLASH = 0x2f
+const SEMI = 0x3b
+const LT = 0x3c
+const EQ = 0x3d
+const GT = 0x3e
+const QM = 0x3f
+const LBRACK = 0x5b
+const RBRACK = 0x5d
+
+const isWs = (c: number): boolean => c === SP || c === NL || c === TAB || c === CR
+/** XML name characters, approximated on bytes: ASCII letters, digits, `_ : - .`, and every non-ASCII byte */
+const isNameByte = (c: number): boolean =>
+  (c >= 0x61 && c <= 0x7a) ||
+  (c >= 0x41 && c <= 0x5a) ||
+  (c >= 0x30 && c <= 0x3a) ||
+  c === 0x5f ||
+  c === DASH ||
+  c === 0x2e ||
+  c >= 0x80
+const isNameStart = (c: number): boolean =>
+  (c >= 0x61 && c <= 0x7a) || (c >= 0x41 && c <= 0x5a) || c === 0x5f || c === 0x3a || c >= 0x80
+
+// modes of the scanner between markup
+const M_TEXT = 0
+const M_CDATA = 1
+const M_COMMENT = 2
+const M_PI = 3
+const M_DOCTYPE = 4
+
+// which attributes a start tag's values are decoded for
+const K_NONE = 0
+const K_SUITE = 1
+const K_CASE = 2
+const K_RESULT = 3
+
+// attribute ids (index into `ATTR_NAMES`)
+const A_NAME = 0
+const A_CLASSNAME = 1
+const A_CLASS = 2
+const A_FILE = 3
+const A_FILEPATH = 4
+const A_TIMESTAMP = 5
+const A_ID = 6
+const A_LINE = 7
+const A_TIME = 8
+const A_STATUS = 9
+const A_RESULT = 10
+const A_MESSAGE = 11
+const A_TYPE = 12
+const ATTR_NAMES = [
+  "name",
+  "classname",
+  "class",
+  "file",
+  "filepath",
+  "timestamp",
+  "id",
+  "line",
+  "time",
+  "status",
+  "result",
+  "message",
+  "type"
+]
+const ascii = (s: string): Uint8Array => Uint8Array.from(s, (ch) => ch.charCodeAt(0))
+const ATTR_BYTES = ATTR_NAMES.map(ascii)
+/** attributes wanted, per K_* kind, as bit masks over attribute ids */
+const WANTED = [
+  0,
+  (1 << A_NAME) | (1 << A_FILE) | (1 << A_FILEPATH) | (1 << A_TIMESTAMP),
+  (1 << A_NAME) |
+    (1 << A_CLASSNAME) |
+    (1 << A_CLASS) |
+    (1 << A_FILE) |
+    (1 << A_TIMESTAMP) |
+    (1 << A_ID) |
+    (1 << A_LINE) |
+    (1 << A_TIME) |
+    (1 << A_STATUS) |
+    (1 << A_RESULT),
+  (1 << A_MESSAGE) | (1 << A_TYPE) | (1 << A_TIME)
+]
+
+/** element names that are common enough to be recognised without making a string */
+const KNOWN_TAGS = [
+  "testsuites",
+  "testsuite",
+  "testcase",
+  "failure",
+  "error",
+  "skipped",
+  "system-out",
+  "system-err",
+  "properties",
+  "property",
+  "flakyFailure",
+  "flakyError",
+  "rerunFailure",
+  "rerunError",
+  "stackTrace"
+].map((name) => ({ name, bytes: ascii(name) }))
+
+const sameBytes = (b: Uint8Array, at: number, n: number, want: Uint8Array): boolean => {
+  if (want.length !== n) return false
+  for (let k = 0; k < n; k++) if (b[at + k] !== want[k]) return false
+  return true
+}
+
+const CDATA_OPEN = ascii("<![CDATA[")
+const COMMENT_OPEN = ascii("<!--")
+const DOCTYPE_OPEN = ascii("<!DOCTYPE")
+
+// flags of a span of bytes
+const F_AMP = 1
+/** tab, LF or CR */
+const F_WS = 2
+const F_CR = 4
+const F_HIGH = 8
+
+/** Bytes handed to the scanner at a time (a larger chunk is scanned in windows of this size). */
+const WINDOW = 256 * 1024
+/** A start tag (with its attributes) may not be longer than this. */
+const MAX_TAG_BYTES = 64 * 1024 * 1024
+const MAX_ENTITY_BYTES = 64
+
+const utf8Decoder = new TextDecoder("utf-8")
+
+/** Drops U+FFFE/U+FFFF (the only characters XML forbids that decoded UTF-8 can hold besides the C0 controls). */
+const dropForbidden = (s: string): string => (SUSPECT.test(s) ? filterSlow(s) : s)
+
+/** true when `w` holds a C0 control character XML forbids (anything below U+0020 but tab, LF and CR) */
+const hasForbiddenByte = (w: Uint8Array): boolean => {
+  for (let i = 0; i < w.length; i++) {
+    const c = w[i] as number
+    if (c < SP && c !== NL && c !== CR && c !== TAB) return true
+  }
+  return false
+}
+
+const stripForbiddenBytes = (w: Uint8Array): Uint8Array => {
+  const out = new Uint8Array(w.length)
+  let n = 0
+  for (let i = 0; i < w.length; i++) {
+    const c = w[i] as number
+    if (c < SP && c !== NL && c !== CR && c !== TAB) continue
+    out[n++] = c
+  }
+  return out.subarray(0, n)
+}
+
+const countNewlines = (b: Uint8Array, from: number, to: number): number => {
+  let n = 0
+  for (let i = from; i < to; i++) if (b[i] === NL) n++
+  return n
+}
+
+/** The end of a span of UTF-8 bytes moved back so that it does not cut a multi-byte character. */
+const utf8Boundary = (b: Uint8Array, start: number, end: number): number => {
+  // look at most 3 bytes back for the lead byte of the last character
+  for (let k = end - 1; k >= start && k >= end - 3; k--) {
+    const c = b[k] as number
+    if (c < 0x80) return end
+    if (c >= 0xc0) {
+      const need = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : 2
+      return end - k >= need ? end : k
+    }
+  }
+  return end
+}
+
+/** The value of a predefined entity or character reference (already checked by the scanner); "" for one XML forbids. */
+const entityValue = (name: string): string => {
+  switch (name) {
+    case "lt":
+      return "<"
+    case "gt":
+      return ">"
+    case "amp":
+      return "&"
+    case "quot":
+      return '"'
+    case "apos":
+      return "'"
+  }
+  const code = name[1] === "x" ? Number.parseInt(name.slice(2), 16) : Number.parseInt(name.slice(1), 10)
+  return isXmlChar(code) ? String.fromCodePoint(code) : ""
+}
+
 /**
- * Synchronous push parser over already decoded text. `write` strings, `end()` once, and `take()` the results produced
- * so far after each call. Throws `JunitError` on malformed input.
+ * Expands references and normalizes line ends of decoded text: CR LF and lone CR become LF (text) or a space
+ * (attribute values, where tab and LF also become spaces, as XML's attribute-value normalization says).
  */
-export class JunitPushParser {
-  private readonly sax: SaxesParser<{ xmlns: false }>
-  private readonly filter = new XmlCharFilter()
+const normalize = (s: string, attribute: boolean, entities: boolean): string => {
+  let out = ""
+  let from = 0
+  const n = s.length
+  for (let i = 0; i < n; i++) {
+    const c = s.charCodeAt(i)
+    if (c === AMP && entities) {
+      const semi = s.indexOf(";", i)
+      out += s.slice(from, i) + entityValue(s.slice(i + 1, semi))
+      i = semi
+      from = i + 1
+    } else if (c === CR) {
+      out += `${s.slice(from, i)}${attribute ? " " : "\n"}`
+      if (i + 1 < n && s.charCodeAt(i + 1) === NL) i++
+      from = i + 1
+    } else if (attribute && (c === NL || c === TAB)) {
+      out += `${s.slice(from, i)} `
+      from = i + 1
+    }
+  }
+  return from === 0 ? s : out + s.slice(from)
+}
+
+/**
+ * A streaming JUnit parser over UTF-8 bytes, specialised to what JUnit files need: it checks well-formedness (tags
+ * balanced, attributes quoted and unique, names, references) and decodes only the attribute values and text the
+ * results use, straight from the bytes. `push` byte chunks, `end()` once, and `take()` the results produced so far
+ * after each call. Throws `JunitError` (with the line) on malformed input.
+ *
+ * Like the XML 1.0 rules the old SAX pipeline followed: C0 control characters XML forbids and U+FFFE/U+FFFF are
+ * dropped; there is no DTD (a DOCTYPE is refused, at the line where it ends); only the five predefined entities and
+ * numeric character references are known (a reference to a character XML forbids is dropped); line ends are
+ * normalized, and attribute values get XML's whitespace normalization.
+ */
+export class JunitByteParser {
   private readonly maxTextBytes: number
+  /** the bytes being scanned: a caller's chunk, or `store` when bytes were carried over */
+  private buf: Uint8Array = new Uint8Array(0)
+  private view: Buffer = Buffer.alloc(0)
+  private store: Uint8Array | undefined
+  private len = 0
+  private pos = 0
+  /** newlines before `buf[0]` */
+  private lineBase = 0
+  private mode = M_TEXT
+  private final = false
+  /** a start tag whose end is not in the buffer yet: how far it was scanned, and the open quote there */
+  private tagScan = 0
+  private tagQuote = 0
+  private doctypeQuote = 0
+  private doctypeDepth = 0
+  private readonly stack: string[] = []
+  private sawRoot = false
+  private closedRoot = false
   private readonly suites: SuiteFrame[] = []
   private current: CaseState | undefined
   private suitePath: readonly string[] | undefined
-  private sawRoot = false
+  /** attribute values of the start tag being read */
+  private readonly av: Array<string | undefined> = new Array(ATTR_NAMES.length).fill(undefined)
+  private readonly attrPos = new Int32Array(128)
+  /** the text node being captured: whether it may add to the capture, and how many UTF-16 units it still may */
+  private nodeOpen = false
+  private nodeAllowed = false
+  private nodeRemaining = 0
   private index = 0
   private out: JunitResult[] = []
   readonly summary: JunitSummary = { testcases: 0, passed: 0, failed: 0, skipped: 0, ignored: 0, retries: 0 }
 
   constructor(options: JunitOptions = {}) {
     this.maxTextBytes = options.maxTextBytes ?? MAX_TEXT_BYTES
-    const sax = new SaxesParser<{ xmlns: false }>({ xmlns: false })
-    this.sax = sax
-    // Numeric references naming a character XML forbids are dropped, like the raw characters (saxes would fail).
-    const internals = sax as unknown as { parseEntity?: (entity: string) => string }
-    const original = internals.parseEntity
-    if (typeof original === "function") {
-      internals.parseEntity = (entity: string): string => {
-        const m = /^#(?:x([0-9a-fA-F]+)|([0-9]+))$/.exec(entity)
-        if (m) {
-          const code = m[1] !== undefined ? Number.parseInt(m[1], 16) : Number.parseInt(m[2] ?? "", 10)
-          if (!isXmlChar(code)) return ""
-        }
-        return original.call(sax, entity)
-      }
-    }
-    sax.on("error", (err) => {
-      throw new JunitError(sax.line, stripPosition(err.message), sax.column)
-    })
-    sax.on("doctype", () => {
-      throw new JunitError(sax.line, "DOCTYPE declarations are not allowed in JUnit XML", sax.column)
-    })
-    sax.on("opentag", (tag) => this.onOpen(tag))
-    sax.on("closetag", (tag) => this.onClose(tag))
-    sax.on("text", (text) => this.onText(text))
-    sax.on("cdata", (text) => this.onText(text))
   }
 
-  write(chunk: string): void {
-    const s = this.filter.push(chunk)
-    if (s.length > 0) this.guard(() => this.sax.write(s))
+  /** Scans `chunk` (UTF-8). The chunk is read during the call only. */
+  push(chunk: Uint8Array): void {
+    for (let o = 0; o < chunk.length; o += WINDOW) {
+      this.pushWindow(o === 0 && chunk.length <= WINDOW ? chunk : chunk.subarray(o, Math.min(chunk.length, o + WINDOW)))
+    }
   }
 
   end(): void {
-    this.filter.end()
-    this.guard(() => this.sax.close())
-    if (!this.sawRoot) throw new JunitError(this.sax.line, "no root element")
+    this.final = true
+    this.run()
+    if (this.mode !== M_TEXT || this.pos < this.len) this.fail(this.len, "unexpected end of the file")
+    if (!this.sawRoot) this.fail(this.len, "document must contain a root element.")
+    const open = this.stack[this.stack.length - 1]
+    if (open !== undefined) this.fail(this.len, `unclosed tag: ${open}`)
   }
 
   /** results produced since the last call */
@@ -353,59 +598,535 @@ export class JunitPushParser {
     return out
   }
 
-  private guard(f: () => unknown): void {
-    try {
-      f()
-    } catch (e) {
-      if (e instanceof JunitError) throw e
-      const message = e instanceof Error ? stripPosition(e.message) : String(e)
-      throw new JunitError(this.sax.line, message, this.sax.column)
+  // ---- buffer
+
+  private pushWindow(chunk: Uint8Array): void {
+    const w = hasForbiddenByte(chunk) ? stripForbiddenBytes(chunk) : chunk
+    const rest = this.len - this.pos
+    this.lineBase += countNewlines(this.buf, 0, this.pos)
+    if (rest === 0) {
+      this.buf = w
+      this.len = w.length
+    } else {
+      const need = rest + w.length
+      let store = this.store
+      if (store === undefined || store.length < need) {
+        store = new Uint8Array(Math.max(need, 2 * (store?.length ?? 0), 64 * 1024))
+        store.set(this.buf.subarray(this.pos, this.len), 0)
+      } else if (this.buf === store) {
+        store.copyWithin(0, this.pos, this.len)
+      } else {
+        store.set(this.buf.subarray(this.pos, this.len), 0)
+      }
+      store.set(w, rest)
+      this.store = store
+      this.buf = store
+      this.len = need
+    }
+    this.pos = 0
+    this.view = Buffer.from(this.buf.buffer, this.buf.byteOffset, this.buf.byteLength)
+    this.run()
+  }
+
+  private fail(at: number, message: string): never {
+    let lastNl = -1
+    for (let i = Math.min(at, this.len) - 1; i >= 0; i--) {
+      if (this.buf[i] === NL) {
+        lastNl = i
+        break
+      }
+    }
+    const line = this.lineBase + countNewlines(this.buf, 0, Math.min(at, this.len)) + 1
+    throw new JunitError(line, stripPosition(message), at - lastNl)
+  }
+
+  // ---- strings from bytes
+
+  /** bytes [s, e) as a string: latin1 for ASCII, else UTF-8 (invalid sequences become U+FFFD) */
+  private str(s: number, e: number, high: boolean): string {
+    if (!high) return this.view.toString("latin1", s, e)
+    return dropForbidden(utf8Decoder.decode(this.buf.subarray(s, e)))
+  }
+
+  private attrValue(s: number, e: number, flags: number): string {
+    const raw = this.str(s, e, (flags & F_HIGH) !== 0)
+    return (flags & (F_AMP | F_WS)) === 0 ? raw : normalize(raw, true, true)
+  }
+
+  private textOf(s: number, e: number, entities: boolean): string {
+    const b = this.buf
+    let flags = 0
+    for (let i = s; i < e; i++) {
+      const c = b[i] as number
+      if (c >= 0x80) flags |= F_HIGH
+      else if (c === CR) flags |= F_CR
+      else if (c === AMP) flags |= F_AMP
+    }
+    const raw = this.str(s, e, (flags & F_HIGH) !== 0)
+    return (flags & (F_CR | F_AMP)) === 0 ? raw : normalize(raw, false, entities)
+  }
+
+  /** an element name at [s, e) */
+  private tagName(s: number, e: number): string {
+    const n = e - s
+    for (const t of KNOWN_TAGS) if (sameBytes(this.buf, s, n, t.bytes)) return t.name
+    let high = false
+    for (let i = s; i < e; i++) if ((this.buf[i] as number) >= 0x80) high = true
+    return this.str(s, e, high)
+  }
+
+  // ---- scanning
+
+  private run(): void {
+    for (;;) {
+      switch (this.mode) {
+        case M_TEXT:
+          if (!this.text()) return
+          if (!this.markup()) return
+          break
+        case M_CDATA:
+          if (!this.cdata()) return
+          break
+        case M_COMMENT:
+          if (!this.skipTo(0x2d2d3e, 3)) return
+          break
+        case M_PI:
+          if (!this.skipTo(0x3f3e, 2)) return
+          break
+        default:
+          this.doctype()
+          return
+      }
     }
   }
 
-  private onOpen(tag: SaxesTagPlain): void {
-    const name = tag.name
+  /** The capture text nodes go to, if any. */
+  private capture(): ResultElement | undefined {
     const cur = this.current
+    return cur !== undefined && cur.excludedDepth === 0 ? cur.capture : undefined
+  }
+
+  /** Adds a piece of a text node to the capture, keeping at most `maxTextBytes + 1` units of each node. */
+  private addText(el: ResultElement, s: number, e: number, entities: boolean): void {
+    const cap = this.maxTextBytes + 1
+    if (!this.nodeOpen) {
+      this.nodeOpen = true
+      this.nodeAllowed = el.text.length < cap
+      this.nodeRemaining = cap
+    }
+    if (!this.nodeAllowed || this.nodeRemaining <= 0 || e <= s) return
+    const t = this.textOf(s, e, entities)
+    const piece = t.length > this.nodeRemaining ? t.slice(0, this.nodeRemaining) : t
+    el.text += piece
+    this.nodeRemaining -= piece.length
+  }
+
+  /** `&` at `i`: checks the reference and returns the index after its `;`, or -1 when `bound` comes first */
+  private entity(i: number, bound: number): number {
+    const b = this.buf
+    let j = i + 1
+    const limit = Math.min(bound, i + 2 + MAX_ENTITY_BYTES)
+    while (j < limit) {
+      const c = b[j] as number
+      if (c === SEMI) break
+      if (isWs(c) || c === LT || c === AMP || c === QUOT || c === APOS || c === GT) {
+        this.fail(j, "disallowed character in entity name.")
+      }
+      j++
+    }
+    if (j >= limit) {
+      if (limit === bound && !this.final) return -1
+      this.fail(i, "unterminated entity reference.")
+    }
+    if (j === i + 1) this.fail(i, "empty entity name.")
+    if (b[i + 1] === 0x23) {
+      // #123 or #x1F
+      const hex = b[i + 2] === 0x78
+      let k = hex ? i + 3 : i + 2
+      if (k === j) this.fail(i, "malformed character entity.")
+      for (; k < j; k++) {
+        const c = b[k] as number
+        const digit = c >= 0x30 && c <= 0x39
+        if (!(digit || (hex && ((c >= 0x61 && c <= 0x66) || (c >= 0x41 && c <= 0x46))))) {
+          this.fail(i, "malformed character entity.")
+        }
+      }
+      return j + 1
+    }
+    const n = j - i - 1
+    const c0 = b[i + 1]
+    const ok =
+      (n === 2 && (c0 === 0x6c || c0 === 0x67) && b[i + 2] === 0x74) ||
+      (n === 3 && c0 === 0x61 && b[i + 2] === 0x6d && b[i + 3] === 0x70) ||
+      (n === 4 && c0 === 0x71 && b[i + 2] === 0x75 && b[i + 3] === 0x6f && b[i + 4] === 0x74) ||
+      (n === 4 && c0 === 0x61 && b[i + 2] === 0x70 && b[i + 3] === 0x6f && b[i + 4] === 0x73)
+    if (!ok) this.fail(i, "undefined entity.")
+    return j + 1
+  }
+
+  /** Character data up to the next `<`; false when the buffer ends first (the rest is kept for the next chunk). */
+  private text(): boolean {
+    const b = this.buf
+    const len = this.len
+    const start = this.pos
+    let i = start
+    if (this.stack.length === 0) {
+      // outside the root element: only white space
+      while (i < len) {
+        const c = b[i] as number
+        if (c === LT) break
+        if (!isWs(c)) this.fail(i, "text data outside of root node.")
+        i++
+      }
+      this.pos = i
+      return i < len
+    }
+    while (i < len) {
+      const c = b[i] as number
+      if (c === LT) break
+      if (c === AMP) {
+        const j = this.entity(i, len)
+        if (j < 0) break
+        i = j
+        continue
+      }
+      if (c === GT && i - start >= 2 && b[i - 1] === RBRACK && b[i - 2] === RBRACK) {
+        this.fail(i - 2, 'the string "]]>" is disallowed in char data.')
+      }
+      i++
+    }
+    const complete = i < len && b[i] === LT
+    let end = i
+    if (!complete && !this.final && end === len) {
+      // keep a CR (its LF may follow) and a cut character for the next chunk
+      if (end > start && b[end - 1] === CR) end--
+      end = utf8Boundary(b, start, end)
+    }
+    const el = this.capture()
+    if (el !== undefined && end > start) this.addText(el, start, end, true)
+    this.pos = end
+    if (complete) this.nodeOpen = false
+    return complete
+  }
+
+  private cdata(): boolean {
+    const b = this.buf
+    const len = this.len
+    const start = this.pos
+    let i = start
+    while (i + 2 < len && !(b[i] === RBRACK && b[i + 1] === RBRACK && b[i + 2] === GT)) i++
+    const el = this.capture()
+    if (i + 2 < len) {
+      if (el !== undefined) this.addText(el, start, i, false)
+      this.pos = i + 3
+      this.mode = M_TEXT
+      this.nodeOpen = false
+      return true
+    }
+    if (this.final) return false
+    let end = Math.max(start, len - 2)
+    if (end > start && b[end - 1] === CR) end--
+    end = utf8Boundary(b, start, end)
+    if (el !== undefined) this.addText(el, start, end, false)
+    this.pos = end
+    return false
+  }
+
+  /** Skips a comment (`-->`) or processing instruction (`?>`), given as the terminator's bytes in an int. */
+  private skipTo(terminator: number, n: number): boolean {
+    const b = this.buf
+    const len = this.len
+    const last = terminator & 0xff
+    for (let i = this.pos + n - 1; i < len; i++) {
+      if (b[i] !== last) continue
+      let ok = true
+      for (let k = 1; k < n; k++) if (b[i - k] !== ((terminator >> (8 * k)) & 0xff)) ok = false
+      if (ok) {
+        this.pos = i + 1
+        this.mode = M_TEXT
+        return true
+      }
+    }
+    this.pos = Math.max(this.pos, len - (n - 1))
+    return false
+  }
+
+  /** Reads a DOCTYPE declaration to its end, to refuse it there. */
+  private doctype(): void {
+    const b = this.buf
+    for (let i = this.pos; i < this.len; i++) {
+      const c = b[i] as number
+      if (this.doctypeQuote !== 0) {
+        if (c === this.doctypeQuote) this.doctypeQuote = 0
+      } else if (c === QUOT || c === APOS) this.doctypeQuote = c
+      else if (c === LBRACK) this.doctypeDepth++
+      else if (c === RBRACK) this.doctypeDepth--
+      else if (c === GT && this.doctypeDepth <= 0) {
+        this.fail(i, "DOCTYPE declarations are not allowed in JUnit XML")
+      }
+    }
+    this.pos = this.len
+  }
+
+  /** 1: the bytes at `at` start with `want`; 0: they do not; -1: the buffer ends before that is known */
+  private startsWith(at: number, want: Uint8Array): number {
+    for (let k = 0; k < want.length; k++) {
+      if (at + k >= this.len) return -1
+      if (this.buf[at + k] !== want[k]) return 0
+    }
+    return 1
+  }
+
+  /** Markup at `<`; false when the buffer ends inside it. */
+  private markup(): boolean {
+    const p = this.pos
+    if (p + 1 >= this.len) return false
+    const c = this.buf[p + 1]
+    if (c === SLASH) return this.closeTag()
+    if (c === BANG) {
+      const comment = this.startsWith(p, COMMENT_OPEN)
+      if (comment === 1) {
+        this.pos = p + 4
+        this.mode = M_COMMENT
+        return true
+      }
+      const cdata = this.startsWith(p, CDATA_OPEN)
+      if (cdata === 1) {
+        if (this.stack.length === 0) this.fail(p, "CDATA section outside of the root element.")
+        this.pos = p + 9
+        this.mode = M_CDATA
+        this.nodeOpen = false
+        return true
+      }
+      const doctype = this.startsWith(p, DOCTYPE_OPEN)
+      if (doctype === 1) {
+        this.pos = p + 9
+        this.mode = M_DOCTYPE
+        this.doctypeQuote = 0
+        this.doctypeDepth = 0
+        return true
+      }
+      if (comment === -1 || cdata === -1 || doctype === -1) return false
+      this.fail(p, "unexpected markup <!.")
+    }
+    if (c === QM) {
+      this.pos = p + 2
+      this.mode = M_PI
+      return true
+    }
+    return this.startTag()
+  }
+
+  private closeTag(): boolean {
+    const b = this.buf
+    const p = this.pos
+    let i = p + 2
+    while (i < this.len && b[i] !== GT) i++
+    if (i >= this.len) {
+      if (i - p > MAX_TAG_BYTES) this.fail(p, "closing tag too long.")
+      return false
+    }
+    let ne = p + 2
+    while (ne < i && isNameByte(b[ne] as number)) ne++
+    let k = ne
+    while (k < i && isWs(b[k] as number)) k++
+    if (ne === p + 2 || k !== i) this.fail(p, "malformed closing tag.")
+    const name = this.tagName(p + 2, ne)
+    const top = this.stack.pop()
+    if (top === undefined) this.fail(p, `unmatched closing tag: ${name}.`)
+    if (top !== name) this.fail(p, `unexpected close tag </${name}>, expected </${top}>.`)
+    this.pos = i + 1
+    this.nodeOpen = false
+    this.onClose(name)
+    if (this.stack.length === 0) this.closedRoot = true
+    return true
+  }
+
+  private startTag(): boolean {
+    const b = this.buf
+    const p = this.pos
+    const len = this.len
+    let i = this.tagScan > 0 ? p + this.tagScan : p + 1
+    let q = this.tagQuote
+    while (i < len) {
+      const c = b[i] as number
+      if (c === LT) break // never in a tag: malformed, reported where the attributes go wrong
+      if (q !== 0) {
+        if (c === q) q = 0
+      } else if (c === GT) break
+      else if (c === QUOT || c === APOS) q = c
+      i++
+    }
+    if (i < len && b[i] === LT) {
+      let ne = p + 2
+      while (ne < i && isNameByte(b[ne] as number)) ne++
+      this.attributes(ne, i, K_NONE)
+      this.fail(i, "disallowed character.")
+    }
+    if (i >= len) {
+      if (i - p > MAX_TAG_BYTES) this.fail(p, "tag too long.")
+      this.tagScan = i - p
+      this.tagQuote = q
+      return false
+    }
+    this.tagScan = 0
+    this.tagQuote = 0
+    const gt = i
+    if (!isNameStart(b[p + 1] as number)) this.fail(p + 1, "disallowed character in tag name.")
+    let ne = p + 2
+    while (ne < gt && isNameByte(b[ne] as number)) ne++
+    const name = this.tagName(p + 1, ne)
+    const cur = this.current
+    let kind = K_NONE
+    if (cur === undefined) {
+      if (name === "testcase") kind = K_CASE
+      else if (name === "testsuite") kind = K_SUITE
+    } else if (cur.capture === undefined && cur.depth === 0 && RESULT_ELEMENTS.has(name.toLowerCase())) {
+      kind = K_RESULT
+    }
+    const selfClosing = this.attributes(ne, gt, kind)
+    this.pos = gt + 1
+    this.nodeOpen = false
+    if (this.stack.length === 0) {
+      if (this.closedRoot) this.fail(p, "document must contain only one root element.")
+      if (!this.sawRoot) {
+        this.sawRoot = true
+        if (name !== "testsuites" && name !== "testsuite") {
+          this.fail(p, `unexpected root element <${name}>, expected <testsuites> or <testsuite>`)
+        }
+      }
+    }
+    this.stack.push(name)
+    this.onOpen(name, kind)
+    if (selfClosing) {
+      this.stack.pop()
+      this.onClose(name)
+      if (this.stack.length === 0) this.closedRoot = true
+    }
+    return true
+  }
+
+  /** The attributes in [s, e) (`e` is the tag's `>`); decodes the ones `kind` wants into `av`. Returns `/>`. */
+  private attributes(s: number, e: number, kind: number): boolean {
+    const b = this.buf
+    const av = this.av
+    const wanted = WANTED[kind] as number
+    if (wanted !== 0) av.fill(undefined)
+    let count = 0
+    let i = s
+    for (;;) {
+      const ws = i
+      while (i < e && isWs(b[i] as number)) i++
+      if (i >= e) return false
+      const c = b[i] as number
+      if (c === SLASH) {
+        if (i + 1 !== e) this.fail(i, "forward-slash in opening tag not followed by >.")
+        return true
+      }
+      if (i === ws) this.fail(i, "no whitespace between attributes.")
+      if (!isNameStart(c)) this.fail(i, "disallowed character in attribute name.")
+      const ns = i
+      while (i < e && isNameByte(b[i] as number)) i++
+      const nl = i - ns
+      while (i < e && isWs(b[i] as number)) i++
+      if (b[i] !== EQ) this.fail(i, "attribute without value.")
+      i++
+      while (i < e && isWs(b[i] as number)) i++
+      const q = b[i]
+      if (q !== QUOT && q !== APOS) this.fail(i, "unquoted attribute value.")
+      const vs = i + 1
+      let j = vs
+      let flags = 0
+      for (;;) {
+        const v = b[j] as number
+        if (v === q) break
+        if (v === LT) this.fail(j, "disallowed character.")
+        if (v === AMP) {
+          const k = this.entity(j, e)
+          if (k < 0) this.fail(j, "unterminated entity reference.")
+          flags |= F_AMP
+          j = k
+          continue
+        }
+        if (v >= 0x80) flags |= F_HIGH
+        else if (v < SP) flags |= F_WS
+        j++
+      }
+      // unique names
+      if (count > 0) {
+        for (let a = 0; a < count; a++) {
+          const as = this.attrPos[2 * a] as number
+          if (this.attrPos[2 * a + 1] !== nl) continue
+          let same = true
+          for (let k = 0; k < nl && same; k++) same = b[as + k] === b[ns + k]
+          if (same) this.fail(ns, `duplicate attribute: ${this.str(ns, ns + nl, false)}.`)
+        }
+      }
+      if (count < 64) {
+        this.attrPos[2 * count] = ns
+        this.attrPos[2 * count + 1] = nl
+        count++
+      }
+      if (wanted !== 0) {
+        for (let id = 0; id < ATTR_BYTES.length; id++) {
+          if ((wanted & (1 << id)) !== 0 && sameBytes(b, ns, nl, ATTR_BYTES[id] as Uint8Array)) {
+            av[id] = this.attrValue(vs, j, flags)
+            break
+          }
+        }
+      }
+      i = j + 1
+    }
+  }
+
+  // ---- elements
+
+  private onOpen(name: string, kind: number): void {
+    const cur = this.current
+    const av = this.av
     if (cur !== undefined) {
       cur.depth++
       if (cur.capture !== undefined) {
         if (cur.excludedDepth > 0 || EXCLUDED_TEXT.has(name)) cur.excludedDepth++
         return
       }
-      if (cur.depth === 1) {
-        const kind = RESULT_ELEMENTS.get(name.toLowerCase())
-        if (kind !== undefined) {
-          const el: ResultElement = {
-            kind,
-            message: truncateUtf8(attr(tag.attributes, "message") ?? "", this.maxTextBytes),
-            type: attr(tag.attributes, "type") ?? "",
-            durationMs: parseDurationMs(attr(tag.attributes, "time")),
+      if (kind === K_RESULT) {
+        const resultKind = RESULT_ELEMENTS.get(name.toLowerCase())
+        if (resultKind !== undefined) {
+          cur.capture = {
+            kind: resultKind,
+            message: truncateUtf8(av[A_MESSAGE] ?? "", this.maxTextBytes),
+            type: av[A_TYPE] ?? "",
+            durationMs: parseDurationMs(av[A_TIME]),
             text: ""
           }
-          cur.capture = el
           cur.captureDepth = cur.depth
           cur.excludedDepth = 0
         }
       }
       return
     }
-    if (!this.sawRoot) {
-      this.sawRoot = true
-      if (name !== "testsuites" && name !== "testsuite") {
-        throw new JunitError(this.sax.line, `unexpected root element <${name}>, expected <testsuites> or <testsuite>`)
-      }
-    }
-    if (name === "testsuite") {
-      const a = tag.attributes
+    if (kind === K_SUITE) {
       this.suitePath = undefined
       this.suites.push({
-        name: attr(a, "name") ?? "",
-        file: attr(a, "file") || attr(a, "filepath") || "",
-        timestamp: attr(a, "timestamp")
+        name: av[A_NAME] ?? "",
+        file: av[A_FILE] || av[A_FILEPATH] || "",
+        timestamp: av[A_TIMESTAMP]
       })
-    } else if (name === "testcase") {
+    } else if (kind === K_CASE) {
       this.current = {
-        attrs: tag.attributes,
+        attrs: {
+          name: av[A_NAME],
+          classname: av[A_CLASSNAME],
+          cls: av[A_CLASS],
+          file: av[A_FILE],
+          timestamp: av[A_TIMESTAMP],
+          id: av[A_ID],
+          line: av[A_LINE],
+          time: av[A_TIME],
+          status: av[A_STATUS],
+          result: av[A_RESULT]
+        },
         elements: [],
         depth: 0,
         capture: undefined,
@@ -415,7 +1136,7 @@ export class JunitPushParser {
     }
   }
 
-  private onClose(tag: SaxesTagPlain): void {
+  private onClose(name: string): void {
     const cur = this.current
     if (cur !== undefined) {
       if (cur.depth === 0) {
@@ -433,18 +1154,10 @@ export class JunitPushParser {
       cur.depth--
       return
     }
-    if (tag.name === "testsuite") {
+    if (name === "testsuite") {
       this.suites.pop()
       this.suitePath = undefined
     }
-  }
-
-  private onText(text: string): void {
-    const el = this.current?.capture
-    if (el === undefined || this.current === undefined || this.current.excludedDepth > 0) return
-    // each UTF-16 unit is at least one UTF-8 byte, so capping units at maxTextBytes keeps enough to truncate later
-    if (el.text.length >= this.maxTextBytes + 1) return
-    el.text += text.length > this.maxTextBytes + 1 ? text.slice(0, this.maxTextBytes + 1) : text
   }
 
   private emit(cur: CaseState): void {
@@ -453,27 +1166,28 @@ export class JunitPushParser {
     this.summary.testcases++
     let fail: ResultElement | undefined
     let skip: ResultElement | undefined
-    const retries: ResultElement[] = []
+    let retries: ResultElement[] | undefined
     let flakyCount = 0
     for (const el of cur.elements) {
       if (el.kind === "fail") fail ??= el
       else if (el.kind === "skip") skip ??= el
       else {
+        retries ??= []
         retries.push(el)
         if (el.kind === "flaky") flakyCount++
       }
     }
     const skippedByAttr =
-      SKIP_STATUS_ATTR.has((attr(a, "status") ?? "").toLowerCase()) ||
-      SKIP_RESULT_ATTR.has((attr(a, "result") ?? "").toLowerCase())
+      (a.status !== undefined && SKIP_STATUS_ATTR.has(a.status.toLowerCase())) ||
+      (a.result !== undefined && SKIP_RESULT_ATTR.has(a.result.toLowerCase()))
     const status: JunitStatus =
       fail !== undefined ? "failed" : skip !== undefined || skippedByAttr ? "skipped" : "passed"
     const deciding = fail ?? skip
-    const name = attr(a, "name") ?? ""
+    const name = a.name ?? ""
     const ignored = name === ""
     const suites = this.suites
-    let file = attr(a, "file") ?? ""
-    let stamp = attr(a, "timestamp")
+    let file = a.file ?? ""
+    let stamp = a.timestamp
     for (let i = suites.length - 1; i >= 0 && (file === "" || stamp === undefined); i--) {
       const s = suites[i]
       if (s === undefined) continue
@@ -483,11 +1197,12 @@ export class JunitPushParser {
     // one array per suite nesting, shared by its results (not one per result)
     this.suitePath ??= suites.map((s) => s.name)
     const suitePath = this.suitePath
-    const attempts = ignored ? 1 : 1 + retries.length
-    const classname = attr(a, "classname") ?? attr(a, "class") ?? ""
+    const nRetries = retries?.length ?? 0
+    const attempts = ignored ? 1 : 1 + nRetries
+    const classname = a.classname ?? a.cls ?? ""
     const timestamp = parseTimestamp(stamp)
-    const id = attr(a, "id")
-    const line = parseLine(attr(a, "line"))
+    const id = a.id
+    const line = parseLine(a.line)
     const parent = suitePath[0] ?? ""
     this.out.push({
       name,
@@ -507,14 +1222,14 @@ export class JunitPushParser {
       message: deciding?.message ?? "",
       type: deciding?.type ?? "",
       text: deciding ? this.finishText(deciding.text) : "",
-      durationMs: parseDurationMs(attr(a, "time"))
+      durationMs: parseDurationMs(a.time)
     })
     if (ignored) {
       this.summary.ignored++
       return
     }
     this.summary[status]++
-    if (retries.length === 0) return
+    if (retries === undefined) return
     const base = { name, classname, file, parent, suitePath, attempts, timestamp, id, line, ignored, index }
     let flakyAttempt = 0
     let rerunAttempt = flakyCount + 1
@@ -539,8 +1254,140 @@ export class JunitPushParser {
 }
 
 // ---------------------------------------------------------------------------------------------------------------
-// Byte streams
+// Encodings and sources
 // ---------------------------------------------------------------------------------------------------------------
+
+const utf8Encoder = new TextEncoder()
+
+/**
+ * Synchronous push parser over already decoded text. `write` strings, `end()` once, and `take()` the results produced
+ * so far after each call. Throws `JunitError` on malformed input.
+ */
+export class JunitPushParser {
+  private readonly core: JunitByteParser
+  private readonly filter = new XmlCharFilter()
+
+  constructor(options: JunitOptions = {}) {
+    this.core = new JunitByteParser(options)
+  }
+
+  get summary(): JunitSummary {
+    return this.core.summary
+  }
+
+  write(chunk: string): void {
+    // lone surrogates and the BOM go here: they cannot be encoded as UTF-8
+    const s = this.filter.push(chunk)
+    if (s.length > 0) this.core.push(utf8Encoder.encode(s))
+  }
+
+  end(): void {
+    this.filter.end()
+    this.core.end()
+  }
+
+  /** results produced since the last call */
+  take(): JunitResult[] {
+    return this.core.take()
+  }
+}
+
+const ENCODING_RE = /^<\?xml[^>]*?\bencoding\s*=\s*["']([A-Za-z0-9._:-]+)["']/
+
+/** `TextDecoder` over any WHATWG label (bun-types narrows the label to a few names) */
+const decoderFor = (label: string): TextDecoder =>
+  new (TextDecoder as unknown as new (label: string) => TextDecoder)(label)
+
+/** A decoder for files that are not UTF-8: UTF-16 by BOM, else the XML declaration's encoding if the runtime knows it. */
+const pickDecoder = (head: Uint8Array): TextDecoder | undefined => {
+  const b0 = head[0]
+  const b1 = head[1]
+  if (b0 === 0xff && b1 === 0xfe) return decoderFor("utf-16le")
+  if (b0 === 0xfe && b1 === 0xff) return decoderFor("utf-16be")
+  const ascii = decoderFor("latin1").decode(head.subarray(0, 256))
+  const label = ENCODING_RE.exec(ascii)?.[1]?.toLowerCase()
+  if (label !== undefined && label !== "utf-8" && label !== "utf8") {
+    try {
+      return decoderFor(label)
+    } catch {
+      // unknown label: UTF-8
+    }
+  }
+  return undefined
+}
+
+const concat = (a: Uint8Array, b: Uint8Array): Uint8Array => {
+  const out = new Uint8Array(a.length + b.length)
+  out.set(a, 0)
+  out.set(b, a.length)
+  return out
+}
+
+/**
+ * Push parser over the bytes of a file in any encoding: UTF-8 goes to `JunitByteParser` as it is (a UTF-8 BOM is
+ * dropped); UTF-16 (by BOM) and other declared encodings are decoded and re-encoded as UTF-8 first.
+ */
+export class JunitStreamParser {
+  private readonly core: JunitByteParser
+  private head: Uint8Array | undefined
+  private sniffed = false
+  private decoder: TextDecoder | undefined
+  private filter: XmlCharFilter | undefined
+
+  constructor(options: JunitOptions = {}) {
+    this.core = new JunitByteParser(options)
+  }
+
+  get summary(): JunitSummary {
+    return this.core.summary
+  }
+
+  push(chunk: Uint8Array): void {
+    if (!this.sniffed) {
+      // collect enough bytes to sniff the encoding
+      this.head = this.head === undefined ? chunk : concat(this.head, chunk)
+      if (this.head.length < 256) return
+      this.sniff()
+      return
+    }
+    this.feed(chunk)
+  }
+
+  end(): void {
+    if (!this.sniffed) this.sniff()
+    if (this.decoder !== undefined) {
+      const s = (this.filter as XmlCharFilter).push(this.decoder.decode())
+      if (s.length > 0) this.core.push(utf8Encoder.encode(s))
+    }
+    this.core.end()
+  }
+
+  take(): JunitResult[] {
+    return this.core.take()
+  }
+
+  private sniff(): void {
+    const head = this.head ?? new Uint8Array(0)
+    this.head = undefined
+    this.sniffed = true
+    this.decoder = pickDecoder(head)
+    if (this.decoder !== undefined) this.filter = new XmlCharFilter()
+    const bom = this.decoder === undefined && head[0] === 0xef && head[1] === 0xbb && head[2] === 0xbf
+    this.feed(bom ? head.subarray(3) : head)
+  }
+
+  private feed(chunk: Uint8Array): void {
+    if (this.decoder === undefined) {
+      this.core.push(chunk)
+      return
+    }
+    for (let i = 0; i < chunk.length; i += WINDOW) {
+      const text = this.decoder.decode(chunk.subarray(i, i + WINDOW), { stream: true })
+      const s = (this.filter as XmlCharFilter).push(text)
+      if (s.length > 0) this.core.push(utf8Encoder.encode(s))
+    }
+  }
+}
 
 const isReadableStream = (s: unknown): s is ReadableStream<Uint8Array> =>
   typeof s === "object" && s !== null && typeof (s as { getReader?: unknown }).getReader === "function"
@@ -566,30 +1413,6 @@ export async function* byteChunks(source: JunitSource): AsyncGenerator<Uint8Arra
   yield* source
 }
 
-const ENCODING_RE = /^<\?xml[^>]*?\bencoding\s*=\s*["']([A-Za-z0-9._:-]+)["']/
-
-/** Chooses a decoder: UTF-16 by BOM, else the XML declaration's encoding if the runtime knows it, else UTF-8. */
-/** `TextDecoder` over any WHATWG label (bun-types narrows the label to a few names) */
-const decoderFor = (label: string): TextDecoder =>
-  new (TextDecoder as unknown as new (label: string) => TextDecoder)(label)
-
-const pickDecoder = (head: Uint8Array): TextDecoder => {
-  const b0 = head[0]
-  const b1 = head[1]
-  if (b0 === 0xff && b1 === 0xfe) return decoderFor("utf-16le")
-  if (b0 === 0xfe && b1 === 0xff) return decoderFor("utf-16be")
-  const ascii = decoderFor("latin1").decode(head.subarray(0, 256))
-  const label = ENCODING_RE.exec(ascii)?.[1]?.toLowerCase()
-  if (label !== undefined && label !== "utf-8" && label !== "utf8") {
-    try {
-      return decoderFor(label)
-    } catch {
-      // unknown label: fall back to UTF-8
-    }
-  }
-  return new TextDecoder("utf-8")
-}
-
 /**
  * Streams results, one testcase element at a time (see the module comment for retries). The generator's return
  * value is the summary. Throws `JunitError` for an unreadable file; results already yielded stay valid but the
@@ -599,46 +1422,16 @@ export async function* junitResults(
   source: JunitSource,
   options: JunitOptions = {}
 ): AsyncGenerator<JunitResult, JunitSummary, undefined> {
-  const parser = new JunitPushParser(options)
-  let decoder: TextDecoder | undefined
-  let head: Uint8Array | undefined
-  const feed = (text: string): JunitResult[] => {
-    for (let i = 0; i < text.length; i += SLICE) parser.write(text.slice(i, i + SLICE))
-    return parser.take()
-  }
-  const decodeAll = function* (bytes: Uint8Array, dec: TextDecoder): Generator<JunitResult> {
-    for (let i = 0; i < bytes.length; i += BYTE_SLICE) {
-      yield* feed(dec.decode(bytes.subarray(i, i + BYTE_SLICE), { stream: true }))
-    }
-  }
+  const parser = new JunitStreamParser(options)
   for await (const chunk of byteChunks(source)) {
-    if (decoder === undefined) {
-      // collect enough bytes to sniff the encoding
-      head = head === undefined ? chunk : concat(head, chunk)
-      if (head.length < 256) continue
-      decoder = pickDecoder(head)
-      const h = head
-      head = undefined
-      yield* decodeAll(h, decoder)
-      continue
+    for (let i = 0; i < chunk.length; i += SLICE) {
+      parser.push(chunk.subarray(i, i + SLICE))
+      yield* parser.take()
     }
-    yield* decodeAll(chunk, decoder)
   }
-  if (decoder === undefined) {
-    decoder = pickDecoder(head ?? new Uint8Array(0))
-    if (head !== undefined) yield* decodeAll(head, decoder)
-  }
-  yield* feed(decoder.decode())
   parser.end()
   yield* parser.take()
   return parser.summary
-}
-
-const concat = (a: Uint8Array, b: Uint8Array): Uint8Array => {
-  const out = new Uint8Array(a.length + b.length)
-  out.set(a, 0)
-  out.set(b, a.length)
-  return out
 }
 
 /** Callback form of `junitResults`; awaits the callback for each result (back-pressure). */
