@@ -333,8 +333,6 @@ export const makeGitHubClient = (config: GitHubClientConfig): Effect.Effect<GitH
               waitMs = DEFAULT_SECONDARY_WAIT_MS
             }
             if (waitMs !== undefined) {
-              // The wait is ours to do here: forget the exhausted budget so the loop does not wait twice.
-              budgets.delete(budgetKey)
               if (waitMs > maxWaitMs || attempt >= maxAttempts) {
                 return yield* new GitHubRateLimited({
                   route,
@@ -342,6 +340,8 @@ export const makeGitHubClient = (config: GitHubClientConfig): Effect.Effect<GitH
                   message: `rate limited (${status}): ${apiError.message}`
                 })
               }
+              // the wait is done here: forget the exhausted budget so the loop does not wait for it again
+              budgets.delete(budgetKey)
               counters.rateLimitWaits++
               yield* Effect.sleep(Duration.millis(waitMs))
               continue
