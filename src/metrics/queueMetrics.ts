@@ -1,7 +1,7 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Effect } from "effect"
-import { formatLabels, formatNumber, renderFamily, renderHistogram } from "./registry.ts"
+import { formatLabels, formatNumber, renderFamily } from "./registry.ts"
 
 /**
  * `GET /v1/getMergeQueueMetrics`: the hosted product's queue metrics (contract.md §2), computed from the stored
@@ -12,13 +12,6 @@ export const BUCKETS = [60, 300, 600, 900, 1800, 3600, 5400, 7200] as const
 
 type QueueType = "main" | "bisection"
 
-interface QueueLabelRow {
-  readonly id: string
-  readonly branch: string
-  readonly owner: string
-  readonly name: string
-}
-
 export interface MetricsScope {
   readonly orgId: string
   /** Limit to one repository. */
@@ -27,11 +20,47 @@ export interface MetricsScope {
 
 const HOUR_MS = 3_600_000
 
-const histogram = (values: ReadonlyArray<number>) => {
-  const counts = BUCKETS.map((le) => values.filter((v) => v <= le).length)
-  return { counts, sum: values.reduce((a, b) => a + b, 0), count: values.length }
+/** One series' numbers: a queue and a queue type, everything counted by the database. */
+interface SeriesRow {
+  readonly id: string
+  readonly branch: string
+  readonly owner: string
+  readonly name: string
+  readonly queue_type: QueueType
+  readonly depth: number
+  readonly awaiting: number
+  readonly slots: number
+  readonly merged: number
+  readonly failed: number
+  readonly cancelled: number
+  readonly restarts: number
+  readonly wait_buckets: ReadonlyArray<number> | null
+  readonly wait_sum: number | null
+  readonly wait_count: number | null
+  readonly test_buckets: ReadonlyArray<number> | null
+  readonly test_sum: number | null
+  readonly test_count: number | null
+  readonly queue_buckets: ReadonlyArray<number> | null
+  readonly queue_sum: number | null
+  readonly queue_count: number | null
 }
 
+/** Which bucket `s` (seconds) falls in: the first `le` it does not exceed (BUCKETS.length: only +Inf). */
+const BUCKET_OF = `case ${BUCKETS.map((le, i) => `when s <= ${le} then ${i}`).join(" ")} else ${BUCKETS.length} end`
+
+/** From counts per bucket (`b`, `n`, `total`), the cumulative bucket counts, sum and count of a histogram. */
+const CUMULATIVE = (prefix: string) =>
+  `array[${BUCKETS.map((_, i) => `coalesce(sum(n) filter (where b <= ${i}), 0)`).join(", ")}]::int[] as ${prefix}_buckets,
+   coalesce(sum(total), 0)::float8 as ${prefix}_sum, coalesce(sum(n), 0)::int as ${prefix}_count`
+
+/**
+ * One statement computes every series: the organization's (or repository's) queues, each with the two queue types,
+ * and per series the gauges and the histograms' bucket counts, aggregated in the database, so the answer's size and
+ * the work here depend on the number of queues, not on the number of entries (a histogram is counted per bucket
+ * first, then made cumulative over those few rows: cheaper than one filtered count per bucket over every row).
+ * The time-bounded parts read
+ * `entry_timeline (at)`, `entries (first_tested_at)`, `entries (ended_at)` and `test_runs (ended_at)` indexes.
+ */
 export const renderQueueMetrics = (
   scope: MetricsScope,
   now: number
@@ -40,135 +69,142 @@ export const renderQueueMetrics = (
     const sql = yield* SqlClient.SqlClient
     const since = new Date(now - HOUR_MS)
     const repoFilter = scope.repoId === undefined ? sql`true` : sql`r.id = ${scope.repoId}`
-    const queues = yield* sql<QueueLabelRow>`
-      select q.id, q.branch, r.owner, r.name from queues q join repositories r on r.id = q.repo_id
-      where r.org_id = ${scope.orgId} and ${repoFilter} order by r.owner, r.name, q.branch`
-    if (queues.length === 0) return emptyExposition()
-    const ids = queues.map((q) => q.id)
+    const bucketOf = sql.literal(BUCKET_OF)
+    const rows = yield* sql<SeriesRow>`
+      with q as materialized (
+        select q.id, q.branch, r.owner, r.name from queues q join repositories r on r.id = q.repo_id
+        where r.org_id = ${scope.orgId} and ${repoFilter}
+      ),
+      active as (
+        select queue_id, count(*) filter (where state <> 'not_ready')::int as depth,
+               count(*) filter (where state = 'not_ready')::int as awaiting
+        from entries
+        where queue_id in (select id from q)
+          and state in ('not_ready','pending','testing','tests_passed','pending_failure')
+        group by queue_id
+      ),
+      slots as (
+        select queue_id, coalesce(record->>'queueType', 'main') as queue_type, count(*)::int as n from test_runs
+        where queue_id in (select id from q) and status in ('building','in_progress')
+        group by 1, 2
+      ),
+      timeline as (
+        select e.queue_id,
+               count(*) filter (where t.state = 'merged')::int as merged,
+               count(*) filter (where t.state = 'failed')::int as failed,
+               count(*) filter (where t.state = 'cancelled')::int as cancelled,
+               count(*) filter (where t.reason = 'RESTART_REQUESTED')::int as restarts
+        from entry_timeline t join entries e on e.id = t.entry_id
+        where t.at >= ${since} and e.queue_id in (select id from q)
+          and (t.state in ('merged','failed','cancelled') or t.reason = 'RESTART_REQUESTED')
+        group by e.queue_id
+      ),
+      wait_counts as (
+        select queue_id, ${bucketOf} as b, count(*) as n, sum(s) as total
+        from (select queue_id, extract(epoch from (first_tested_at - submitted_at))::float8 as s from entries
+              where first_tested_at >= ${since} and queue_id in (select id from q)) x
+        group by 1, 2
+      ),
+      waits as (select queue_id, ${sql.literal(CUMULATIVE("wait"))} from wait_counts group by queue_id),
+      in_queue_counts as (
+        select queue_id, ${bucketOf} as b, count(*) as n, sum(s) as total
+        from (select queue_id, extract(epoch from (ended_at - submitted_at))::float8 as s from entries
+              where ended_at >= ${since} and queue_id in (select id from q)) x
+        group by 1, 2
+      ),
+      in_queue as (select queue_id, ${sql.literal(CUMULATIVE("queue"))} from in_queue_counts group by queue_id),
+      test_counts as (
+        select queue_id, queue_type, ${bucketOf} as b, count(*) as n, sum(s) as total
+        from (select queue_id, coalesce(record->>'queueType', 'main') as queue_type,
+                     extract(epoch from (ended_at - created_at))::float8 as s from test_runs
+              where ended_at >= ${since} and status in ('succeeded','failed') and queue_id in (select id from q)) x
+        group by 1, 2, 3
+      ),
+      tests as (
+        select queue_id, queue_type, ${sql.literal(CUMULATIVE("test"))} from test_counts group by queue_id, queue_type
+      )
+      select q.id, q.branch, q.owner, q.name, t.queue_type,
+             coalesce(a.depth, 0) as depth, coalesce(a.awaiting, 0) as awaiting, coalesce(s.n, 0) as slots,
+             coalesce(l.merged, 0) as merged, coalesce(l.failed, 0) as failed,
+             coalesce(l.cancelled, 0) as cancelled, coalesce(l.restarts, 0) as restarts,
+             w.wait_buckets, w.wait_sum, w.wait_count, ts.test_buckets, ts.test_sum, ts.test_count,
+             iq.queue_buckets, iq.queue_sum, iq.queue_count
+      from q cross join (values ('main', 0), ('bisection', 1)) t(queue_type, o)
+      left join active a on a.queue_id = q.id and t.queue_type = 'main'
+      left join slots s on s.queue_id = q.id and s.queue_type = t.queue_type
+      left join timeline l on l.queue_id = q.id and t.queue_type = 'main'
+      left join waits w on w.queue_id = q.id and t.queue_type = 'main'
+      left join in_queue iq on iq.queue_id = q.id and t.queue_type = 'main'
+      left join tests ts on ts.queue_id = q.id and ts.queue_type = t.queue_type
+      order by q.owner, q.name, q.branch, t.o`
+    if (rows.length === 0) return emptyExposition()
 
-    const counts = yield* sql<{ queue_id: string; state: string; n: number }>`
-      select queue_id, state, count(*)::int as n from entries
-      where queue_id in ${sql.in(ids)} and state in ('not_ready','pending','testing','tests_passed','pending_failure')
-      group by queue_id, state`
-    const slots = yield* sql<{ queue_id: string; queue_type: string; n: number }>`
-      select queue_id, coalesce(record->>'queueType', 'main') as queue_type, count(*)::int as n from test_runs
-      where queue_id in ${sql.in(ids)} and status in ('building','in_progress')
-      group by queue_id, queue_type`
-    const conclusions = yield* sql<{ queue_id: string; state: string; n: number }>`
-      select e.queue_id, t.state, count(*)::int as n from entry_timeline t join entries e on e.id = t.entry_id
-      where e.queue_id in ${sql.in(ids)} and t.at >= ${since} and t.state in ('merged','failed','cancelled')
-      group by e.queue_id, t.state`
-    const restarts = yield* sql<{ queue_id: string; n: number }>`
-      select e.queue_id, count(*)::int as n from entry_timeline t join entries e on e.id = t.entry_id
-      where e.queue_id in ${sql.in(ids)} and t.at >= ${since} and t.reason = 'RESTART_REQUESTED'
-      group by e.queue_id`
-    const waits = yield* sql<{ queue_id: string; s: number }>`
-      select queue_id, extract(epoch from (first_tested_at - submitted_at))::float8 as s from entries
-      where queue_id in ${sql.in(ids)} and first_tested_at >= ${since}`
-    const tests = yield* sql<{ queue_id: string; queue_type: string; s: number }>`
-      select queue_id, coalesce(record->>'queueType', 'main') as queue_type,
-             extract(epoch from (ended_at - created_at))::float8 as s
-      from test_runs where queue_id in ${sql.in(ids)} and ended_at >= ${since}
-        and status in ('succeeded','failed')`
-    const inQueue = yield* sql<{ queue_id: string; s: number }>`
-      select queue_id, extract(epoch from (ended_at - submitted_at))::float8 as s from entries
-      where queue_id in ${sql.in(ids)} and ended_at >= ${since}`
-
-    const labels = new Map(queues.map((q) => [q.id, { repo: `${q.owner}/${q.name}`, branch: q.branch }]))
-    const series = (queueId: string, queueType: QueueType, extra: Record<string, string> = {}) => ({
-      ...(labels.get(queueId) ?? { repo: "", branch: "" }),
-      queue_type: queueType,
-      ...extra
-    })
-    const sumWhere = <R extends { queue_id: string; n: number }>(
-      rows: ReadonlyArray<R>,
-      id: string,
-      f: (r: R) => boolean
-    ) => rows.filter((r) => r.queue_id === id && f(r)).reduce((a, r) => a + r.n, 0)
-
-    const types: ReadonlyArray<QueueType> = ["main", "bisection"]
-    const gauge = (name: string, help: string, value: (id: string, t: QueueType) => number) =>
+    // the label set of each series, written once
+    const labels = rows.map((r) =>
+      formatLabels({ repo: `${r.owner}/${r.name}`, branch: r.branch, queue_type: r.queue_type }).slice(1, -1)
+    )
+    const gauge = (name: string, help: string, value: (r: SeriesRow) => number) =>
       renderFamily(
         { name, help, type: "gauge" },
-        ids.flatMap((id) => types.map((t) => `${name}${formatLabels(series(id, t))} ${formatNumber(value(id, t))}`))
+        rows.map((r, i) => `${name}{${labels[i]}} ${formatNumber(value(r))}`)
       )
+    const histogram = (
+      name: string,
+      help: string,
+      value: (r: SeriesRow) => readonly [ReadonlyArray<number> | null, number | null, number | null]
+    ) => {
+      const lines: Array<string> = []
+      rows.forEach((r, i) => {
+        const [buckets, sum, count] = value(r)
+        BUCKETS.forEach((le, b) => {
+          lines.push(`${name}_bucket{${labels[i]},le="${le}"} ${buckets?.[b] ?? 0}`)
+        })
+        lines.push(`${name}_bucket{${labels[i]},le="+Inf"} ${count ?? 0}`)
+        lines.push(`${name}_sum{${labels[i]}} ${formatNumber(sum ?? 0)}`)
+        lines.push(`${name}_count{${labels[i]}} ${count ?? 0}`)
+      })
+      return renderFamily({ name, help, type: "histogram" }, lines)
+    }
 
     const families = [
       gauge(
         "mq_depth_current",
         "Active pull requests in the queue, not counting those waiting for readiness",
-        (id, t) => (t === "main" ? sumWhere(counts, id, (r) => r.state !== "not_ready") : 0)
+        (r) => r.depth
       ),
-      gauge("mq_awaiting_mergeability", "Pull requests submitted but not ready to be tested", (id, t) =>
-        t === "main" ? sumWhere(counts, id, (r) => r.state === "not_ready") : 0
-      ),
-      gauge("mq_testing_slots_active", "Test runs in progress", (id, t) =>
-        sumWhere(slots, id, (r) => r.queue_type === t)
-      ),
+      gauge("mq_awaiting_mergeability", "Pull requests submitted but not ready to be tested", (r) => r.awaiting),
+      gauge("mq_testing_slots_active", "Test runs in progress", (r) => r.slots),
       renderFamily(
         {
           name: "mq_pr_conclusions_1h_total",
           help: "Pull requests that left the queue in the last hour, by conclusion",
           type: "gauge"
         },
-        ids.flatMap((id) =>
-          types.flatMap((t) =>
-            (["merged", "failed", "cancelled"] as const).map(
-              (c) =>
-                `mq_pr_conclusions_1h_total${formatLabels(series(id, t, { conclusion: c }))} ${
-                  t === "main" ? sumWhere(conclusions, id, (r) => r.state === c) : 0
-                }`
-            )
+        rows.flatMap((r, i) =>
+          (["merged", "failed", "cancelled"] as const).map(
+            (c) => `mq_pr_conclusions_1h_total{${labels[i]},conclusion="${c}"} ${r[c]}`
           )
         )
       ),
-      gauge("mq_pr_restarts_1h_total", "Test restarts requested in the last hour", (id, t) =>
-        t === "main" ? sumWhere(restarts, id, () => true) : 0
-      ),
-      histogramFamily(
-        "mq_pr_wait_duration_1h_seconds",
-        "Time from submission to the first test, last hour",
-        ids,
-        types,
-        series,
-        (id, t) => (t === "main" ? waits.filter((w) => w.queue_id === id).map((w) => w.s) : [])
-      ),
-      histogramFamily(
-        "mq_pr_test_duration_1h_seconds",
-        "Duration of finished test runs, last hour",
-        ids,
-        types,
-        series,
-        (id, t) => tests.filter((w) => w.queue_id === id && w.queue_type === t).map((w) => w.s)
-      ),
-      histogramFamily(
-        "mq_pr_time_in_queue_1h_seconds",
-        "Time from submission to leaving the queue, last hour",
-        ids,
-        types,
-        series,
-        (id, t) => (t === "main" ? inQueue.filter((w) => w.queue_id === id).map((w) => w.s) : [])
-      )
+      gauge("mq_pr_restarts_1h_total", "Test restarts requested in the last hour", (r) => r.restarts),
+      histogram("mq_pr_wait_duration_1h_seconds", "Time from submission to the first test, last hour", (r) => [
+        r.wait_buckets,
+        r.wait_sum,
+        r.wait_count
+      ]),
+      histogram("mq_pr_test_duration_1h_seconds", "Duration of finished test runs, last hour", (r) => [
+        r.test_buckets,
+        r.test_sum,
+        r.test_count
+      ]),
+      histogram("mq_pr_time_in_queue_1h_seconds", "Time from submission to leaving the queue, last hour", (r) => [
+        r.queue_buckets,
+        r.queue_sum,
+        r.queue_count
+      ])
     ]
     return `${families.join("\n")}\n`
   })
-
-const histogramFamily = (
-  name: string,
-  help: string,
-  ids: ReadonlyArray<string>,
-  types: ReadonlyArray<QueueType>,
-  series: (id: string, t: QueueType) => Record<string, string>,
-  values: (id: string, t: QueueType) => ReadonlyArray<number>
-) =>
-  renderFamily(
-    { name, help, type: "histogram" },
-    renderHistogram(
-      name,
-      ids.flatMap((id) => types.map((t) => ({ labels: series(id, t), ...histogram(values(id, t)) }))),
-      BUCKETS
-    )
-  )
 
 const emptyExposition = () =>
   `${[

@@ -207,6 +207,57 @@ describe("metrics", () => {
     })
   })
 
+  test("histogram buckets are cumulative and a duration equal to a bound is counted in its bucket", async () => {
+    // one queue of another repository of the same organization, with entries and runs of known durations
+    await server.run(
+      Effect.flatMap(SqlClient.SqlClient, (sql) =>
+        sql.withTransaction(
+          Effect.gen(function* () {
+            const repoId = crypto.randomUUID()
+            const queueId = crypto.randomUUID()
+            yield* sql`insert into repositories (id, org_id, host, owner, name)
+                       select ${repoId}, id, 'local', 'acme', 'buckets' from organizations where slug = 'acme-org'`
+            yield* sql`insert into queues (id, repo_id, branch, config)
+                       select ${queueId}, ${repoId}, 'main', config from queues limit 1`
+            // waits of 300 s (on a bound) and 301 s, and one first tested more than an hour ago; times in queue of
+            // 900 s (on a bound), 1000 s and 7201 s (+Inf only)
+            for (const [pr, wait, inQueue] of [
+              [1, 300, 900],
+              [2, 301, 1000],
+              [3, 201, 7201]
+            ] as const) {
+              yield* sql`insert into entries (id, queue_id, pr_number, state, state_changed_at, submitted_at,
+                                              first_tested_at, ended_at, priority, head_sha)
+                         values (${crypto.randomUUID()}, ${queueId}, ${pr}, 'merged', now(),
+                                 now() - ${inQueue} * interval '1 second',
+                                 now() - ${inQueue - wait} * interval '1 second', now(), 100, 'abc')`
+            }
+            // a bisection run of exactly an hour
+            yield* sql`insert into test_runs (id, queue_id, record, status, created_at, ended_at)
+                       values ('bucket-run', ${queueId}, '{"queueType":"bisection"}'::jsonb, 'succeeded',
+                               now() - interval '3600 seconds', now())`
+          })
+        )
+      )
+    )
+    const { text } = await scrape("?repo=acme/buckets&repoHost=local")
+    const main = 'repo="acme/buckets",branch="main",queue_type="main"'
+    const bisection = 'repo="acme/buckets",branch="main",queue_type="bisection"'
+    const lines = text.split("\n")
+    const buckets = (name: string, labels: string) =>
+      ["60", "300", "600", "900", "1800", "3600", "5400", "7200", "+Inf"].map((le) => {
+        const prefix = `${name}_bucket{${labels},le="${le}"} `
+        const line = lines.find((l) => l.startsWith(prefix))
+        return line === undefined ? Number.NaN : Number(line.slice(prefix.length))
+      })
+    expect(buckets("mq_pr_wait_duration_1h_seconds", main)).toEqual([0, 1, 2, 2, 2, 2, 2, 2, 2])
+    expect(buckets("mq_pr_time_in_queue_1h_seconds", main)).toEqual([0, 0, 0, 1, 2, 2, 2, 2, 3])
+    expect(text).toContain(`mq_pr_wait_duration_1h_seconds_sum{${main}} 601`)
+    expect(buckets("mq_pr_test_duration_1h_seconds", bisection)).toEqual([0, 0, 0, 0, 0, 1, 1, 1, 1])
+    expect(buckets("mq_pr_test_duration_1h_seconds", main)).toEqual([0, 0, 0, 0, 0, 0, 0, 0, 0])
+    expect(text).toContain(`mq_pr_conclusions_1h_total{${main},conclusion="merged"} 0`)
+  })
+
   test.if(promtool !== null || process.env.CI === "true")("promtool check metrics accepts GET /metrics", async () => {
     expect(promtool).not.toBeNull()
     const text = await scrapeOperator(server, "metrics-secret")
