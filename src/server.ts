@@ -7,7 +7,10 @@ import { Database, DatabaseLive } from "./db/Database.ts"
 import { FlakyLive } from "./flaky/Flaky.ts"
 import { flakyRoutes } from "./flaky/Http.ts"
 import { ProvidersLayer } from "./git/Providers.ts"
+import { GitHubFeedbackLive } from "./github/feedback.ts"
 import { GitHubClientLive } from "./github/GitHubClient.ts"
+import { InstallationClaimGuardLive } from "./github/installations.ts"
+import { makeWebhookEndpoint, WEBHOOK_PATH } from "./github/webhooks.ts"
 import { renderDocs } from "./http/docs.ts"
 import { makeApp, RateLimiter, type Route } from "./http/router.ts"
 import { metricsRoutes } from "./metrics/Http.ts"
@@ -42,7 +45,10 @@ export const AppLayer = <E>(config: Layer.Layer<AppConfig, E>) => {
     Layer.provideMerge(TracingLive),
     Layer.provideMerge(config)
   )
+  // GitHub: the PR comment and status the runners write, and which repositories may be claimed (the App's)
+  const github = Layer.mergeAll(GitHubFeedbackLive, InstallationClaimGuardLive)
   const services = Layer.mergeAll(TenancyLive, QueueRepoLive, StatusesLive, DbPoolMetricsLive).pipe(
+    Layer.provideMerge(github),
     Layer.provideMerge(base)
   )
   return Layer.mergeAll(EngineLive, FlakyLive).pipe(Layer.provideMerge(services))
@@ -96,11 +102,13 @@ export const startServer = async <E>(configLayer: Layer.Layer<AppConfig, E>): Pr
     await runtime.runPromise(tenancy.ensureBootstrap(config.bootstrapOrg, Redacted.value(config.bootstrapToken.value)))
   }
 
+  const webhook = await runtime.runPromise(makeWebhookEndpoint)
   const docsHtml = renderDocs(openApiDocument())
   const openApiJson = JSON.stringify(openApiDocument())
   const metricsToken = Option.map(config.metricsToken, Redacted.value)
 
   const extra = async (request: Request, url: URL): Promise<Response | undefined> => {
+    if (url.pathname === WEBHOOK_PATH) return webhook(request)
     if (request.method !== "GET" && request.method !== "HEAD") return undefined
     switch (url.pathname) {
       case "/healthz":

@@ -155,10 +155,66 @@ const engine = statements(
    )`
 )
 
+// The GitHub provider: webhook deliveries already handled (idempotency), the App's installations and the
+// repositories they cover, the one queue comment per pull request, and check runs (CI results beside statuses).
+const github = statements(
+  `create table github_deliveries (
+     id text primary key,
+     event text not null,
+     received_at timestamptz not null default now()
+   )`,
+  `create index github_deliveries_received on github_deliveries (received_at)`,
+  `create table github_installations (
+     id bigint primary key,
+     account text not null,
+     suspended boolean not null default false,
+     updated_at timestamptz not null default now()
+   )`,
+  // owner and name in lower case (GitHub's names are case-insensitive)
+  `create table github_installation_repos (
+     installation_id bigint not null references github_installations(id) on delete cascade,
+     host text not null,
+     owner text not null,
+     name text not null,
+     primary key (host, owner, name)
+   )`,
+  `create index github_installation_repos_installation on github_installation_repos (installation_id)`,
+  `create table github_pr_comments (
+     repo_id uuid not null references repositories(id) on delete cascade,
+     pr_number bigint not null,
+     comment_id bigint not null,
+     body text not null,
+     updated_at timestamptz not null default now(),
+     primary key (repo_id, pr_number)
+   )`,
+  // The latest check run of each name on a commit (a re-run has a higher id and replaces it).
+  `create table check_runs (
+     repo_id uuid not null references repositories(id) on delete cascade,
+     sha text not null,
+     name text not null,
+     check_run_id bigint not null,
+     suite_id bigint,
+     status text not null,
+     conclusion text,
+     url text,
+     updated_at timestamptz not null,
+     primary key (repo_id, sha, name)
+   )`
+)
+
+// GET /v1/getMergeQueueMetrics reads the last hour: timeline rows, first tests and finished test runs by time.
+const metricsIndexes = statements(
+  `create index entry_timeline_at on entry_timeline (at)`,
+  `create index entries_first_tested on entries (first_tested_at)`,
+  `create index test_runs_ended on test_runs (ended_at)`
+)
+
 export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.SqlClient>> = {
   "0001_foundation": foundation,
   "0002_engine": engine,
-  "0003_flaky": flakyMigration
+  "0003_flaky": flakyMigration,
+  "0004_github": github,
+  "0005_metrics_indexes": metricsIndexes
 }
 
 export const runMigrations = Migrator.make({})({

@@ -21,7 +21,8 @@ export interface EngineShape {
     priority: number | undefined,
     noBatch: boolean | undefined
   ) => Effect.Effect<void, ApiError | SqlError>
-  readonly cancel: (queue: QueueRow, prNumber: number) => Effect.Effect<void, ApiError | SqlError>
+  /** `reason` defaults to `API_REQUESTED` (a comment command cancels with `USER_REQUESTED`). */
+  readonly cancel: (queue: QueueRow, prNumber: number, reason?: string) => Effect.Effect<void, ApiError | SqlError>
   readonly restart: (queue: QueueRow, prNumber: number) => Effect.Effect<void, ApiError | SqlError>
   readonly getSubmitted: (
     queue: QueueRow,

@@ -5,13 +5,14 @@ import type { CommandCi } from "../ci/CommandCi.ts"
 import { AppConfig } from "../config.ts"
 import { Database } from "../db/Database.ts"
 import { GitHost } from "../git/GitHost.ts"
+import { PrFeedback } from "../github/feedback.ts"
 import { conflict, notFound } from "../http/errors.ts"
 import { Metrics } from "../metrics/Metrics.ts"
 import { Engine, EngineRunner, type EngineShape } from "./Engine.ts"
 import { type Entry, initialState, type QueueState, type RunRecord } from "./planner/index.ts"
 import { QueueRepo, type QueueRow } from "./QueueRepo.ts"
 import { plannerConfig, repoRefOf, runQueue } from "./Runner.ts"
-import { Statuses, WAKE_CHANNEL } from "./Statuses.ts"
+import { Statuses, type StoredCheckRun, WAKE_CHANNEL } from "./Statuses.ts"
 import {
   DEFAULT_PRIORITY,
   type EnqueuedPullRequest,
@@ -57,6 +58,23 @@ const positions = (state: QueueState) => {
   return out
 }
 
+/** Check runs grouped by suite (runs without a suite each on their own), enum values upper case as in the API. */
+const checkSuitesOf = (checks: ReadonlyArray<StoredCheckRun>): TestingDetails["checkSuites"] => {
+  const suites = new Map<string, Array<TestingDetails["checkSuites"][number]["checkRuns"][number]>>()
+  for (const c of checks) {
+    const key = c.suiteId === null ? `run:${c.checkRunId}` : `suite:${c.suiteId}`
+    const runs = suites.get(key) ?? []
+    runs.push({
+      name: c.name,
+      url: c.url ?? "",
+      status: c.status.toUpperCase(),
+      conclusion: c.conclusion === null ? null : c.conclusion.toUpperCase()
+    })
+    suites.set(key, runs)
+  }
+  return [...suites.values()].map((checkRuns) => ({ checkRuns }))
+}
+
 const statusCheckState = (state: string) =>
   state === "success" ? "SUCCESS" : state === "failure" ? "FAILURE" : state === "error" ? "ERROR" : "PENDING"
 
@@ -72,6 +90,9 @@ export const EngineLive = Layer.scopedContext(
     const context = yield* Effect.context<
       SqlClient.SqlClient | GitHost | QueueRepo | Statuses | AppConfig | Database | CommandCi
     >()
+    // the Git host's view of a PR (GitHub: comment and status check), when the application provides one
+    const feedback = yield* Effect.serviceOption(PrFeedback)
+    const runnerContext = Option.isSome(feedback) ? Context.add(context, PrFeedback, feedback.value) : context
     const { activeEntries, enqueueEvent, findEntry, insertRuntime, loadRuntime, timeline } = makeStore(sql)
 
     const runtimeOf = (queue: QueueRow) =>
@@ -232,12 +253,12 @@ export const EngineLive = Layer.scopedContext(
           }
         }),
 
-      cancel: (queue, prNumber) =>
+      cancel: (queue, prNumber, reason = "API_REQUESTED") =>
         Effect.gen(function* () {
           yield* requireActive(queue, prNumber)
           yield* enqueueEvent(queue.id, {
             _tag: "Planner",
-            event: { _tag: "Cancelled", prNumber, reason: "API_REQUESTED" }
+            event: { _tag: "Cancelled", prNumber, reason }
           })
         }),
 
@@ -295,6 +316,8 @@ export const EngineLive = Layer.scopedContext(
           const run = (typeof raw.record === "string" ? JSON.parse(raw.record) : raw.record) as RunRecord
           const required = yield* statuses.requirements(run.id)
           const reported = run.testBranchSha === null ? [] : yield* statuses.forSha(queue.repo.id, run.testBranchSha)
+          const checks =
+            run.testBranchSha === null ? [] : yield* statuses.checkRunsForSha(queue.repo.id, run.testBranchSha)
           const tested = run.items.filter((i) => run.testedEntryIds.includes(i.entryId))
           const titles = yield* sql<{ id: string; title: string }>`
             select id, title from entries where id in ${sql.in(run.items.map((i) => i.entryId).concat(["00000000-0000-0000-0000-000000000000"]))}`
@@ -305,7 +328,7 @@ export const EngineLive = Layer.scopedContext(
             requiredStatusesSource: (required?.source ?? null) as TestingDetails["requiredStatusesSource"],
             testBranch: run.branch,
             testBranchSha: run.testBranchSha ?? "",
-            checkSuites: [],
+            checkSuites: checkSuitesOf(checks),
             statusChecks: reported.map((s) => ({
               context: s.context,
               url: s.targetUrl ?? "",
@@ -402,7 +425,7 @@ export const EngineLive = Layer.scopedContext(
         ),
         Effect.retry(Schedule.exponential("200 millis").pipe(Schedule.either(Schedule.spaced("10 seconds")))),
         Effect.ensuring(Effect.sync(() => fencings.delete(queueId))),
-        Effect.provide(context)
+        Effect.provide(runnerContext)
       )
 
     const takeLeases = (force: boolean) =>

@@ -4,6 +4,7 @@ import { CommandCi } from "../ci/CommandCi.ts"
 import { AppConfig } from "../config.ts"
 import { GitHost, type RepoRef } from "../git/GitHost.ts"
 import { readRequiredStatuses } from "../git/trunkConfig.ts"
+import { PrFeedback } from "../github/feedback.ts"
 import type { Repository } from "../tenancy/Tenancy.ts"
 import {
   type Command,
@@ -74,6 +75,8 @@ export const runQueue = (
       const statuses = yield* Statuses
       const config = yield* AppConfig
       const ci = yield* CommandCi
+      // what the Git host shows on the pull request besides (GitHub: its comment and status check); optional
+      const feedback = yield* Effect.serviceOption(PrFeedback)
       const ciJobs = yield* FiberMap.make<string>()
       const { loadRuntime, persistStep, readInbox } = makeStore(sql)
 
@@ -239,9 +242,11 @@ export const runQueue = (
               if (!queue.config.commentsEnabled) return []
               yield* sql`insert into pr_comments (repo_id, pr_number, entry_id, body)
                          values (${queue.repo.id}, ${command.prNumber}, ${command.entryId}, ${command.body})`
+              if (Option.isSome(feedback)) yield* feedback.value.comment(queue, command)
               return []
             }
             case "SetStatus": {
+              if (Option.isSome(feedback)) yield* feedback.value.status(queue, command, statusCheckName(queue.branch))
               if (!queue.config.statusCheckEnabled) return []
               const state =
                 command.state === "merged"
@@ -443,6 +448,10 @@ export const runQueue = (
                 { _tag: "ConfigChanged", config: plannerConfig(queue.config) }
               ] satisfies ReadonlyArray<PlannerEvent>
             })
+          case "GitChanged":
+            // the Git host said a branch or pull request moved (a webhook): look in this round
+            lastPoll = 0
+            return Effect.succeed([])
           case "StatusReported":
             return Effect.gen(function* () {
               const out: Array<PlannerEvent> = []

@@ -12,6 +12,33 @@ import { makeStore } from "./store.ts"
 export type StatusState = "pending" | "success" | "failure" | "error"
 export type Verdict = "pending" | "success" | "failure"
 
+/** A check run (GitHub's checks API), as a webhook or the reconciliation reads it. */
+export interface CheckRunReport {
+  /** GitHub's id; a re-run is a new check run with a higher id, which replaces the earlier one of the same name */
+  readonly checkRunId: number
+  readonly suiteId: number | null
+  readonly name: string
+  /** queued, in_progress, completed (or requested, waiting, pending) */
+  readonly status: string
+  /** with completed: success, failure, neutral, cancelled, skipped, timed_out, action_required, stale, ... */
+  readonly conclusion: string | null
+  readonly url: string | null
+}
+
+export interface StoredCheckRun extends CheckRunReport {
+  readonly updatedAt: Date
+}
+
+/**
+ * What a check run counts as for required statuses (by its name, as GitHub's branch protection does): pending until
+ * it completed; then success for success, neutral and skipped, error for cancelled, failure for the rest.
+ */
+export const checkRunState = (status: string, conclusion: string | null): StatusState => {
+  if (status !== "completed" || conclusion === null) return "pending"
+  if (conclusion === "success" || conclusion === "neutral" || conclusion === "skipped") return "success"
+  return conclusion === "cancelled" ? "error" : "failure"
+}
+
 export interface StatusesShape {
   /** Stores a status (a later report for the same sha and context replaces the earlier one). */
   readonly record: (
@@ -31,6 +58,15 @@ export interface StatusesShape {
     targetUrl: string | null,
     description: string | null
   ) => Effect.Effect<void, SqlError>
+  /**
+   * Stores a check run: the one of highest id per sha and name is kept, and one stored as it is is not stamped again
+   * (a run counts only results reported since it was built).
+   */
+  readonly recordCheckRun: (repoId: string, sha: string, run: CheckRunReport) => Effect.Effect<void, SqlError>
+  /** Stores a check run and tells the runners of the repository's queues, as `report` does for a status. */
+  readonly reportCheckRun: (repoId: string, sha: string, run: CheckRunReport) => Effect.Effect<void, SqlError>
+  /** The latest check run of each name on `sha`, by suite and name. */
+  readonly checkRunsForSha: (repoId: string, sha: string) => Effect.Effect<ReadonlyArray<StoredCheckRun>, SqlError>
   /** The database's clock (epoch ms), the clock statuses are stamped with. */
   readonly clock: Effect.Effect<number, SqlError>
   /**
@@ -52,7 +88,8 @@ export interface StatusesShape {
     SqlError
   >
   /**
-   * success when every required status succeeded, failure when one failed or errored, else pending. Only statuses
+   * success when every required status succeeded, failure when one failed or errored, else pending; a check run
+   * counts as a status named after it (the later of the two when both exist). Only statuses
    * reported since the run's `sinceMs` count (a rebuilt run can have the same test-branch sha as an earlier one);
    * for a run without one, since `sinceMs` (its creation, process clock) with a second of tolerance.
    */
@@ -94,6 +131,58 @@ export const StatusesLive = Layer.effect(
           on conflict (repo_id, sha, context) do update set state = excluded.state, target_url = excluded.target_url,
             description = excluded.description, updated_at = excluded.updated_at`.pipe(Effect.asVoid)
 
+    const recordCheckRun: StatusesShape["recordCheckRun"] = (repoId, sha, run) =>
+      sql`insert into check_runs (repo_id, sha, name, check_run_id, suite_id, status, conclusion, url, updated_at)
+          values (${repoId}, ${sha}, ${run.name}, ${run.checkRunId}, ${run.suiteId}, ${run.status}, ${run.conclusion},
+                  ${run.url}, clock_timestamp())
+          on conflict (repo_id, sha, name) do update set check_run_id = excluded.check_run_id,
+            suite_id = excluded.suite_id, status = excluded.status, conclusion = excluded.conclusion, url = excluded.url,
+            updated_at = excluded.updated_at
+          where check_runs.check_run_id < excluded.check_run_id
+             or (check_runs.check_run_id = excluded.check_run_id
+                 and (check_runs.status, check_runs.conclusion, check_runs.url, check_runs.suite_id)
+                     is distinct from (excluded.status, excluded.conclusion, excluded.url, excluded.suite_id))`.pipe(
+        Effect.asVoid
+      )
+
+    const checkRunsForSha: StatusesShape["checkRunsForSha"] = (repoId, sha) =>
+      Effect.map(
+        sql<{
+          name: string
+          check_run_id: string | number
+          suite_id: string | number | null
+          status: string
+          conclusion: string | null
+          url: string | null
+          updated_at: Date | string
+        }>`select name, check_run_id, suite_id, status, conclusion, url, updated_at from check_runs
+           where repo_id = ${repoId} and sha = ${sha} order by suite_id nulls last, name`,
+        (rows) =>
+          rows.map((r) => ({
+            checkRunId: Number(r.check_run_id),
+            suiteId: r.suite_id === null ? null : Number(r.suite_id),
+            name: r.name,
+            status: r.status,
+            conclusion: r.conclusion,
+            url: r.url,
+            updatedAt: new Date(r.updated_at)
+          }))
+      )
+
+    /** Stores with `write`, queues a StatusReported for every queue of the repository, then wakes their runners. */
+    const reported = (repoId: string, sha: string, write: Effect.Effect<void, SqlError>) =>
+      Effect.gen(function* () {
+        const queues = yield* sql.withTransaction(
+          Effect.gen(function* () {
+            yield* write
+            const rows = yield* sql<{ id: string }>`select id from queues where repo_id = ${repoId}`
+            for (const q of rows) yield* enqueueEvent(q.id, { _tag: "StatusReported", sha })
+            return rows
+          })
+        )
+        for (const q of queues) yield* db.notify(WAKE_CHANNEL, q.id)
+      })
+
     const requirements: StatusesShape["requirements"] = (runId) =>
       Effect.map(
         sql<{
@@ -130,17 +219,10 @@ export const StatusesLive = Layer.effect(
     return {
       record,
       report: (repoId, sha, context, state, targetUrl, description) =>
-        Effect.gen(function* () {
-          const queues = yield* sql.withTransaction(
-            Effect.gen(function* () {
-              yield* record(repoId, sha, context, state, targetUrl, description)
-              const rows = yield* sql<{ id: string }>`select id from queues where repo_id = ${repoId}`
-              for (const q of rows) yield* enqueueEvent(q.id, { _tag: "StatusReported", sha })
-              return rows
-            })
-          )
-          for (const q of queues) yield* db.notify(WAKE_CHANNEL, q.id)
-        }),
+        reported(repoId, sha, record(repoId, sha, context, state, targetUrl, description)),
+      recordCheckRun,
+      reportCheckRun: (repoId, sha, run) => reported(repoId, sha, recordCheckRun(repoId, sha, run)),
+      checkRunsForSha,
       clock: Effect.map(sql<{ now: Date | string }>`select clock_timestamp() as now`, (rows) =>
         new Date(rows[0]!.now).getTime()
       ),
@@ -163,10 +245,19 @@ export const StatusesLive = Layer.effect(
           const names = required ?? stored?.statuses ?? []
           if (names.length === 0) return "pending" as const
           const since = stored?.sinceMs ?? sinceMs - 1000
-          const reported = yield* forSha(repoId, sha)
-          const byContext = new Map(
-            reported.filter((s) => s.updatedAt.getTime() >= since).map((s) => [s.context, s.state])
-          )
+          const statuses = yield* forSha(repoId, sha)
+          const checks = yield* checkRunsForSha(repoId, sha)
+          const all = [
+            ...statuses,
+            ...checks.map((c) => ({
+              context: c.name,
+              state: checkRunState(c.status, c.conclusion),
+              updatedAt: c.updatedAt
+            }))
+          ]
+            .filter((s) => s.updatedAt.getTime() >= since)
+            .sort((a, b) => a.updatedAt.getTime() - b.updatedAt.getTime())
+          const byContext = new Map(all.map((s) => [s.context, s.state]))
           let allSuccess = true
           for (const name of names) {
             const state = byContext.get(name)

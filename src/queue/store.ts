@@ -13,6 +13,8 @@ import { ACTIVE_STATES } from "./QueueRepo.ts"
 export type InboxEvent =
   | { readonly _tag: "Planner"; readonly event: import("./planner/index.ts").PlannerEvent }
   | { readonly _tag: "StatusReported"; readonly sha: string }
+  /** the Git host reported a change (a push to the target branch): the runner looks at the branches at once */
+  | { readonly _tag: "GitChanged" }
   | { readonly _tag: "ConfigChanged" }
 
 export interface Runtime {

@@ -62,6 +62,18 @@ export interface TenancyShape {
 
 export class Tenancy extends Context.Tag("greenline/Tenancy")<Tenancy, TenancyShape>() {}
 
+/**
+ * Whether a repository may be claimed by an organization at all (e.g. with a GitHub App, only repositories the App is
+ * installed on). Optional: without it every repository may be claimed.
+ */
+export class RepoClaimGuard extends Context.Tag("greenline/RepoClaimGuard")<
+  RepoClaimGuard,
+  {
+    /** undefined when `repo` may be claimed, else the reason it may not. */
+    readonly refusal: (repo: RepoRef) => Effect.Effect<string | undefined, SqlError>
+  }
+>() {}
+
 interface OrgRow {
   readonly id: string
   readonly slug: string
@@ -93,6 +105,9 @@ export const TenancyLive = Layer.effect(
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
     const db = yield* Database
+    const guard = yield* Effect.serviceOption(RepoClaimGuard)
+    const refusal = (repo: RepoRef) =>
+      Option.isSome(guard) ? guard.value.refusal(repo) : Effect.succeed<string | undefined>(undefined)
     const authCache = new Map<string, { readonly org: Organization; readonly until: number }>()
 
     const findOrg = (slug: string) =>
@@ -160,6 +175,7 @@ export const TenancyLive = Layer.effect(
         const row = rows[0]
         if (row !== undefined) return row.org_id === org.id ? Option.some(toRepo(row)) : Option.none()
         if (!(options?.claim && org.claimOnFirstUse)) return Option.none()
+        if ((yield* refusal(repo)) !== undefined) return Option.none()
         yield* sql`insert into repositories (id, org_id, host, owner, name)
                    values (${crypto.randomUUID()}, ${org.id}, ${repo.host}, ${repo.owner}, ${repo.name})
                    on conflict (host, owner, name) do nothing`
@@ -216,6 +232,12 @@ export const TenancyLive = Layer.effect(
       addRepo: (slug, repo) =>
         Effect.gen(function* () {
           const org = yield* requireOrg(slug)
+          const refused = yield* refusal(repo)
+          if (refused !== undefined) {
+            const owned = yield* findRepo(org, repo)
+            if (Option.isSome(owned)) return owned.value
+            return yield* new TenancyError({ message: refused })
+          }
           const found = yield* findRepo({ ...org, claimOnFirstUse: true }, repo, { claim: true })
           return yield* Option.match(found, {
             onNone: () =>

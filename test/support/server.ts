@@ -2,7 +2,7 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { SQL } from "bun"
-import { makeAppConfig } from "../../src/config.ts"
+import { type AppConfigShape, makeAppConfig } from "../../src/config.ts"
 import { type RunningServer, startServer } from "../../src/server.ts"
 
 /**
@@ -58,6 +58,8 @@ export interface TestServerOptions {
   readonly rateLimitPerSecond?: number
   readonly metricsToken?: string
   readonly gitPollMs?: number
+  /** Any other settings (e.g. the GITHUB_* ones), applied last. */
+  readonly config?: Partial<AppConfigShape>
 }
 
 export const startTestServer = async (options: TestServerOptions): Promise<TestServer> => {
@@ -79,7 +81,8 @@ export const startTestServer = async (options: TestServerOptions): Promise<TestS
       rateLimitPerSecond: options.rateLimitPerSecond ?? 100_000,
       metricsToken: options.metricsToken ? Option.some(Redacted.make(options.metricsToken)) : Option.none(),
       gitPollMs: options.gitPollMs ?? 200,
-      logLevel: "error"
+      logLevel: "error",
+      ...options.config
     })
   )
   const post = async (op: string, body: unknown, headers: Record<string, string> = {}) => {
