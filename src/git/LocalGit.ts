@@ -8,7 +8,8 @@
  *
  * Determinism (so that a chain built twice, or a run built on top of an earlier run's chain, shares its commits):
  * - merge_commit / squash: author = the PR head commit's author (name, email, date); committer =
- *   "Greenline <greenline@localhost>" with the PR head commit's committer date.
+ *   "Greenline <greenline@greenline.invalid>" with the PR head commit's committer date (a valid address that
+ *   can never be anyone's: GitHub's payloads require emails to be well formed).
  * - rebase: each replayed commit keeps its original author (name, email, date) and message; committer = Greenline
  *   with the original commit's committer date. Commits that become empty are dropped (as `git rebase` does).
  * - rebaseOnto: same as rebase, per commit of the lane's first-parent chain; merge commits stay merge commits (first
@@ -296,8 +297,9 @@ const listCommits = (
     parseMeta
   )
 
-const GREENLINE_NAME = "Greenline"
-const GREENLINE_EMAIL = "greenline@localhost"
+/** The committer of every commit Greenline writes (both providers, so they build the same commits). */
+export const GREENLINE_NAME = "Greenline"
+export const GREENLINE_EMAIL = "greenline@greenline.invalid"
 
 const identityEnv = (
   authorName: string,

@@ -38,7 +38,7 @@ import {
   RepoNotFound,
   type RepoRef
 } from "../git/GitHost.ts"
-import { invalidBranchName } from "../git/LocalGit.ts"
+import { GREENLINE_EMAIL, GREENLINE_NAME, invalidBranchName } from "../git/LocalGit.ts"
 import {
   type GitHubApiError,
   GitHubAuth,
@@ -67,7 +67,7 @@ export interface GitHubHostService extends GitHostService {
   readonly listOpenPulls: (repo: RepoRef) => Effect.Effect<ReadonlyArray<OpenPull>, RepoNotFound | GitError>
 }
 
-const GREENLINE = { name: "Greenline", email: "greenline@localhost" }
+const GREENLINE = { name: GREENLINE_NAME, email: GREENLINE_EMAIL }
 const SCAFFOLD_DATE = "1970-01-01T00:00:00Z"
 const SHA_RE = /^(?:[0-9a-f]{40}|[0-9a-f]{64})$/
 const PER_PAGE = 100
@@ -109,17 +109,24 @@ const isStatus = (e: GitHubError, ...statuses: ReadonlyArray<number>): boolean =
   e._tag === "GitHubApiError" && statuses.includes(e.status)
 
 const INSTALLATION_ROUTE = "GET /repos/{owner}/{repo}/installation"
+const PULLS_ROUTE = "GET /repos/{owner}/{repo}/pulls"
 
-/** A repository the App is not installed on (or the token cannot see) is RepoNotFound; the rest is GitError. */
+const repoNotFound = (repo: RepoRef) =>
+  new RepoNotFound({
+    repo,
+    invalid: false,
+    message: `${repo.owner}/${repo.name} does not exist on GitHub or the App is not installed on it`
+  })
+
+/**
+ * A repository the App is not installed on (or the token cannot see) is RepoNotFound: a 404 on the installation
+ * lookup or on the repository's pull request listing. The rest is GitError.
+ */
 const repoErrors =
   (repo: RepoRef) =>
   (e: GitHubError): RepoNotFound | GitError =>
-    e._tag === "GitHubApiError" && e.status === 404 && e.route === INSTALLATION_ROUTE
-      ? new RepoNotFound({
-          repo,
-          invalid: false,
-          message: `the GitHub App is not installed on ${repo.owner}/${repo.name}`
-        })
+    e._tag === "GitHubApiError" && e.status === 404 && (e.route === INSTALLATION_ROUTE || e.route === PULLS_ROUTE)
+      ? repoNotFound(repo)
       : toGitError(e)
 
 export const makeGitHubHost = (client: GitHubClientService): GitHubHostService => {
@@ -164,6 +171,16 @@ export const makeGitHubHost = (client: GitHubClientService): GitHubHostService =
       })
     })
 
+  /** Whether the repository exists and the App (or token) can see it. */
+  const visible = (repo: RepoRef): Effect.Effect<boolean, GitHubError> =>
+    call(repo)("GET /repos/{owner}/{repo}/pulls", { state: "open", per_page: 1 }, { conditional: true }).pipe(
+      Effect.as(true),
+      Effect.catchIf(
+        (e) => isStatus(e, 404),
+        () => Effect.succeed(false)
+      )
+    )
+
   const listOpenPulls = (repo: RepoRef): Effect.Effect<ReadonlyArray<OpenPull>, RepoNotFound | GitError> =>
     Effect.gen(function* () {
       const out: Array<OpenPull> = []
@@ -198,11 +215,12 @@ export const makeGitHubHost = (client: GitHubClientService): GitHubHostService =
         new PrNotFound({ repo, prNumber, message: `pull request #${prNumber} ${why} in ${repo.owner}/${repo.name}` })
       if (!Number.isSafeInteger(prNumber) || prNumber <= 0) return yield* notFound("not found")
       const r = yield* call(repo)("GET /repos/{owner}/{repo}/pulls/{pull_number}", { pull_number: prNumber }).pipe(
+        // a 404 is the pull request's, or the repository's when the App cannot see it
         Effect.catchIf(
           (e) => isStatus(e, 404),
-          () => Effect.fail(notFound("not found"))
+          () => Effect.flatMap(visible(repo), (seen) => Effect.fail(seen ? notFound("not found") : repoNotFound(repo)))
         ),
-        Effect.mapError((e) => (e._tag === "PrNotFound" ? e : repoErrors(repo)(e)))
+        Effect.mapError((e) => (e._tag === "PrNotFound" || e._tag === "RepoNotFound" ? e : repoErrors(repo)(e)))
       )
       const pr = r.data
       if (pr.state !== "open") return yield* notFound(pr.merged === true ? "is merged" : "is closed")
@@ -781,11 +799,7 @@ export const makeGitHubHost = (client: GitHubClientService): GitHubHostService =
       return r.data.status === "ahead" || r.data.status === "identical"
     })
 
-  const repoExists = (repo: RepoRef): Effect.Effect<boolean> =>
-    (client.mode === "app"
-      ? Effect.as(client.installationId(repo.owner, repo.name), true)
-      : Effect.as(call(repo)("GET /repos/{owner}/{repo}/pulls", { state: "open", per_page: 1 }), true)
-    ).pipe(Effect.orElseSucceed(() => false))
+  const repoExists = (repo: RepoRef): Effect.Effect<boolean> => visible(repo).pipe(Effect.orElseSucceed(() => false))
 
   return {
     getPullRequest,
