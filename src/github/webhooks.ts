@@ -283,7 +283,8 @@ const checkRunReport = (run: typeof CheckRun.Type) => ({
   name: run.name,
   status: run.status,
   conclusion: run.conclusion ?? null,
-  url: run.html_url ?? run.details_url ?? null
+  // as the reconciliation (reconcile.ts) reads it, so the two record the same run alike
+  url: run.details_url ?? run.html_url ?? null
 })
 
 const onCheckRun = (payload: unknown) =>
