@@ -352,6 +352,8 @@ const onCheckSuite = (payload: unknown) =>
 
 const WRITE_PERMISSIONS = new Set(["admin", "maintain", "write"])
 
+const notFound = (e: GitHubError) => e._tag === "GitHubApiError" && e.status === 404
+
 const onIssueComment = (payload: unknown) =>
   Effect.gen(function* () {
     const event = yield* decode("issue_comment", IssueCommentEvent)(payload)
@@ -386,12 +388,14 @@ const onIssueComment = (payload: unknown) =>
     const refuse = (result: string, text: string): Plan =>
       Effect.succeed(done(result, [], Effect.zipRight(react("confused"), reply(text))))
 
-    const pull = yield* client.request(
-      "GET /repos/{owner}/{repo}/pulls/{pull_number}",
-      { owner, repo, pull_number: prNumber },
-      auth
-    )
-    const base = pull.data.base.ref
+    const pull = yield* client
+      .request("GET /repos/{owner}/{repo}/pulls/{pull_number}", { owner, repo, pull_number: prNumber }, auth)
+      .pipe(
+        Effect.map((r) => Option.some(r.data.base.ref)),
+        Effect.catchIf(notFound, () => Effect.succeed(Option.none<string>()))
+      )
+    if (Option.isNone(pull)) return nothing("issue_comment: the pull request is not found")
+    const base = pull.value
     const queueId = queues.find((q) => q.branch === base)?.id
     if (queueId === undefined) {
       return refuse(
@@ -412,13 +416,14 @@ const onIssueComment = (payload: unknown) =>
       )
       if (!allowed) return nothing("issue_comment: a bot that is not in allowedBotSubmitters")
     } else {
-      const permission = yield* client.request(
-        "GET /repos/{owner}/{repo}/collaborators/{username}/permission",
-        { owner, repo, username: user },
-        auth
-      )
-      const role = permission.data.role_name ?? ""
-      if (!WRITE_PERMISSIONS.has(permission.data.permission) && !WRITE_PERMISSIONS.has(role)) {
+      // GitHub answers 404 for a user who is not a collaborator of a private repository
+      const permission = yield* client
+        .request("GET /repos/{owner}/{repo}/collaborators/{username}/permission", { owner, repo, username: user }, auth)
+        .pipe(
+          Effect.map((r) => ({ permission: r.data.permission, role: r.data.role_name ?? "" })),
+          Effect.catchIf(notFound, () => Effect.succeed({ permission: "none", role: "" }))
+        )
+      if (!WRITE_PERMISSIONS.has(permission.permission) && !WRITE_PERMISSIONS.has(permission.role)) {
         return refuse(
           "issue_comment: no write permission",
           `only people with write access to ${owner}/${repo} can give merge-queue commands.`

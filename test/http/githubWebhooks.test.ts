@@ -363,6 +363,11 @@ for (const db of databases) {
       const onIssue = { ...payload, issue: { ...payload.issue, number: pr.number + 1000, pull_request: undefined } }
       const answer = await deliver("issue_comment", onIssue)
       expect(answer.body.result).toContain("not on a pull request")
+      // on a pull request GitHub does not know (any more): nothing, and the delivery is done
+      const onMissing = { ...payload, issue: { ...payload.issue, number: 99_999 } }
+      const missing = await deliver("issue_comment", onMissing)
+      expect(missing.status).toBe(200)
+      expect(missing.body.result).toContain("not found")
 
       expect(
         (await server.post("cancelPullRequest", { repo: ghRepo, targetBranch: "main", pr: { number: pr.number } }))
