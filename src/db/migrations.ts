@@ -209,12 +209,21 @@ const metricsIndexes = statements(
   `create index test_runs_ended on test_runs (ended_at)`
 )
 
+// Impacted targets kept as the JSON text they arrive in: a list of 100,000s of names is stored and read back as one
+// string (building and parsing a text[] of that size took most of a setImpactedTargets request).
+const targetsJson = statements(
+  `alter table impacted_targets add column targets_json text not null default '[]'`,
+  `update impacted_targets set targets_json = array_to_json(targets)::text`,
+  `alter table impacted_targets drop column targets`
+)
+
 export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.SqlClient>> = {
   "0001_foundation": foundation,
   "0002_engine": engine,
   "0003_flaky": flakyMigration,
   "0004_github": github,
-  "0005_metrics_indexes": metricsIndexes
+  "0005_metrics_indexes": metricsIndexes,
+  "0006_targets_json": targetsJson
 }
 
 export const runMigrations = Migrator.make({})({

@@ -93,7 +93,7 @@ export const EngineLive = Layer.scopedContext(
     // the Git host's view of a PR (GitHub: comment and status check), when the application provides one
     const feedback = yield* Effect.serviceOption(PrFeedback)
     const runnerContext = Option.isSome(feedback) ? Context.add(context, PrFeedback, feedback.value) : context
-    const { activeEntries, enqueueEvent, findEntry, insertRuntime, loadRuntime, timeline } = makeStore(sql)
+    const { activeEntries, enqueueEvent, findEntry, insertRuntime, loadRuntime, readTargets, timeline } = makeStore(sql)
 
     const runtimeOf = (queue: QueueRow) =>
       Effect.map(loadRuntime(queue.id), (r) =>
@@ -130,15 +130,11 @@ export const EngineLive = Layer.scopedContext(
         return entry.value
       })
 
-    const targetsFor = (repoId: string, prNumber: number, sha: string) =>
+    const targetsExist = (repoId: string, prNumber: number, sha: string) =>
       Effect.map(
-        sql<{ all_targets: boolean; targets: ReadonlyArray<string> }>`
-          select all_targets, targets from impacted_targets where repo_id = ${repoId} and pr_number = ${prNumber} and sha = ${sha}`,
-        (rows) => {
-          const row = rows[0]
-          if (row === undefined) return null
-          return row.all_targets ? ("ALL" as const) : row.targets
-        }
+        sql<{ one: number }>`
+          select 1 as one from impacted_targets where repo_id = ${repoId} and pr_number = ${prNumber} and sha = ${sha}`,
+        (rows) => rows.length > 0
       )
 
     const engine: EngineShape = {
@@ -222,8 +218,8 @@ export const EngineLive = Layer.scopedContext(
             return
           }
           const id = Option.isSome(existing) ? existing.value.id : crypto.randomUUID()
-          const targets = yield* targetsFor(queue.repo.id, prNumber, pr.headSha)
-          const initial = queue.config.mode === "parallel" && targets === null ? "not_ready" : "pending"
+          const hasTargets = yield* targetsExist(queue.repo.id, prNumber, pr.headSha)
+          const initial = queue.config.mode === "parallel" && !hasTargets ? "not_ready" : "pending"
           yield* sql`insert into entries (id, queue_id, pr_number, state, state_changed_at, submitted_at, priority, no_batch,
                                           head_sha, title, author)
                      values (${id}, ${queue.id}, ${prNumber}, ${initial}, ${now}, ${now}, ${priority ?? DEFAULT_PRIORITY}, ${noBatch ?? false},
@@ -245,12 +241,7 @@ export const EngineLive = Layer.scopedContext(
               ready: true
             }
           })
-          if (targets !== null) {
-            yield* enqueueEvent(queue.id, {
-              _tag: "Planner",
-              event: { _tag: "ImpactedTargetsSet", prNumber, sha: pr.headSha, targets }
-            })
-          }
+          if (hasTargets) yield* enqueueEvent(queue.id, { _tag: "TargetsSet", prNumber, sha: pr.headSha })
         }),
 
       cancel: (queue, prNumber, reason = "API_REQUESTED") =>
@@ -283,11 +274,11 @@ export const EngineLive = Layer.scopedContext(
           const row = found.value
           const active = !TERMINAL.has(row.state)
           const place = active && row.state !== "not_ready" ? yield* positionOf(queue.id, row.id) : null
-          const targets = yield* targetsFor(queue.repo.id, prNumber, row.head_sha)
+          const hasTargets = yield* targetsExist(queue.repo.id, prNumber, row.head_sha)
           const record: SubmittedPullRequest = {
             ...entryRecord(queue, row, place),
             readiness: {
-              hasImpactedTargets: targets !== null,
+              hasImpactedTargets: hasTargets,
               requiresImpactedTargets: queue.config.mode === "parallel",
               doesBaseBranchMatch: true,
               gitHubMergeability: "unspecified"
@@ -347,7 +338,7 @@ export const EngineLive = Layer.scopedContext(
           const all = new Set<string>()
           const testedTargets = new Set<string>()
           for (const item of run.items) {
-            const t = yield* targetsFor(queue.repo.id, item.prNumber, item.headSha)
+            const t = yield* readTargets(queue.repo.id, item.prNumber, item.headSha)
             const list = t === "ALL" ? ["ALL"] : (t ?? [])
             for (const x of list) {
               all.add(x)
@@ -361,20 +352,16 @@ export const EngineLive = Layer.scopedContext(
         Effect.gen(function* () {
           const all = targets === "ALL"
           const list = all ? [] : targets
-          yield* sql`insert into impacted_targets (repo_id, pr_number, sha, all_targets, targets, updated_at)
-                     values (${queue.repo.id}, ${prNumber}, ${sha}, ${all},
-                             array(select jsonb_array_elements_text(${JSON.stringify(list)}::jsonb)), now())
+          yield* sql`insert into impacted_targets (repo_id, pr_number, sha, all_targets, targets_json, updated_at)
+                     values (${queue.repo.id}, ${prNumber}, ${sha}, ${all}, ${JSON.stringify(list)}, now())
                      on conflict (repo_id, pr_number, sha) do update set all_targets = excluded.all_targets,
-                       targets = excluded.targets, updated_at = excluded.updated_at`
+                       targets_json = excluded.targets_json, updated_at = excluded.updated_at`
           const entry = yield* findEntry(queue.id, prNumber)
           if (Option.isSome(entry) && !TERMINAL.has(entry.value.state) && entry.value.head_sha === sha) {
             if (entry.value.state === "not_ready") {
               yield* sql`update entries set state = 'pending' where id = ${entry.value.id} and state = 'not_ready'`
             }
-            yield* enqueueEvent(queue.id, {
-              _tag: "Planner",
-              event: { _tag: "ImpactedTargetsSet", prNumber, sha, targets: all ? "ALL" : list }
-            })
+            yield* enqueueEvent(queue.id, { _tag: "TargetsSet", prNumber, sha })
           }
         }),
 

@@ -8,6 +8,8 @@ import { PrFeedback } from "../github/feedback.ts"
 import type { Repository } from "../tenancy/Tenancy.ts"
 import {
   type Command,
+  type Entry,
+  type Lane,
   type PlannerConfig,
   type PlannerEvent,
   type QueueState,
@@ -20,6 +22,7 @@ import { QueueRepo } from "./QueueRepo.ts"
 import { Statuses } from "./Statuses.ts"
 import type { StoredQueueConfig } from "./schemas.ts"
 import { type InboxEvent, makeStore } from "./store.ts"
+import { hashTargets, sharesTarget } from "./targetSets.ts"
 
 /**
  * The runner of one queue: it owns the queue's planner state while its instance holds the lease. Each round it
@@ -78,7 +81,7 @@ export const runQueue = (
       // what the Git host shows on the pull request besides (GitHub: its comment and status check); optional
       const feedback = yield* Effect.serviceOption(PrFeedback)
       const ciJobs = yield* FiberMap.make<string>()
-      const { loadRuntime, persistStep, readInbox } = makeStore(sql)
+      const { loadRuntime, persistStep, readInbox, readTargets } = makeStore(sql)
 
       const loaded = yield* loadRuntime(queueId)
       if (Option.isNone(loaded)) return
@@ -303,6 +306,46 @@ export const runQueue = (
           return { statuses: [] as ReadonlyArray<string>, source: null }
         })
 
+      // ------------------------------------------------------------------ lanes (parallel mode)
+
+      const isTerminalState = (e: Entry) => e.state === "merged" || e.state === "failed" || e.state === "cancelled"
+
+      /** Sorted target hashes of the active entries' lists, by `<pr>@<sha>` (see targetSets.ts). */
+      const targetHashes = new Map<string, Float64Array>()
+
+      /** Reduces the targets stored for a PR's head to its lane: which active entries share a target with it. */
+      const laneEvent = (prNumber: number, sha: string) =>
+        Effect.gen(function* () {
+          const self = state.entries.find((e) => e.prNumber === prNumber && e.headSha === sha && !isTerminalState(e))
+          if (self === undefined) return []
+          const targets = yield* readTargets(queue.repo.id, prNumber, sha)
+          if (targets === null) return []
+          const event = (lane: Lane): ReadonlyArray<PlannerEvent> => [
+            { _tag: "ImpactedTargetsSet", prNumber, sha, lane }
+          ]
+          if (targets === "ALL") return event("ALL")
+          if (targets.length === 0) return event("NONE")
+          const mine = hashTargets(targets)
+          const live = new Map<string, Float64Array>([[`${prNumber}@${sha}`, mine]])
+          const overlaps: Array<string> = []
+          for (const e of state.entries) {
+            if (e === self || isTerminalState(e) || e.lane === null || typeof e.lane === "string") continue
+            const key = `${e.prNumber}@${e.headSha}`
+            let theirs = targetHashes.get(key)
+            if (theirs === undefined) {
+              const other = yield* readTargets(queue.repo.id, e.prNumber, e.headSha)
+              if (other === null || other === "ALL") continue
+              theirs = hashTargets(other)
+            }
+            live.set(key, theirs)
+            if (sharesTarget(mine, theirs)) overlaps.push(e.id)
+          }
+          // keep only the lists of entries still active
+          targetHashes.clear()
+          for (const [key, hashes] of live) targetHashes.set(key, hashes)
+          return event({ overlaps })
+        })
+
       const headsMoved = (prNumbers: ReadonlyArray<number>) =>
         Effect.gen(function* () {
           const heads = yield* git.listPullHeads(repo)
@@ -440,6 +483,10 @@ export const runQueue = (
       const translate = (event: InboxEvent): Effect.Effect<ReadonlyArray<PlannerEvent>, unknown> => {
         switch (event._tag) {
           case "Planner":
+            // an event stored before lanes carried the target list itself: reduce it as a TargetsSet
+            if (event.event._tag === "ImpactedTargetsSet" && event.event.lane === undefined) {
+              return laneEvent(event.event.prNumber, event.event.sha)
+            }
             return Effect.succeed([event.event])
           case "ConfigChanged":
             return Effect.gen(function* () {
@@ -452,6 +499,8 @@ export const runQueue = (
             // the Git host said a branch or pull request moved (a webhook): look in this round
             lastPoll = 0
             return Effect.succeed([])
+          case "TargetsSet":
+            return laneEvent(event.prNumber, event.sha)
           case "StatusReported":
             return Effect.gen(function* () {
               const out: Array<PlannerEvent> = []

@@ -1,7 +1,7 @@
 import type * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Effect, Option } from "effect"
-import type { Command, QueueState, RunRecord, Transition } from "./planner/index.ts"
+import type { Command, Entry, ImpactedTargets, QueueState, RunRecord, Transition } from "./planner/index.ts"
 import { ACTIVE_STATES } from "./QueueRepo.ts"
 
 /**
@@ -15,6 +15,8 @@ export type InboxEvent =
   | { readonly _tag: "StatusReported"; readonly sha: string }
   /** the Git host reported a change (a push to the target branch): the runner looks at the branches at once */
   | { readonly _tag: "GitChanged" }
+  /** impacted targets were stored for the PR's head `sha`; the runner reduces them to a lane (planner/types.ts) */
+  | { readonly _tag: "TargetsSet"; readonly prNumber: number; readonly sha: string }
   | { readonly _tag: "ConfigChanged" }
 
 export interface Runtime {
@@ -55,6 +57,31 @@ export interface StepOutput {
 }
 
 /** The engine's queries over one `SqlClient`. */
+/**
+ * States stored before lanes (planner/types.ts `Lane`) held each entry's target list as `impactedTargets`: reduce
+ * them to lanes with the same rule the runner applies.
+ */
+export const upgradeState = (state: QueueState): QueueState => {
+  type Stored = Entry & { readonly impactedTargets?: ImpactedTargets | null }
+  const entries = state.entries as ReadonlyArray<Stored>
+  if (entries.every((e) => e.lane !== undefined)) return state
+  const listOf = new Map(entries.map((e) => [e.id, e.impactedTargets ?? null]))
+  const upgraded = entries.map(({ impactedTargets: _dropped, ...e }): Entry => {
+    if (e.lane !== undefined) return e
+    const mine = listOf.get(e.id) ?? null
+    if (mine === null) return { ...e, lane: null }
+    if (mine === "ALL" || mine.length === 0) return { ...e, lane: mine === "ALL" ? "ALL" : "NONE" }
+    const overlaps = entries
+      .filter((o) => {
+        const theirs = listOf.get(o.id) ?? null
+        return o.id !== e.id && Array.isArray(theirs) && theirs.some((t) => mine.includes(t))
+      })
+      .map((o) => o.id)
+    return { ...e, lane: { overlaps } }
+  })
+  return { ...state, entries: upgraded }
+}
+
 export const makeStore = (sql: SqlClient.SqlClient) => {
   const loadRuntime = (queueId: string) =>
     Effect.map(
@@ -62,7 +89,7 @@ export const makeStore = (sql: SqlClient.SqlClient) => {
           select state, outbox, fencing from queue_runtime where queue_id = ${queueId}`,
       (rows): Option.Option<Runtime> =>
         Option.map(Option.fromNullable(rows[0]), (row) => ({
-          state: parseJson<QueueState>(row.state),
+          state: upgradeState(parseJson<QueueState>(row.state)),
           outbox: parseJson<ReadonlyArray<Command>>(row.outbox),
           fencing: Number(row.fencing)
         }))
@@ -139,7 +166,33 @@ export const makeStore = (sql: SqlClient.SqlClient) => {
     sql<{ at: Date | string; state: string; reason: string }>`
         select at, state, reason from entry_timeline where entry_id = ${entryId} order by id`
 
-  return { loadRuntime, insertRuntime, enqueueEvent, readInbox, persistStep, findEntry, activeEntries, timeline }
+  /**
+   * The impacted targets stored for a PR's head, null when none were. Kept as JSON text (a list may hold 100,000s
+   * of names): one string to store and to read back.
+   */
+  const readTargets = (repoId: string, prNumber: number, sha: string) =>
+    Effect.map(
+      sql<{ all_targets: boolean; targets: string }>`
+        select all_targets, targets_json as targets from impacted_targets
+        where repo_id = ${repoId} and pr_number = ${prNumber} and sha = ${sha}`,
+      (rows): ImpactedTargets | null => {
+        const row = rows[0]
+        if (row === undefined) return null
+        return row.all_targets ? "ALL" : (JSON.parse(row.targets) as ReadonlyArray<string>)
+      }
+    )
+
+  return {
+    loadRuntime,
+    insertRuntime,
+    enqueueEvent,
+    readInbox,
+    persistStep,
+    findEntry,
+    activeEntries,
+    timeline,
+    readTargets
+  }
 }
 
 export type Store = ReturnType<typeof makeStore>

@@ -17,7 +17,7 @@ import type {
   QueueState,
   RunItem
 } from "../../src/queue/planner/index.ts"
-import { initialState, step } from "../../src/queue/planner/index.ts"
+import { initialState, laneOf, step } from "../../src/queue/planner/index.ts"
 import { commitsOf, defaultConfig, fakeSha } from "../support/plannerKit.ts"
 
 const MIN = 60_000
@@ -266,7 +266,8 @@ export const simulate = (params: SimParams): SimResult => {
       ready: true
     })
     if (state.config.mode === "parallel" || params.targets !== undefined) {
-      dispatch({ _tag: "ImpactedTargetsSet", prNumber: pr, sha: fakeSha(`pr${pr}`), targets })
+      const lane = laneOf(state, pr, targets, (id) => prs.get(Number(id.slice("entry-".length)))?.targets)
+      dispatch({ _tag: "ImpactedTargetsSet", prNumber: pr, sha: fakeSha(`pr${pr}`), lane })
     }
   }
 

@@ -6,6 +6,8 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test"
 import * as fs from "node:fs"
+import * as SqlClient from "@effect/sql/SqlClient"
+import { Effect } from "effect"
 import { openScenario, type RunView, type Scenario, type ScenarioOptions } from "../support/scenario.ts"
 import { startTestServer, type TestServer, tempDir } from "../support/server.ts"
 
@@ -107,6 +109,44 @@ describe("parallel mode", () => {
           expect((await s.pr(n)).verifiedByTestRun).toBe(runs.get(n)!.runId)
           expect(await s.testingCount(n)).toBe(1)
         }
+      })
+    },
+    TIMEOUT
+  )
+
+  test(
+    "lists of 150,000 targets: lanes from the one shared name, the planner state keeps no list",
+    async () => {
+      await scenario({ concurrency: 3 }, async (s) => {
+        const many = (pkg: string) => Array.from({ length: 150_000 }, (_, i) => `//${pkg}/module${i % 101}:t${i}`)
+        const a = many("a")
+        const b = many("b")
+        // C shares a single name with A, at the end of its list
+        const c = [...many("c"), a[a.length - 1]!]
+        for (const n of [1, 2, 3]) s.createPr(n, { title: `PR ${n}` })
+        await s.setTargets(1, a)
+        await s.setTargets(2, b)
+        await s.setTargets(3, c)
+        for (const n of [1, 2, 3]) await s.submit(n)
+        const r1 = await s.waitRun(1)
+        const r2 = await s.waitRun(2)
+        const r3 = await s.waitRun(3)
+        expect(r1.details.dependentPrs).toEqual([])
+        expect(r2.details.dependentPrs).toEqual([])
+        expect(r3.details.dependentPrs).toEqual([1])
+        expect(s.files(r3.sha)).toEqual(["README.md", "pr-1.txt", "pr-3.txt"])
+        const d3 = await parallelDetails(s, r3.runId)
+        expect(d3.impactedTargetsForTestedPrs).toHaveLength(150_001)
+        expect(d3.impactedTargets).toHaveLength(300_000)
+        const [row] = await s.server.run(
+          Effect.flatMap(
+            SqlClient.SqlClient,
+            (sql) => sql<{ bytes: number }>`select length(state::text) as bytes from queue_runtime`
+          )
+        )
+        expect(Number(row!.bytes)).toBeLessThan(20_000)
+        for (const n of [1, 2, 3]) await s.ciPass(n)
+        for (const n of [1, 2, 3]) await s.waitState(n, "merged")
       })
     },
     TIMEOUT

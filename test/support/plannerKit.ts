@@ -4,9 +4,12 @@
  * BuildRun / Merge / TryDirectMerge, and pre-generated run ids. Not used by the service.
  */
 
+import { isTerminal } from "../../src/queue/planner/ctx.ts"
+import { laneOf } from "../../src/queue/planner/lanes.ts"
 import { initialState, step } from "../../src/queue/planner/step.ts"
 import type {
   Command,
+  ImpactedTargets,
   PlannerConfig,
   PlannerEvent,
   QueueState,
@@ -74,9 +77,22 @@ export interface Kit {
   readonly verifiedCommits: Set<string>
   /** the targets the fake Git moved to by Merge */
   readonly mergedTo: string[]
-  send: (ev: PlannerEvent) => StepResult[]
+  /** planner events; impacted targets may be given as lists, reduced to lanes as the shell does (`laneOf`) */
+  send: (ev: PlannerEvent | TargetsInput) => StepResult[]
   nextId: () => string
+  /** the target lists last set per entry id */
+  readonly targets: Map<string, ImpactedTargets>
 }
+
+/** `setImpactedTargets` as the shell receives it: the list itself. */
+export interface TargetsInput {
+  readonly _tag: "ImpactedTargetsSet"
+  readonly prNumber: number
+  readonly sha: string
+  readonly targets: ImpactedTargets
+}
+
+const isTargetsInput = (ev: PlannerEvent | TargetsInput): ev is TargetsInput => "targets" in ev
 
 export const makeKit = (config: Partial<PlannerConfig> = {}, opts: KitOptions = {}, initialTarget = "base"): Kit => {
   const target = fakeSha(initialTarget)
@@ -91,7 +107,17 @@ export const makeKit = (config: Partial<PlannerConfig> = {}, opts: KitOptions = 
     verifiedCommits: new Set([target]),
     mergedTo: [],
     nextId: () => `run${++n}`,
-    send: (ev) => {
+    targets: new Map(),
+    send: (input) => {
+      let ev: PlannerEvent
+      if (isTargetsInput(input)) {
+        const entry = kit.state.entries.find(
+          (e) => e.prNumber === input.prNumber && e.headSha === input.sha && !isTerminal(e)
+        )
+        if (entry !== undefined) kit.targets.set(entry.id, input.targets)
+        const lane = laneOf(kit.state, input.prNumber, input.targets, (id) => kit.targets.get(id))
+        ev = { _tag: "ImpactedTargetsSet", prNumber: input.prNumber, sha: input.sha, lane }
+      } else ev = input
       const out: StepResult[] = []
       const queue: PlannerEvent[] = [ev]
       for (let guard = 0; queue.length > 0 && guard < 10_000; guard++) {

@@ -175,7 +175,7 @@ const checkStep = (w: World, before: QueueState, r: StepResult) => {
     for (const run of s.runs) {
       const tested = s.entries.find((e) => e.id === run.testedEntryIds[0])
       if (tested === undefined) continue
-      let acc: ImpactedTargets | null = tested.impactedTargets
+      let acc: ImpactedTargets | null = w.targets.get(tested.id) ?? null
       const deps = run.items.filter(
         (it) => !run.testedEntryIds.includes(it.entryId) && !run.mergedEntryIds.includes(it.entryId)
       )
@@ -305,7 +305,7 @@ const run = (
   // drain: running, every PR gets targets, no flakes; everything must resolve
   setConfig({ state: "running" })
   for (const e of kit.state.entries) {
-    if (e.impactedTargets === null) {
+    if (e.lane === null) {
       w.targets.set(e.id, ["a"])
       send({ _tag: "ImpactedTargetsSet", prNumber: e.prNumber, sha: e.headSha, targets: ["a"] })
     }

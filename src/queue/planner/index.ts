@@ -2,6 +2,8 @@
  * The merge-queue planner: a pure function `step(state, event, now) -> { state, commands, transitions, runChanges }`.
  * See docs/simulator.md and the module headers for the semantics.
  */
+
+export { laneOf } from "./lanes.ts"
 export { enqueued, initialState, step } from "./step.ts"
 export type * from "./types.ts"
 export { Reasons } from "./types.ts"

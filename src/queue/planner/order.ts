@@ -3,7 +3,7 @@
  * ahead; parallel mode: the entries ahead it depends on, transitively).
  */
 import { type Ctx, entryIndex, isChainable, isTerminal, reindexFrom } from "./ctx.ts"
-import type { Entry, ImpactedTargets, Run } from "./types.ts"
+import type { Entry, Run } from "./types.ts"
 
 /** Entries that a new, non-urgent entry may not overtake. */
 export const isLocked = (e: Entry): boolean =>
@@ -18,12 +18,13 @@ export const isLocked = (e: Entry): boolean =>
 
 const before = (a: Entry, b: Entry): boolean => a.priority < b.priority || (a.priority === b.priority && a.seq < b.seq)
 
-export const intersects = (a: ImpactedTargets | null, b: ImpactedTargets | null): boolean => {
-  if (a === null || b === null || a === "ALL" || b === "ALL") return true
-  if (a.length === 0 || b.length === 0) return false
-  if (a.length > b.length) return intersects(b, a)
-  for (const t of a) if (b.includes(t)) return true
-  return false
+/** Whether two entries depend on each other (targets not known yet count as everything). */
+export const intersects = (a: Entry, b: Entry): boolean => {
+  const x = a.lane
+  const y = b.lane
+  if (x === "NONE" || y === "NONE") return false
+  if (x === null || y === null || x === "ALL" || y === "ALL") return true
+  return x.overlaps.includes(b.id) || y.overlaps.includes(a.id)
 }
 
 /** Insert `e` in queue order: ahead of every entry not yet testing with a later (priority, seq); urgent (0) takes
@@ -43,7 +44,7 @@ export const insertEntry = (ctx: Ctx, e: Entry): void => {
     let last = -1
     for (let i = es.length - 1; i >= 0; i--) {
       const x = es[i]!
-      if (isLocked(x) && (!parallel || intersects(x.impactedTargets, e.impactedTargets))) {
+      if (isLocked(x) && (!parallel || intersects(x, e))) {
         last = i
         break
       }
@@ -80,16 +81,26 @@ export const singleExpected = (ctx: Ctx, last: number, run: Run | null): Entry[]
   return out
 }
 
-const unionTargets = (acc: Set<string> | "ALL", t: ImpactedTargets | null): Set<string> | "ALL" => {
-  if (acc === "ALL" || t === null || t === "ALL") return "ALL"
-  for (const x of t) acc.add(x)
-  return acc
+/** The entries gathered so far for a lane: their ids, the ids they list as overlapping, and whether one of them
+ * intersects everything. */
+interface LaneAcc {
+  all: boolean
+  readonly ids: Set<string>
+  readonly listed: Set<string>
 }
 
-const hits = (acc: Set<string> | "ALL", t: ImpactedTargets | null): boolean => {
-  if (t === null || t === "ALL") return true
-  if (acc === "ALL") return t.length > 0
-  for (const x of t) if (acc.has(x)) return true
+const gather = (acc: LaneAcc, e: Entry): void => {
+  acc.ids.add(e.id)
+  const lane = e.lane
+  if (lane === null || lane === "ALL") acc.all = true
+  else if (lane !== "NONE") for (const id of lane.overlaps) acc.listed.add(id)
+}
+
+const hits = (acc: LaneAcc, e: Entry): boolean => {
+  const lane = e.lane
+  if (lane === "NONE") return false
+  if (lane === null || lane === "ALL" || acc.all || acc.listed.has(e.id)) return true
+  for (const id of lane.overlaps) if (acc.ids.has(id)) return true
   return false
 }
 
@@ -97,15 +108,16 @@ const hits = (acc: Set<string> | "ALL", t: ImpactedTargets | null): boolean => {
  * in queue order. */
 export const parallelDeps = (ctx: Ctx, pos: number, run: Run | null): Entry[] => {
   const self = ctx.entries[pos]!
-  let acc: Set<string> | "ALL" = unionTargets(new Set<string>(), self.impactedTargets)
   const out: Entry[] = []
-  if (acc !== "ALL" && acc.size === 0) return out
+  if (self.lane === "NONE") return out
+  const acc: LaneAcc = { all: false, ids: new Set(), listed: new Set() }
+  gather(acc, self)
   for (let i = pos - 1; i >= 0; i--) {
     const e = ctx.entries[i]!
     if (!includableFor(e, run)) continue
-    if (hits(acc, e.impactedTargets)) {
+    if (hits(acc, e)) {
       out.push(e)
-      acc = unionTargets(acc, e.impactedTargets)
+      gather(acc, e)
     }
   }
   out.reverse()

@@ -40,8 +40,7 @@ export const initialState = (config: PlannerConfig, targetSha: string | null): Q
 
 // ---------------------------------------------------------------- event handlers
 
-const eligible = (ctx: Ctx, e: Entry): boolean =>
-  e.ready && (ctx.config.mode !== "parallel" || e.impactedTargets !== null)
+const eligible = (ctx: Ctx, e: Entry): boolean => e.ready && (ctx.config.mode !== "parallel" || e.lane !== null)
 
 const onSubmitted = (ctx: Ctx, ev: Extract<PlannerEvent, { _tag: "Submitted" }>): void => {
   const i = findActiveByPr(ctx, ev.prNumber)
@@ -49,7 +48,8 @@ const onSubmitted = (ctx: Ctx, ev: Extract<PlannerEvent, { _tag: "Submitted" }>)
     const e = ctx.entries[i]!
     let next: Entry = { ...e, noBatch: ev.noBatch, ready: ev.ready }
     if (ev.headSha !== e.headSha) {
-      next = { ...next, headSha: ev.headSha, impactedTargets: null, directMerge: "none" }
+      forgetLane(ctx, e.id)
+      next = { ...next, headSha: ev.headSha, lane: null, directMerge: "none" }
     }
     const priorityChanged = ev.priority !== e.priority
     next = { ...next, priority: ev.priority }
@@ -76,7 +76,7 @@ const onSubmitted = (ctx: Ctx, ev: Extract<PlannerEvent, { _tag: "Submitted" }>)
     stateChangedAt: ctx.now,
     runId: null,
     verifiedByTestRun: null,
-    impactedTargets: null,
+    lane: null,
     ready: ev.ready,
     eligibleAt: null,
     failure: null,
@@ -333,14 +333,25 @@ const onConfigChanged = (ctx: Ctx, config: PlannerConfig): void => {
   ctx.config = wanted
 }
 
+/** Drops `id` from the overlap lists of the other entries (its targets changed or are no longer known). */
+const forgetLane = (ctx: Ctx, id: string): void => {
+  for (let j = 0; j < ctx.entries.length; j++) {
+    const lane = ctx.entries[j]!.lane
+    if (lane !== null && typeof lane !== "string" && lane.overlaps.includes(id)) {
+      patchEntry(ctx, j, { lane: { overlaps: lane.overlaps.filter((x) => x !== id) } })
+    }
+  }
+}
+
 const onImpactedTargets = (ctx: Ctx, ev: Extract<PlannerEvent, { _tag: "ImpactedTargetsSet" }>): void => {
   const i = findActiveByPr(ctx, ev.prNumber)
   if (i < 0) return
   const e = ctx.entries[i]!
   if (e.headSha !== ev.sha) return
-  const targets = ev.targets === "ALL" ? "ALL" : ev.targets.slice()
+  forgetLane(ctx, e.id)
+  const lane = typeof ev.lane === "string" ? ev.lane : { overlaps: ev.lane.overlaps.filter((id) => id !== e.id) }
   const wasNotReady = e.state === "not_ready"
-  const next = patchEntry(ctx, i, { impactedTargets: targets })
+  const next = patchEntry(ctx, i, { lane })
   if (wasNotReady && ctx.config.mode === "parallel" && !isLocked(next)) {
     // re-place it now that its lane is known
     removeEntryAt(ctx, i)

@@ -33,7 +33,19 @@ export interface PlannerConfig {
   readonly mergeMethod: "merge_commit" | "squash" | "rebase"
 }
 
+/** A PR's impacted targets as uploaded: target names, or everything. */
 export type ImpactedTargets = readonly string[] | "ALL"
+
+/**
+ * What the planner knows of an entry's impacted targets (parallel mode). The target lists themselves stay in the
+ * database (they may hold hundreds of thousands of names); the shell reduces them to this when they are set:
+ * - `"ALL"` intersects every entry that impacts something;
+ * - `"NONE"` (an empty list) intersects nothing, not even `"ALL"`;
+ * - `{ overlaps }`: the ids of the entries (active, with targets for their current head, when the targets were set)
+ *   whose lists share a target with this one. Two such entries intersect when either lists the other, so the
+ *   relation stays complete when the later of two uploads sees the earlier one.
+ */
+export type Lane = "ALL" | "NONE" | { readonly overlaps: readonly string[] }
 
 /** One pull request applied on top of a run's base, in order. */
 export interface RunItem {
@@ -85,8 +97,8 @@ export interface Entry {
   /** the run it is tested in now */
   readonly runId: string | null
   readonly verifiedByTestRun: string | null
-  /** impacted targets for `headSha` (parallel mode) */
-  readonly impactedTargets: ImpactedTargets | null
+  /** impacted targets for `headSha`, reduced to their lane (parallel mode); null until they are set */
+  readonly lane: Lane | null
   /** the shell's readiness (mergeability); false keeps the entry not_ready */
   readonly ready: boolean
   /** when it first became pending (batch wait) */
@@ -239,7 +251,7 @@ export interface ImpactedTargetsSet extends EventBase {
   readonly _tag: "ImpactedTargetsSet"
   readonly prNumber: number
   readonly sha: string
-  readonly targets: ImpactedTargets
+  readonly lane: Lane
 }
 export interface DirectMergeResult extends EventBase {
   readonly _tag: "DirectMergeResult"
