@@ -245,7 +245,8 @@ export const makeGitHubHost = (client: GitHubClientService): GitHubHostService =
     Effect.map(listOpenPulls(repo), (pulls) => new Map(pulls.map((p) => [p.number, p.headSha] as const)))
 
   const readBranch = (repo: RepoRef, branch: string): Effect.Effect<string | null, GitHubError> =>
-    call(repo)("GET /repos/{owner}/{repo}/git/ref/{ref}", { ref: `heads/${branch}` }).pipe(
+    // conditional: the runners poll their target's tip, and an unchanged ref costs no budget
+    call(repo)("GET /repos/{owner}/{repo}/git/ref/{ref}", { ref: `heads/${branch}` }, { conditional: true }).pipe(
       Effect.map((r) => r.data.object.sha),
       Effect.catchIf(
         (e) => isStatus(e, 404),
@@ -263,24 +264,17 @@ export const makeGitHubHost = (client: GitHubClientService): GitHubHostService =
 
   /** Points refs/heads/<branch> at sha (forced), creating it when it does not exist. */
   const setBranch = (repo: RepoRef, branch: string, sha: string): Effect.Effect<void, GitHubError> =>
-    call(repo)("PATCH /repos/{owner}/{repo}/git/refs/{ref}", { ref: `heads/${branch}`, sha, force: true }).pipe(
+    // test and scratch branches are new names: create first, move (forced) when it exists already (a retried build)
+    call(repo)("POST /repos/{owner}/{repo}/git/refs", { ref: `refs/heads/${branch}`, sha }).pipe(
       Effect.asVoid,
       Effect.catchIf(
-        (e) => isStatus(e, 404, 422),
+        (e) => isStatus(e, 422),
         () =>
-          call(repo)("POST /repos/{owner}/{repo}/git/refs", { ref: `refs/heads/${branch}`, sha }).pipe(
-            Effect.asVoid,
-            // created meanwhile by someone else: move it
-            Effect.catchIf(
-              (e) => isStatus(e, 422),
-              () =>
-                call(repo)("PATCH /repos/{owner}/{repo}/git/refs/{ref}", {
-                  ref: `heads/${branch}`,
-                  sha,
-                  force: true
-                }).pipe(Effect.asVoid)
-            )
-          )
+          call(repo)("PATCH /repos/{owner}/{repo}/git/refs/{ref}", {
+            ref: `heads/${branch}`,
+            sha,
+            force: true
+          }).pipe(Effect.asVoid)
       )
     )
 
@@ -457,10 +451,15 @@ export const makeGitHubHost = (client: GitHubClientService): GitHubHostService =
       Effect.catchAll((e) => Effect.logWarning(`could not open a pull request for ${input.branch}: ${e.message}`))
     )
 
+  /**
+   * Builds on a scratch branch (the merges API needs a branch to merge into) and sets the test branch once, to the
+   * built tip: CI that runs on pushes to `trunk-merge/**` sees only the commit to test, never an intermediate one.
+   */
   const buildTestBranch = (
     input: BuildTestBranchInput
-  ): Effect.Effect<BuildTestBranchResult, MergeConflict | RepoNotFound | GitError> =>
-    Effect.gen(function* () {
+  ): Effect.Effect<BuildTestBranchResult, MergeConflict | RepoNotFound | GitError> => {
+    const scratch = { name: `greenline/scratch/${crypto.randomUUID()}`, at: null as string | null, used: false }
+    return Effect.gen(function* () {
       const repo = input.repo
       yield* checkBranch(input.branch)
       yield* checkSha(input.baseSha, "baseSha")
@@ -476,14 +475,14 @@ export const makeGitHubHost = (client: GitHubClientService): GitHubHostService =
       }
       const base = yield* commitMeta(repo, input.baseSha)
       let tip: Tip = { sha: base.sha, tree: base.tree }
-      // where the branch is on GitHub (null: not set by this build yet)
-      let branchAt: string | null = null
-      const moveBranch = (sha: string) =>
-        branchAt === sha
+      const moveScratch = (sha: string) => {
+        scratch.used = true
+        return scratch.at === sha
           ? Effect.void
-          : Effect.tap(setBranch(repo, input.branch, sha), () => {
-              branchAt = sha
+          : Effect.tap(setBranch(repo, scratch.name, sha), () => {
+              scratch.at = sha
             })
+      }
       const commits: Array<string> = []
       const keyOf = (parent: string, item: (typeof input.items)[number]) =>
         `${repo.owner}/${repo.name}\0${input.method}\0${parent}\0${item.headSha}\0${item.prNumber}\0${item.title}`
@@ -499,18 +498,19 @@ export const makeGitHubHost = (client: GitHubClientService): GitHubHostService =
         if (input.method === "rebase") {
           const list = yield* prCommits(repo, input.baseSha, item.headSha)
           for (const commit of list) {
-            const next = yield* cherryPick(repo, input.branch, tip, commit, {
+            scratch.used = true
+            scratch.at = null
+            const next = yield* cherryPick(repo, scratch.name, tip, commit, {
               dropEmpty: true,
               keepOtherParents: false
             })
-            branchAt = null
             if (next === null) return yield* conflict(index)
             tip = next
           }
         } else {
-          yield* moveBranch(tip.sha)
-          const merged = yield* trialMerge(repo, input.branch, item.headSha, tip.tree)
-          branchAt = null
+          yield* moveScratch(tip.sha)
+          const merged = yield* trialMerge(repo, scratch.name, item.headSha, tip.tree)
+          scratch.at = null
           if (merged._tag === "Conflict") return yield* conflict(index)
           const head = yield* commitMeta(repo, item.headSha)
           const sha =
@@ -537,17 +537,21 @@ export const makeGitHubHost = (client: GitHubClientService): GitHubHostService =
         if (built.size >= 50_000) built.clear()
         built.set(keyOf(parent.sha, item), tip)
       }
-      yield* moveBranch(tip.sha)
+      yield* setBranch(repo, input.branch, tip.sha)
       if (input.pullRequest !== undefined && input.items.length > 0) {
         yield* openTestPull(repo, input, input.pullRequest.base)
       }
       return { sha: tip.sha, commits }
     }).pipe(
+      Effect.ensuring(
+        Effect.suspend(() => (scratch.used ? Effect.ignore(deleteRef(input.repo, scratch.name)) : Effect.void))
+      ),
       Effect.catchTags({
         GitHubApiError: (e) => Effect.fail(repoErrors(input.repo)(e)),
         GitHubRateLimited: (e) => Effect.fail(toGitError(e))
       })
     )
+  }
 
   const rebaseOnto = (input: RebaseOntoInput): Effect.Effect<string, MergeConflict | GitError> =>
     Effect.gen(function* () {

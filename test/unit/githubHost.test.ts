@@ -158,8 +158,23 @@ describe("GitHubHost: test branches", () => {
       const repo = await freshRepo()
       const { items } = await twoPrs(repo)
       const input = { repo: refOf(repo), baseSha: repo.initialSha, method, items }
+      sim.clearRequests()
       const built = await run(host.buildTestBranch({ ...input, branch: `trunk-merge/pr-1/${method}` }))
       expect(built.commits).toHaveLength(2)
+      // the test branch is written once, to the built tip (CI on trunk-merge/** sees nothing else); no scratch is left
+      const writes = sim
+        .requests()
+        .filter(
+          (r) =>
+            (r.status < 300 &&
+              r.method === "PATCH" &&
+              r.path.endsWith(encodeURIComponent(`heads/trunk-merge/pr-1/${method}`))) ||
+            (r.method === "POST" &&
+              r.route === "POST /repos/{owner}/{repo}/git/refs" &&
+              (r.body as { ref?: string }).ref === `refs/heads/trunk-merge/pr-1/${method}`)
+        )
+      expect(writes.map((r) => (r.body as { sha?: string }).sha)).toEqual([built.sha])
+      expect(sim.git(repo, "for-each-ref", "refs/heads/greenline/")).toBe("")
       expect(built.sha).toBe(built.commits[1]!)
       expect(sim.branchSha(repo, `trunk-merge/pr-1/${method}`)).toBe(built.sha)
       expect(file(repo, built.sha, "a.txt")).toBe("a2")
