@@ -13,6 +13,7 @@ import examples from "@octokit/webhooks-examples"
 import { Effect, Option, Redacted } from "effect"
 import { COMMENT_MARKER } from "../../src/github/feedback.ts"
 import { signBody } from "../../src/github/webhooks.ts"
+import { Tenancy } from "../../src/tenancy/Tenancy.ts"
 import { type GitHubSim, type SimPrKey, startGitHubSim } from "../support/github/sim.ts"
 import { databases, eventually, startTestServer, type TestServer } from "../support/server.ts"
 
@@ -248,6 +249,14 @@ for (const db of databases) {
       const deleted = { ...example("installation", "deleted"), installation: installed.installation }
       expect((await deliver("installation", deleted)).status).toBe(200)
       expect((await claim("Codertocat", "Space")).status).toBe(404)
+      // the CLI's `repos add` is refused the same way, with the reason
+      const added_ = await server.run(
+        Effect.flatMap(Tenancy, (t) =>
+          t.addRepo("acme-org", { host: "github.com", owner: "Codertocat", name: "Space" })
+        ).pipe(Effect.either)
+      )
+      expect(added_._tag).toBe("Left")
+      if (added_._tag === "Left") expect(added_.left.message).toContain("not installed")
       expect(
         await query(
           "select * from github_installation_repos where installation_id = $1",
