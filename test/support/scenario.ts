@@ -76,6 +76,13 @@ export interface ScenarioOptions {
   readonly requiredStatuses?: ReadonlyArray<string> | null
   /** more updateQueue fields */
   readonly config?: Record<string, unknown>
+  /** The repository (default: a new local bare repository under `root`); its `repo` is the queue's key. Another
+   * provider's (e.g. the simulated GitHub's, test/support/github/scenarioGitHub.ts) plugs in here. */
+  readonly repo?: TestRepo
+  /** How long waitState/waitRun/reportRun wait (default 15 s; a provider over REST needs longer on a busy machine). */
+  readonly waitMs?: number
+  /** How CI results reach Greenline (default POST /v1/reportStatus). */
+  readonly report?: (sha: string, state: "pending" | "success" | "failure" | "error", context: string) => Promise<void>
 }
 
 const TERMINAL = new Set<PrState>(["merged", "failed", "cancelled"])
@@ -142,11 +149,13 @@ export interface Scenario {
 }
 
 export const openScenario = async (server: TestServer, root: string, options: ScenarioOptions): Promise<Scenario> => {
-  const repo = createTestRepo({
-    root,
-    repo: { host: "local", owner: "acme", name: options.name },
-    ...(options.files === undefined ? {} : { files: options.files })
-  })
+  const repo =
+    options.repo ??
+    createTestRepo({
+      root,
+      repo: { host: "local", owner: "acme", name: options.name },
+      ...(options.files === undefined ? {} : { files: options.files })
+    })
   const key = { repo: repo.repo, targetBranch: "main" }
   const initialSha = repo.branchSha("main")!
   const markers = new Map<number, string>()
@@ -203,7 +212,8 @@ export const openScenario = async (server: TestServer, root: string, options: Sc
     return t.map((x) => `${x.state}:${x.reason}`).join(" > ")
   }
 
-  const waitState = async (n: number, state: PrState, timeoutMs = WAIT_MS) => {
+  const waitMs = options.waitMs ?? WAIT_MS
+  const waitState = async (n: number, state: PrState, timeoutMs = waitMs) => {
     let last: PrRecord | undefined
     try {
       return await poll(
@@ -238,7 +248,7 @@ export const openScenario = async (server: TestServer, root: string, options: Sc
           if (d.status !== "in_progress" || d.testBranchSha === "") return undefined
           return { runId: r.testRunId, sha: d.testBranchSha, details: d }
         },
-        WAIT_MS,
+        waitMs,
         `a new run of PR #${n}`
       )
     } catch (e) {
@@ -247,6 +257,7 @@ export const openScenario = async (server: TestServer, root: string, options: Sc
   }
 
   const report = async (sha: string, state: "pending" | "success" | "failure" | "error", context = "ci") => {
+    if (options.report) return options.report(sha, state, context)
     const r = await server.post("reportStatus", { repo: repo.repo, sha, context, state })
     if (r.status !== 200) throw new Error(`reportStatus answered ${r.status}: ${JSON.stringify(r.body)}`)
   }
@@ -292,7 +303,15 @@ export const openScenario = async (server: TestServer, root: string, options: Sc
       const d = await ok<TestingDetails>("getMergeQueueTestingDetails", { testRunId: id })
       if (d.status === "succeeded" && d.testBranchSha !== "") passed.push(d.testBranchSha)
     }
-    const tested = (c: string) => exempt.has(c) || passed.some((t) => t === c || isAncestor(c, t))
+    // a commit is tested when a passed run contains it, or (merges that create their own commits, as GitHub's squash
+    // and rebase merges do) when its tree is the tree of a commit of a passed run's chain
+    const testedTrees = new Set(
+      passed.flatMap((t) => repo.git("log", "--first-parent", "--format=%T", t, `^${initialSha}`).split("\n"))
+    )
+    const tested = (c: string) =>
+      exempt.has(c) ||
+      passed.some((t) => t === c || isAncestor(c, t)) ||
+      testedTrees.has(repo.git("rev-parse", `${c}^{tree}`))
     const walk = firstParentWalk()
     for (const c of walk) expect({ commit: c, tested: tested(c) }).toEqual({ commit: c, tested: true })
     // every tip main moved to: tested, and main never moved backwards or sideways
@@ -343,7 +362,7 @@ export const openScenario = async (server: TestServer, root: string, options: Sc
         if (d.status !== "in_progress" || d.testBranchSha === "") return undefined
         return { runId, sha: d.testBranchSha, details: d }
       },
-      WAIT_MS,
+      waitMs,
       `run ${runId} in progress`
     )
     markReported(run)

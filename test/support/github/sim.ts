@@ -124,6 +124,9 @@ export interface SimRequest {
   readonly body: Json | undefined
   readonly status: number
   readonly auth: "app" | "installation" | "pat" | "none" | "invalid"
+  /** when it arrived (epoch ms) and how long the simulator took to answer */
+  readonly at: number
+  readonly ms: number
 }
 
 /** Something that does not match GitHub's OpenAPI description (or that the simulator does not implement). */
@@ -147,6 +150,27 @@ export interface OpenPullRequestInput extends SimRepoKey {
   readonly files?: FileChanges
   /** several commits instead of `files` */
   readonly commits?: ReadonlyArray<CommitSpec>
+}
+
+export interface SimPullRequest extends SimPrKey {
+  readonly headSha: string
+  /** the head branch */
+  readonly head: string
+}
+
+export interface PushToPullRequestChange {
+  readonly files?: FileChanges
+  readonly commits?: ReadonlyArray<CommitSpec>
+  /** build the new head on the base's tip (a force-push) instead of on the current head */
+  readonly force?: boolean
+  /** message of the (last) commit; default the PR title */
+  readonly message?: string
+}
+
+export interface PushOptions {
+  readonly message?: string
+  /** the pusher's login (default `<owner>-admin`) */
+  readonly user?: string
 }
 
 export interface SimComment {
@@ -189,30 +213,29 @@ export interface GitHubSim {
   readonly createPersonalToken: (login: string) => string
   /** Makes every installation token issued so far expired. */
   readonly expireTokens: () => void
-  /** A head branch with commits on the base's tip and a pull request for it (sends `pull_request` opened). */
-  readonly openPullRequest: (
-    input: OpenPullRequestInput
-  ) => Promise<SimPrKey & { readonly headSha: string; readonly head: string }>
-  /** Pushes new commits to the PR's head branch (sends `push` and `pull_request` synchronize); `force` rebuilds the
-   * head from the base's tip instead (a force-push). Returns the new head sha. */
-  readonly pushToPullRequest: (
-    pr: SimPrKey,
-    change?: {
-      readonly files?: FileChanges
-      readonly commits?: ReadonlyArray<CommitSpec>
-      readonly force?: boolean
-      readonly message?: string
-    }
-  ) => Promise<string>
-  /** A commit pushed to a branch from outside (fast-forward; sends `push`, and `pull_request` closed for PRs whose
-   * head it contains). Returns its sha. */
+  /** A head branch with commits on the base's tip and a pull request for it (sends `push` and `pull_request`
+   * opened, and waits for their delivery). */
+  readonly openPullRequest: (input: OpenPullRequestInput) => Promise<SimPullRequest>
+  /** `openPullRequest` at once (synchronously): the PR exists on return, its webhooks follow. */
+  readonly openPullRequestNow: (input: OpenPullRequestInput) => SimPullRequest
+  /** Pushes new commits to the PR's head branch (sends `push` and `pull_request` synchronize); `force` builds the
+   * new head on the base's tip instead (a force-push). Returns the new head sha. */
+  readonly pushToPullRequest: (pr: SimPrKey, change?: PushToPullRequestChange) => Promise<string>
+  /** `pushToPullRequest` at once: the head moved on return, its webhooks follow. */
+  readonly pushToPullRequestNow: (pr: SimPrKey, change?: PushToPullRequestChange) => string
+  /** A commit pushed to a branch from outside (sends `push`, and `pull_request` closed with `merged: true` for open
+   * PRs on that base whose head it contains). Returns its sha. */
   readonly pushToBranch: (
     repo: SimRepoKey,
     branch: string,
     files: FileChanges,
-    options?: { readonly message?: string; readonly user?: string }
+    options?: PushOptions
   ) => Promise<string>
+  /** `pushToBranch` at once: the branch moved on return, its webhooks follow. */
+  readonly pushToBranchNow: (repo: SimRepoKey, branch: string, files: FileChanges, options?: PushOptions) => string
   readonly closePullRequest: (pr: SimPrKey, user?: string) => Promise<void>
+  /** `closePullRequest` at once: closed on return, its webhook follows. */
+  readonly closePullRequestNow: (pr: SimPrKey, user?: string) => void
   readonly reopenPullRequest: (pr: SimPrKey, user?: string) => Promise<void>
   readonly convertToDraft: (pr: SimPrKey) => Promise<void>
   readonly markReadyForReview: (pr: SimPrKey) => Promise<void>
@@ -527,11 +550,15 @@ class Sim {
     return c
   }
 
+  /**
+   * The PR as answered. `read`: a GET of this PR (mergeability computed, lazily as GitHub does); otherwise (lists,
+   * webhooks) `mergeable` is null as in GitHub's own list answers and most webhooks, and nothing is merged to know.
+   */
   private async pullView(repo: Repo, p: Pull, read: boolean): Promise<PullView> {
     const baseSha = (await repo.ops.refSha(`refs/heads/${p.baseRef}`)) ?? p.headSha
     let mergeable: boolean | null = null
     let mergeableState = "unknown"
-    if (p.state === "open") {
+    if (p.state === "open" && read) {
       const key = `${baseSha}:${p.headSha}`
       if (p.mergeKey !== key) {
         const r = await repo.ops.mergeTree(baseSha, p.headSha)
@@ -717,23 +744,44 @@ class Sim {
     } else if (!(await repo.ops.updateRef(ref, newSha, before))) {
       return false
     }
+    await this.afterMove(repo, branch, before, newSha, pusher)
+    return true
+  }
+
+  /** `moveBranch` for the synchronous test API: the ref and the PR heads change now, the webhooks follow. */
+  private moveBranchNow(repo: Repo, branch: string, newSha: string | null, pusher: SimUser): Promise<void> {
+    const before = repo.test.branchSha(branch)
+    const ref = `refs/heads/${branch}`
+    if (newSha === null) repo.test.git("update-ref", "-d", ref, before ?? ZERO)
+    else repo.test.git("update-ref", ref, newSha, before ?? ZERO)
+    return this.afterMove(repo, branch, before, newSha, pusher).catch((e) =>
+      this.violation("unimplemented", `moving ${branch}`, [`the simulator failed: ${String(e)}`])
+    )
+  }
+
+  /**
+   * What follows a branch move, as on GitHub: the PRs whose head it is are synchronized (or closed when it was
+   * deleted) at once, before the first await; then the `push` webhook, the PR webhooks, and the PRs whose base it is
+   * and whose head it now contains are marked merged.
+   */
+  private async afterMove(repo: Repo, branch: string, before: string | null, newSha: string | null, pusher: SimUser) {
     repo.info.pushedAt = now()
-    await this.emitPush(repo, branch, before, newSha, pusher)
+    const events: Array<[Pull, string, JsonObject]> = []
     for (const p of repo.pulls.values()) {
-      if (p.state !== "open") continue
-      if (p.headRef === branch) {
-        if (newSha === null) {
-          this.closePull(p)
-          await this.emitPull(repo, p, "closed", pusher)
-        } else if (p.headSha !== newSha) {
-          const old = p.headSha
-          p.headSha = newSha
-          p.updatedAt = now()
-          await repo.ops.updateRef(`refs/pull/${p.number}/head`, newSha)
-          await this.emitPull(repo, p, "synchronize", pusher, { before: old, after: newSha })
-        }
+      if (p.state !== "open" || p.headRef !== branch) continue
+      if (newSha === null) {
+        this.closePull(p)
+        events.push([p, "closed", {}])
+      } else if (p.headSha !== newSha) {
+        const old = p.headSha
+        p.headSha = newSha
+        p.updatedAt = now()
+        repo.test.git("update-ref", `refs/pull/${p.number}/head`, newSha)
+        events.push([p, "synchronize", { before: old, after: newSha }])
       }
     }
+    await this.emitPush(repo, branch, before, newSha, pusher)
+    for (const [p, action, extra] of events) await this.emitPull(repo, p, action, pusher, extra)
     if (newSha !== null) {
       for (const p of repo.pulls.values()) {
         if (p.state !== "open" || p.baseRef !== branch) continue
@@ -747,7 +795,6 @@ class Sim {
         }
       }
     }
-    return true
   }
 
   private closePull(p: Pull) {
@@ -803,6 +850,7 @@ class Sim {
   // HTTP
 
   private async handle(req: Request): Promise<Response> {
+    const started = Date.now()
     const url = new URL(req.url)
     const method = req.method.toUpperCase()
     const rawPath = url.pathname
@@ -861,7 +909,17 @@ class Sim {
         )
       )
     }
-    this.log.push({ method, path: rawPath, query: url.search, route: op?.route ?? null, body, status, auth })
+    this.log.push({
+      method,
+      path: rawPath,
+      query: url.search,
+      route: op?.route ?? null,
+      body,
+      status,
+      auth,
+      at: started,
+      ms: Date.now() - started
+    })
     return new Response(status === 204 || status === 304 ? null : responseBody, { status, headers })
   }
 
@@ -1874,6 +1932,65 @@ class Sim {
       return sha
     }
 
+    /** The synchronous core of the test API: state and refs change now; `announced` resolves once the webhooks are
+     * queued (in order). */
+    const openNow = (input: OpenPullRequestInput) => {
+      const repo = this.repoOf(input)
+      const user = this.user(input.user)
+      const base = input.base ?? repo.info.defaultBranch
+      const baseSha = repo.test.branchSha(base)
+      if (baseSha === null) throw new Error(`no branch ${base}`)
+      const number = repo.nextNumber
+      const head = input.head ?? `${input.user}/pr-${number}`
+      const specs = commitSpecs(number, input.files, input.commits, input.title)
+      const sha = build(repo, baseSha, specs, user, input.title)
+      const moved = this.moveBranchNow(repo, head, sha, user)
+      const p = this.newPull(repo, {
+        title: input.title,
+        body: input.body ?? null,
+        user,
+        headRef: head,
+        headSha: sha,
+        baseRef: base,
+        draft: input.draft ?? false
+      })
+      repo.test.git("update-ref", `refs/pull/${p.number}/head`, sha)
+      const announced = moved.then(() => this.emitPull(repo, p, "opened", user))
+      return { result: { owner: input.owner, name: input.name, number: p.number, headSha: sha, head }, announced }
+    }
+    const pushPrNow = (key: SimPrKey, change: PushToPullRequestChange = {}) => {
+      const { repo, pull } = this.pullOf(key)
+      const force = change.force === true
+      const start = force ? (repo.test.branchSha(pull.baseRef) ?? pull.headSha) : pull.headSha
+      const specs = change.commits ?? [
+        {
+          files: change.files ?? { [`pr-${pull.number}.txt`]: `${pull.number} v${Date.now()}\n` },
+          message: change.message ?? pull.title
+        }
+      ]
+      const sha = build(repo, start, specs, pull.user, change.message ?? pull.title)
+      const announced = this.moveBranchNow(repo, pull.headRef, sha, pull.user)
+      return { result: sha, announced }
+    }
+    const pushBranchNow = (key: SimRepoKey, branch: string, files: FileChanges, opts: PushOptions = {}) => {
+      const repo = this.repoOf(key)
+      const user = this.user(opts.user ?? `${key.owner}-admin`)
+      const before = repo.test.branchSha(branch)
+      const sha = repo.test.commit(before, {
+        files,
+        message: opts.message ?? "Outside change",
+        author: { name: user.login, email: emailOf(user) }
+      })
+      const announced = this.moveBranchNow(repo, branch, sha, user)
+      return { result: sha, announced }
+    }
+    const closeNow = async (key: SimPrKey, login?: string) => {
+      const { repo, pull } = this.pullOf(key)
+      if (pull.state !== "open") return
+      this.closePull(pull)
+      await this.emitPull(repo, pull, "closed", this.user(login ?? pull.user.login))
+    }
+
     return {
       url: this.urls.api,
       appId: this.app.id,
@@ -2010,73 +2127,29 @@ class Sim {
       expireTokens: () => {
         for (const t of this.tokens.values()) if (t.installationId !== null) t.expiresAt = Date.now() - 1
       },
+      openPullRequestNow: (input) => openNow(input).result,
       openPullRequest: async (input) => {
-        const repo = this.repoOf(input)
-        const user = this.user(input.user)
-        return this.locked(repo, async () => {
-          const base = input.base ?? repo.info.defaultBranch
-          const baseSha = await repo.ops.refSha(`refs/heads/${base}`)
-          if (baseSha === null) throw new Error(`no branch ${base}`)
-          const number = repo.nextNumber
-          const head = input.head ?? `${input.user}/pr-${number}`
-          const sha = build(
-            repo,
-            baseSha,
-            commitSpecs(number, input.files, input.commits, input.title),
-            user,
-            input.title
-          )
-          await this.moveBranch(repo, head, sha, null, user)
-          const p = this.newPull(repo, {
-            title: input.title,
-            body: input.body ?? null,
-            user,
-            headRef: head,
-            headSha: sha,
-            baseRef: base,
-            draft: input.draft ?? false
-          })
-          await repo.ops.updateRef(`refs/pull/${p.number}/head`, sha)
-          await this.emitPull(repo, p, "opened", user)
-          return { owner: input.owner, name: input.name, number: p.number, headSha: sha, head }
-        }).then(settle)
+        const { result, announced } = openNow(input)
+        await announced
+        return settle(result)
       },
-      pushToPullRequest: async (key, change = {}) => {
-        const { repo, pull } = this.pullOf(key)
-        return this.locked(repo, async () => {
-          const force = change.force === true
-          const start = force ? ((await repo.ops.refSha(`refs/heads/${pull.baseRef}`)) ?? pull.headSha) : pull.headSha
-          const specs = change.commits ?? [
-            {
-              files: change.files ?? { [`pr-${pull.number}.txt`]: `${pull.number} v${Date.now()}\n` },
-              message: change.message ?? pull.title
-            }
-          ]
-          const sha = build(repo, start, specs, pull.user)
-          if (!force && !(await repo.ops.isAncestor(pull.headSha, sha))) throw new Error("not a fast-forward")
-          await this.moveBranch(repo, pull.headRef, sha, pull.headSha, pull.user)
-          return sha
-        }).then(settle)
+      pushToPullRequestNow: (key, change) => pushPrNow(key, change).result,
+      pushToPullRequest: async (key, change) => {
+        const { result, announced } = pushPrNow(key, change)
+        await announced
+        return settle(result)
       },
-      pushToBranch: async (key, branch, files, opts = {}) => {
-        const repo = this.repoOf(key)
-        const user = this.user(opts.user ?? `${key.owner}-admin`)
-        return this.locked(repo, async () => {
-          const before = await repo.ops.refSha(`refs/heads/${branch}`)
-          const sha = repo.test.commit(before, {
-            files,
-            message: opts.message ?? "Outside change",
-            author: { name: user.login, email: emailOf(user) }
-          })
-          if (!(await this.moveBranch(repo, branch, sha, before, user))) throw new Error(`${branch} moved meanwhile`)
-          return sha
-        }).then(settle)
+      pushToBranchNow: (key, branch, files, opts) => pushBranchNow(key, branch, files, opts).result,
+      pushToBranch: async (key, branch, files, opts) => {
+        const { result, announced } = pushBranchNow(key, branch, files, opts)
+        await announced
+        return settle(result)
+      },
+      closePullRequestNow: (key, login) => {
+        void closeNow(key, login)
       },
       closePullRequest: async (key, login) => {
-        const { repo, pull } = this.pullOf(key)
-        if (pull.state !== "open") return
-        this.closePull(pull)
-        await this.emitPull(repo, pull, "closed", this.user(login ?? pull.user.login))
+        await closeNow(key, login)
         await settle()
       },
       reopenPullRequest: async (key, login) => {
