@@ -1,7 +1,9 @@
 import * as NodeSdk from "@effect/opentelemetry/NodeSdk"
+import * as Resource from "@effect/opentelemetry/Resource"
+import * as OtelTracer from "@effect/opentelemetry/Tracer"
 import { OTLPTraceExporter } from "@opentelemetry/exporter-trace-otlp-http"
 import { BatchSpanProcessor } from "@opentelemetry/sdk-trace-base"
-import { Context, Effect, Exit, Layer, Option, Runtime } from "effect"
+import { Context, Effect, Exit, Layer, Option, Runtime, Tracer } from "effect"
 import { AppConfig } from "../config.ts"
 import type { RequestTracer } from "../http/router.ts"
 
@@ -13,6 +15,18 @@ import type { RequestTracer } from "../http/router.ts"
  * make and drop).
  */
 
+/**
+ * Effect's tracer over the OpenTelemetry SDK, like `@effect/opentelemetry`'s, without its context hook: that one also
+ * makes each span the active span of OpenTelemetry's own context API around every step of a fiber, which only
+ * OpenTelemetry instrumentations of other libraries would read (there are none here). Measured on four spans with
+ * asynchronous steps in between: about 110 µs of CPU with the hook, 35 µs without (20,000 runs, same process).
+ */
+const tracerWithoutOtelContext = Layer.unwrapEffect(
+  Effect.map(OtelTracer.make, (otel) =>
+    Layer.setTracer(Tracer.make({ span: otel.span, context: (execution) => execution() }))
+  )
+)
+
 /** The OTLP/HTTP traces URL for a base endpoint (the specification's rule: the base plus `/v1/traces`). */
 export const tracesUrl = (endpoint: string) => `${endpoint.replace(/\/+$/, "")}/v1/traces`
 
@@ -21,11 +35,18 @@ export const TracingLive: Layer.Layer<never, never, AppConfig> = Layer.unwrapEff
     Option.match(config.otlpEndpoint, {
       onNone: () => Layer.setTracerEnabled(false),
       onSome: (endpoint) =>
-        NodeSdk.layer(() => ({
-          resource: { serviceName: config.otelServiceName },
-          // headers (OTEL_EXPORTER_OTLP_HEADERS) and timeouts come from the exporter's own environment variables
-          spanProcessor: new BatchSpanProcessor(new OTLPTraceExporter({ url: tracesUrl(endpoint) }))
-        }))
+        tracerWithoutOtelContext.pipe(
+          Layer.provide(OtelTracer.layerTracer),
+          Layer.provide(
+            // headers (OTEL_EXPORTER_OTLP_HEADERS) and timeouts come from the exporter's own environment variables;
+            // the batch processor's limits and the sampler from OTEL_BSP_* and OTEL_TRACES_SAMPLER*
+            NodeSdk.layerTracerProvider(new BatchSpanProcessor(new OTLPTraceExporter({ url: tracesUrl(endpoint) })))
+          ),
+          Layer.provide(
+            // OTEL_RESOURCE_ATTRIBUTES, with the service name of the configuration
+            Resource.layerFromEnv(Resource.configToAttributes({ serviceName: config.otelServiceName }))
+          )
+        )
     })
   )
 )
