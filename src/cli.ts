@@ -3,6 +3,7 @@ import { BunContext, BunRuntime } from "@effect/platform-bun"
 import { Console, Effect, Layer } from "effect"
 import { AppConfigLive } from "./config.ts"
 import { DatabaseLive } from "./db/Database.ts"
+import { GitHubClientLive } from "./github/GitHubClient.ts"
 import { InstallationClaimGuardLive } from "./github/installations.ts"
 import { Tenancy, TenancyLive } from "./tenancy/Tenancy.ts"
 
@@ -14,7 +15,10 @@ import { Tenancy, TenancyLive } from "./tenancy/Tenancy.ts"
 
 const Db = Layer.provideMerge(DatabaseLive, AppConfigLive)
 // with a GitHub App, `repos add` claims only repositories the App is installed on (as createQueue does)
-const WithTenancy = Layer.provideMerge(TenancyLive, Layer.provideMerge(InstallationClaimGuardLive, Db))
+const WithTenancy = Layer.provideMerge(
+  TenancyLive,
+  Layer.provideMerge(InstallationClaimGuardLive.pipe(Layer.provide(GitHubClientLive)), Db)
+)
 
 const fail = (message: string) => Effect.fail(new Error(message))
 

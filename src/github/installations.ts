@@ -10,6 +10,7 @@ import type { SqlError } from "@effect/sql/SqlError"
 import { Effect, Layer, Option } from "effect"
 import { AppConfig } from "../config.ts"
 import { RepoClaimGuard } from "../tenancy/Tenancy.ts"
+import { GitHubClient } from "./GitHubClient.ts"
 
 export interface InstalledRepo {
   readonly owner: string
@@ -63,17 +64,22 @@ export const makeInstallations = (sql: SqlClient.SqlClient, host: string) => {
       Effect.asVoid
     )
 
-  /** The installation covering `owner/name` when it is active (not suspended). */
-  const activeInstallation = (owner: string, name: string): Effect.Effect<Option.Option<number>, SqlError> =>
+  /** The installation known to cover `owner/name`, suspended or not. */
+  const knownInstallation = (owner: string, name: string) =>
     Effect.map(
-      sql<{ id: string | number }>`
-        select i.id from github_installation_repos r join github_installations i on i.id = r.installation_id
-        where r.host = ${h} and r.owner = ${owner.toLowerCase()} and r.name = ${name.toLowerCase()}
-          and not i.suspended`,
-      (rows) => Option.map(Option.fromNullable(rows[0]), (r) => Number(r.id))
+      sql<{ id: string | number; suspended: boolean }>`
+        select i.id, i.suspended from github_installation_repos r join github_installations i on i.id = r.installation_id
+        where r.host = ${h} and r.owner = ${owner.toLowerCase()} and r.name = ${name.toLowerCase()}`,
+      (rows) => Option.map(Option.fromNullable(rows[0]), (r) => ({ id: Number(r.id), suspended: r.suspended }))
     )
 
-  return { upsert, addRepos, removeRepos, reposOf, remove, setSuspended, activeInstallation }
+  /** Records an installation learnt from the API (a webhook's later account and suspension win). */
+  const ensure = (id: number, account: string) =>
+    sql`insert into github_installations (id, account) values (${id}, ${account}) on conflict (id) do nothing`.pipe(
+      Effect.asVoid
+    )
+
+  return { upsert, ensure, addRepos, removeRepos, reposOf, remove, setSuspended, knownInstallation }
 }
 
 /** True in GitHub App mode (App id and key configured); a personal access token alone is not an App. */
@@ -84,22 +90,38 @@ export const appMode = (c: {
 
 /**
  * In App mode, a repository of the GitHub host may be claimed only while the App is installed on it; other hosts, and
- * every repository without an App, are not restricted.
+ * every repository without an App, are not restricted. A repository no webhook told about (the App was installed
+ * before this server received its webhooks) is looked up on GitHub once (`GET /repos/{owner}/{repo}/installation`)
+ * and remembered.
  */
 export const InstallationClaimGuardLive = Layer.effect(
   RepoClaimGuard,
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
     const config = yield* AppConfig
+    const client = yield* GitHubClient
     const installations = makeInstallations(sql, config.githubHost)
     const enabled = appMode(config)
+    const notInstalled = (repo: { owner: string; name: string }) =>
+      `the GitHub App is not installed on ${repo.owner}/${repo.name}: install it there first`
     return {
       refusal: (repo) =>
         Effect.gen(function* () {
           if (!enabled || repo.host.toLowerCase() !== config.githubHost) return undefined
-          const found = yield* installations.activeInstallation(repo.owner, repo.name)
-          if (Option.isSome(found)) return undefined
-          return `the GitHub App is not installed on ${repo.owner}/${repo.name}: install it there first`
+          const known = yield* installations.knownInstallation(repo.owner, repo.name)
+          if (Option.isSome(known)) {
+            return known.value.suspended ? `the GitHub App's installation on ${repo.owner} is suspended` : undefined
+          }
+          const asked = yield* client.installationId(repo.owner, repo.name).pipe(Effect.either)
+          if (asked._tag === "Left") {
+            const e = asked.left
+            return e._tag === "GitHubApiError" && e.status === 404
+              ? notInstalled(repo)
+              : `could not ask GitHub whether the App is installed on ${repo.owner}/${repo.name}: ${e.message}`
+          }
+          yield* installations.ensure(asked.right, repo.owner)
+          yield* installations.addRepos(asked.right, [{ owner: repo.owner, name: repo.name }])
+          return undefined
         })
     }
   })

@@ -270,6 +270,14 @@ for (const db of databases) {
       await sim.installApp("acme", ["api"])
       await sim.settled()
       expect((await claim("acme", "api")).status).toBe(200)
+
+      // an installation whose webhook never arrived: GitHub is asked when the repository is claimed
+      await sim.createRepo("acme", "lib")
+      sim.dropNextDeliveries(1)
+      await sim.installApp("acme", ["lib"])
+      await sim.settled()
+      expect(sim.deliveries().at(-1)?.outcome).toBe("dropped")
+      expect((await claim("acme", "lib")).status).toBe(200)
     }, 60_000)
 
     test("`/trunk merge -p high` from a writer submits the PR with that priority; a reader is refused with a reply", async () => {
