@@ -5,6 +5,7 @@ import type { CommandCi } from "../ci/CommandCi.ts"
 import { AppConfig } from "../config.ts"
 import { Database } from "../db/Database.ts"
 import { GitHost } from "../git/GitHost.ts"
+import { usesGitHub } from "../git/Providers.ts"
 import { PrFeedback } from "../github/feedback.ts"
 import { conflict, notFound } from "../http/errors.ts"
 import { Metrics } from "../metrics/Metrics.ts"
@@ -275,13 +276,26 @@ export const EngineLive = Layer.scopedContext(
           const active = !TERMINAL.has(row.state)
           const place = active && row.state !== "not_ready" ? yield* positionOf(queue.id, row.id) : null
           const hasTargets = yield* targetsExist(queue.repo.id, prNumber, row.head_sha)
+          // on GitHub, the PR as GitHub sees it now (a conditional request; unknown when GitHub does not answer soon)
+          const live =
+            active && usesGitHub(config, queue.repo)
+              ? yield* git
+                  .getPullRequest(repoRefOf(queue.repo), prNumber)
+                  .pipe(Effect.timeout("2 seconds"), Effect.option)
+              : Option.none()
           const record: SubmittedPullRequest = {
             ...entryRecord(queue, row, place),
             readiness: {
               hasImpactedTargets: hasTargets,
               requiresImpactedTargets: queue.config.mode === "parallel",
-              doesBaseBranchMatch: true,
-              gitHubMergeability: "unspecified"
+              doesBaseBranchMatch: Option.match(live, {
+                onNone: () => true,
+                onSome: (pr) => pr.baseBranch === undefined || pr.baseBranch === queue.branch
+              }),
+              gitHubMergeability: Option.match(live, {
+                onNone: () => "unspecified" as const,
+                onSome: (pr) => pr.mergeability ?? "unspecified"
+              })
             },
             forceEnqueued: false,
             isCurrentlySubmittedToQueue: active

@@ -109,6 +109,17 @@ for (const db of databases) {
       const pr = await openPr("Add a", { "a.txt": "a\n" })
       await submit(pr.number)
       const { sha } = await testBranchOf(pr.number)
+      // readiness as GitHub sees the PR (GitHub computes mergeability lazily: in progress at first)
+      const ready = await eventually(
+        async () => {
+          const r = await record(pr.number)
+          const readiness = r?.readiness as { gitHubMergeability?: string; doesBaseBranchMatch?: boolean } | undefined
+          return readiness?.gitHubMergeability === "mergeable" ? readiness : undefined
+        },
+        10_000,
+        "gitHubMergeability mergeable"
+      )
+      expect(ready.doesBaseBranchMatch).toBe(true)
       await sim.postStatus(sha, "ci", "success", { repo })
       await waitForState(pr.number, "merged", "merged through the reconciled status")
       expect(sim.pullRequest(pr)).toMatchObject({ merged: true })
