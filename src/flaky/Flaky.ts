@@ -1,15 +1,17 @@
 import { createHash } from "node:crypto"
 import * as SqlClient from "@effect/sql/SqlClient"
-import { Clock, Context, Effect, Layer, Option, Schema, Stream } from "effect"
+import { Clock, Context, Effect, Layer, Option, Schema } from "effect"
 import { AppConfig } from "../config.ts"
 import { GitHost } from "../git/GitHost.ts"
 import { ApiError, fromParseError, invalidRequest, notFound } from "../http/errors.ts"
 import type { RepoRef } from "../queue/schemas.ts"
 import { type Organization, type Repository, Tenancy } from "../tenancy/Tenancy.ts"
-import { classify, DAY, type HistoryResult, isInfraFailureUpload, isStableBranch } from "./classify.ts"
+import { classify, DAY, isInfraFailureUpload, isStableBranch } from "./classify.ts"
 import { type Codeowners, locations, ownersOf, parseCodeowners } from "./codeowners.ts"
+import { copyClient } from "./copy.ts"
 import {
   BATCH_ROWS,
+  FAILURE_TIME_SLACK_MS,
   FlakyRepo,
   FlakyRepoLive,
   type PageOf,
@@ -19,21 +21,22 @@ import {
   type TestCaseStats
 } from "./FlakyRepo.ts"
 import { isUuidV5, testCaseId, testCaseRawKey } from "./ids.ts"
-import { gunzipIfNeeded, JunitError, type JunitResult, junitResults } from "./junit.ts"
-import { failureGroupKey } from "./normalize.ts"
+import { PartFailure, PartsReader, UploadRows } from "./ingest.ts"
+import { JunitError, type JunitResult } from "./junit.ts"
 import type * as F from "./schemas.ts"
 import { UploadMetadata } from "./schemas.ts"
 
 /**
  * The flaky-test service (semantics §8, contract §3): the upload pipeline and the queries.
  *
- * Upload: one transaction. Each `junit` part is parsed as a stream (gunzip when needed); batches of results are
- * written while the next batch is parsed (`Stream.buffer`), so parsing and the database work side by side. Any
- * unreadable part fails the whole upload with `INVALID_JUNIT` (the transaction rolls back: nothing is stored, not
- * even a claimed repository). Then the touched test cases that can be other than healthy (a failure in the last
- * 7 days, or not healthy now) are classified from their 7-day history and their quarantine recomputed, so the
- * queries see the new state as soon as the upload answers. Uploads where ≥ 80% of the tests failed are stored with
- * `infra` set and take no part in detection.
+ * Upload: one transaction. The `junit` parts are parsed as streams (gunzip when needed) and their rows go to the
+ * database while parsing goes on (`ingest.ts`): on PostgreSQL one streamed `COPY` (the server loads what was sent
+ * while the next rows are made), on PGlite batches of multi-row inserts. Any unreadable part fails the whole upload
+ * with `INVALID_JUNIT` (the COPY is aborted and the transaction rolls back: nothing is stored, not even a claimed
+ * repository). Then the touched test cases that can be other than healthy (a failure in the last 7 days, or not
+ * healthy now) are classified from their 7-day history and their quarantine recomputed, so the queries see the new
+ * state as soon as the upload answers; the database finds them from the stored rows. Uploads where ≥ 80% of the
+ * tests failed are stored with `infra` set and take no part in detection.
  */
 
 export interface UploadPart {
@@ -152,18 +155,8 @@ const digest = new Uint8Array(20)
 let hashInput = Buffer.alloc(4096)
 URL_NAMESPACE_BYTES.copy(hashInput, 0)
 
-/**
- * UUID v5 of `name`, with no allocation but the answer: one reused input buffer and digest (a hasher object and a
- * digest buffer per id are native memory the collector does not see, and made a large upload's RSS climb), and the
- * answer built as one flat string (not a rope of 20 pieces, which costs again wherever the id is used).
- */
-const uuidV5Fast = (name: string): string => {
-  if (16 + name.length * 3 > hashInput.length) {
-    hashInput = Buffer.alloc(16 + name.length * 3)
-    URL_NAMESPACE_BYTES.copy(hashInput, 0)
-  }
-  const n = hashInput.write(name, 16, "utf8")
-  Bun.SHA1.hash(hashInput.subarray(0, 16 + n), digest)
+/** The digest in `digest` as a version-5 UUID string (one flat string). */
+const digestUuid = (): string => {
   const b = digest
   b[6] = ((b[6] ?? 0) & 0x0f) | 0x50
   b[8] = ((b[8] ?? 0) & 0x3f) | 0x80
@@ -175,6 +168,69 @@ const uuidV5Fast = (name: string): string => {
     if (i === 3 || i === 5 || i === 7 || i === 9) uuidText[o++] = 45
   }
   return uuidText.toString("latin1")
+}
+
+/** `hashInput` with room for `n` bytes after the namespace */
+const hashRoom = (n: number): Buffer => {
+  if (16 + n > hashInput.length) {
+    hashInput = Buffer.alloc(16 + n)
+    URL_NAMESPACE_BYTES.copy(hashInput, 0)
+  }
+  return hashInput
+}
+
+/**
+ * UUID v5 of `name`, with no allocation but the answer: one reused input buffer and digest (a hasher object and a
+ * digest buffer per id are native memory the collector does not see, and made a large upload's RSS climb), and the
+ * answer built as one flat string (not a rope of 20 pieces, which costs again wherever the id is used).
+ */
+const uuidV5Fast = (name: string): string => {
+  const input = hashRoom(name.length * 3)
+  const n = input.write(name, 16, "utf8")
+  Bun.SHA1.hash(input.subarray(0, 16 + n), digest)
+  return digestUuid()
+}
+
+/** Writes `s` as UTF-8 at `o` (room checked by the caller); returns the end. ASCII byte by byte, the rest natively. */
+const putUtf8 = (buf: Buffer, o: number, s: string): number => {
+  const n = s.length
+  for (let i = 0; i < n; i++) {
+    const c = s.charCodeAt(i)
+    if (c >= 0x80) return o + buf.write(i === 0 ? s : s.slice(i), o, "utf8")
+    buf[o++] = c
+  }
+  return o
+}
+
+/**
+ * UUID v5 of `head + file#classname#parent#name + tail` (head and tail as UTF-8 bytes), without making that string:
+ * the parts go straight into the hash input.
+ */
+const uuidV5Key = (
+  head: Uint8Array,
+  file: string,
+  classname: string,
+  parent: string,
+  name: string,
+  tail: Uint8Array
+) => {
+  const input = hashRoom(
+    head.length + tail.length + 3 * (file.length + classname.length + parent.length + name.length + 3)
+  )
+  let o = 16
+  input.set(head, o)
+  o += head.length
+  o = putUtf8(input, o, file)
+  input[o++] = 0x23
+  o = putUtf8(input, o, classname)
+  input[o++] = 0x23
+  o = putUtf8(input, o, parent)
+  input[o++] = 0x23
+  o = putUtf8(input, o, name)
+  input.set(tail, o)
+  o += tail.length
+  Bun.SHA1.hash(input.subarray(0, o), digest)
+  return digestUuid()
 }
 
 /** `testCaseId` of ids.ts, faster. */
@@ -189,8 +245,8 @@ export const fastTestCaseId = (key: Parameters<typeof testCaseId>[0]): string =>
  * (the same testcase again, right after) reuses the previous id.
  */
 export const testCaseIds = (orgUrlSlug: string, repo: RepoRef, variant: string) => {
-  const head = `${orgUrlSlug}#${repoPath(repo)}#`
-  const tail = variant === "" ? "#JUNIT_TESTCASE" : `#JUNIT_TESTCASE#${variant}`
+  const head = Buffer.from(`${orgUrlSlug}#${repoPath(repo)}#`, "utf8")
+  const tail = Buffer.from(variant === "" ? "#JUNIT_TESTCASE" : `#JUNIT_TESTCASE#${variant}`, "utf8")
   let last: JunitResult | undefined
   let lastId = ""
   return (x: JunitResult): string => {
@@ -209,145 +265,9 @@ export const testCaseIds = (orgUrlSlug: string, repo: RepoRef, variant: string) 
     lastId =
       given !== undefined && isUuidV5(given)
         ? testCaseId({ orgUrlSlug, repo, name: x.name, variant, id: given })
-        : uuidV5Fast(`${head}${x.file}#${x.classname}#${x.parent}#${x.name}${tail}`)
+        : uuidV5Key(head, x.file, x.classname, x.parent, x.name, tail)
     return lastId
   }
-}
-
-// ---- upload parsing
-
-const summaryOf = (message: string, text: string): string => {
-  const line = (
-    message.split(/\r?\n/).find((l) => l.trim() !== "") ??
-    text.split(/\r?\n/).find((l) => l.trim() !== "") ??
-    ""
-  ).trim()
-  return line.length > 200 ? `${line.slice(0, 199)}…` : line
-}
-
-interface MutableBatch {
-  testCaseIds: string[]
-  statuses: Array<"passed" | "failed" | "skipped">
-  retries: boolean[]
-  failureKeys: Array<string | null>
-  failureSummaries: Array<string | null>
-  ords: number[]
-  newIds: string[]
-  newNames: string[]
-  newClassnames: string[]
-  newFiles: string[]
-  newParents: string[]
-  newFailing: boolean[]
-}
-
-const emptyBatch = (): MutableBatch => ({
-  testCaseIds: [],
-  statuses: [],
-  retries: [],
-  failureKeys: [],
-  failureSummaries: [],
-  ords: [],
-  newIds: [],
-  newNames: [],
-  newClassnames: [],
-  newFiles: [],
-  newParents: [],
-  newFailing: []
-})
-
-interface UploadState {
-  tests: number
-  passed: number
-  failed: number
-  skipped: number
-  ignored: number
-  ord: number
-  readonly seen: Set<string>
-  /** test cases the service knows exist (not inserted again) */
-  readonly known: ReadonlySet<string>
-  readonly failing: Set<string>
-  /** test cases inserted with their failure time */
-  readonly recorded: Set<string>
-  /** one entry per failed primary result */
-  readonly failedPrimary: string[]
-}
-
-/** Notes which new test cases of the batch are inserted with their failure (the others are recorded at the end). */
-const flush = (batch: MutableBatch, state: UploadState): MutableBatch => {
-  for (const id of batch.newIds) {
-    const failing = state.failing.has(id)
-    batch.newFailing.push(failing)
-    if (failing) state.recorded.add(id)
-  }
-  return batch
-}
-
-/**
- * Keeps the memory of a large upload flatter. Parsing makes garbage much faster than the collector comes back for it
- * (a 20 MiB file took the process ~170 MiB higher with a live heap of ~50 MiB; a collection does not lower the
- * resident size afterwards, so the peak is set by how much garbage piles up in between). A full collection after
- * every `GC_EVERY_BATCHES` batches bounds that pile: ~50 ms each on the JS thread, while PostgreSQL works on the
- * batches already sent. Uploads under 20,000 results never trigger it.
- */
-const GC_EVERY_BATCHES = 4
-class MemoryGuard {
-  private batches = 0
-  check(): void {
-    if (++this.batches % GC_EVERY_BATCHES === 0) Bun.gc(true)
-  }
-}
-
-/** Batches of parsed results, ready to insert. */
-async function* batchesOf(
-  part: UploadPart,
-  state: UploadState,
-  idOf: (r: JunitResult) => string
-): AsyncGenerator<MutableBatch, void, undefined> {
-  let batch = emptyBatch()
-  const memory = new MemoryGuard()
-  for await (const r of junitResults(gunzipIfNeeded(part.bytes))) {
-    if (r.ignored || r.name === "") {
-      if (!r.retry) state.ignored++
-      continue
-    }
-    const id = idOf(r)
-    if (!r.retry) {
-      state.tests++
-      if (r.status === "passed") state.passed++
-      else if (r.status === "failed") {
-        state.failed++
-        state.failedPrimary.push(id)
-      } else state.skipped++
-    }
-    if (!state.seen.has(id)) {
-      state.seen.add(id)
-      if (!state.known.has(id)) {
-        batch.newIds.push(id)
-        batch.newNames.push(r.name)
-        batch.newClassnames.push(r.classname)
-        batch.newFiles.push(r.file)
-        batch.newParents.push(r.parent)
-      }
-    }
-    batch.testCaseIds.push(id)
-    batch.statuses.push(r.status)
-    batch.retries.push(r.retry)
-    batch.ords.push(state.ord++)
-    if (r.status === "failed") {
-      state.failing.add(id)
-      batch.failureKeys.push(failureGroupKey(r.message, r.text))
-      batch.failureSummaries.push(summaryOf(r.message, r.text))
-    } else {
-      batch.failureKeys.push(null)
-      batch.failureSummaries.push(null)
-    }
-    if (batch.testCaseIds.length >= BATCH_ROWS) {
-      yield flush(batch, state)
-      batch = emptyBatch()
-      memory.check()
-    }
-  }
-  if (batch.testCaseIds.length > 0) yield flush(batch, state)
 }
 
 class Unexpected {
@@ -476,30 +396,41 @@ export const makeFlaky = (options: FlakyOptions = {}) =>
 
     // ---- classification of the touched test cases
 
-    const reclassify = (r: Repository, touched: ReadonlySet<string>) =>
+    /**
+     * Classifies the test cases of an upload that may not be healthy, from their 7-day history, and recomputes the
+     * quarantine of those whose status changed. The database finds the repository's candidates (through partial
+     * indexes) that the upload touched and returns each with its history as one compact string; the tests that
+     * failed in the upload but were no candidates yet are read by id. `last_failure_at` is advanced only for the
+     * failing tests whose value is not recent already.
+     */
+    const reclassify = (
+      r: Repository,
+      upload: { readonly id: string; readonly runAt: Date },
+      failing: ReadonlySet<string>
+    ) =>
       Effect.gen(function* () {
         const at = yield* now
         const since = new Date(at.getTime() - WINDOW_7D)
-        const candidates = (yield* repo.statusCandidates(r.id, since)).filter((c) => touched.has(c.id))
-        if (candidates.length === 0) return
-        const history = yield* repo.history(
-          r.id,
-          candidates.map((c) => c.id),
-          since
-        )
-        const byTest = new Map<string, HistoryResult[]>()
-        for (const h of history) {
-          const list = byTest.get(h.testCaseId)
-          if (list === undefined) byTest.set(h.testCaseId, [h])
-          else list.push(h)
+        const touched = yield* repo.classifyInputs(r.id, upload, since)
+        const candidateIds = new Set(touched.map((c) => c.id))
+        const newlyFailing: string[] = []
+        for (const id of failing) if (!candidateIds.has(id)) newlyFailing.push(id)
+        const more = newlyFailing.length === 0 ? [] : yield* repo.classifyInputs(r.id, upload, since, newlyFailing)
+        const recent = upload.runAt.getTime() - FAILURE_TIME_SLACK_MS
+        const stale = newlyFailing.slice()
+        for (const c of touched) {
+          if (failing.has(c.id) && (c.lastFailureAt === null || c.lastFailureAt.getTime() < recent)) stale.push(c.id)
         }
+        yield* repo.recordFailures(r.id, stale, upload.runAt)
+        const candidates = more.length === 0 ? touched : [...touched, ...more]
+        if (candidates.length === 0) return
         const queueBranches = yield* repo.queueBranches(r.id)
         const stable = (branch: string) => isStableBranch(branch, queueBranches)
         const updates: StatusUpdate[] = []
         for (const c of candidates) {
           const result = classify({
             now: at.getTime(),
-            results: byTest.get(c.id) ?? [],
+            results: c.history,
             previous: {
               value: c.status,
               reason: c.statusReason,
@@ -527,7 +458,7 @@ export const makeFlaky = (options: FlakyOptions = {}) =>
 
     // ---- upload
 
-    /** Test cases known to exist, per repository (filled after commits; only spares re-inserting them). */
+    /** Test cases known to exist, per repository (filled after commits; only spares staging them again). */
     const knownIds = new Map<string, Set<string>>()
     let knownCount = 0
     const remember = (repoId: string, ids: ReadonlySet<string>) => {
@@ -548,6 +479,51 @@ export const makeFlaky = (options: FlakyOptions = {}) =>
         }
       }
     }
+
+    /** A part that could not be read: INVALID_JUNIT naming it; anything else is a defect. */
+    const partError = (parts: ReadonlyArray<UploadPart>) => (e: unknown) => {
+      if (e instanceof PartFailure) {
+        const part = parts[e.index]
+        if (e.error instanceof JunitError && part !== undefined) return invalidJunit(part, e.index, e.error)
+        return new Unexpected(e.error)
+      }
+      return new Unexpected(e)
+    }
+
+    /**
+     * Stores the results of every part. PostgreSQL: one streamed COPY while the parts are parsed (more than one when
+     * many new test cases are staged, which are merged in between). PGlite: batches of multi-row inserts.
+     */
+    const storeResults = (
+      r: Repository,
+      variant: string,
+      received: Date,
+      parts: ReadonlyArray<UploadPart>,
+      rows: UploadRows
+    ) =>
+      Effect.gen(function* () {
+        const reader = new PartsReader(parts, rows)
+        const toError = partError(parts)
+        if (rows.copy) {
+          for (;;) {
+            yield* repo.copyResults(() => reader.nextCopyChunk(), toError)
+            if (rows.cases.length > 0) {
+              yield* repo.mergeNewCases(r.id, variant, rows.cases.view(), received)
+              rows.cases.reset()
+            }
+            if (reader.done) return
+          }
+        }
+        for (;;) {
+          const more = yield* Effect.tryPromise({ try: () => reader.step(), catch: toError })
+          if (rows.batchLength >= BATCH_ROWS || (!more && rows.batchLength > 0)) {
+            const { results, cases } = rows.takeBatch()
+            yield* repo.insertTestCases(r.id, variant, cases, received)
+            yield* repo.insertResults(rows.context, results)
+          }
+          if (!more) return
+        }
+      })
 
     const upload: FlakyShape["upload"] = (org, metadataText, parts) =>
       Effect.gen(function* () {
@@ -570,21 +546,7 @@ export const makeFlaky = (options: FlakyOptions = {}) =>
             Effect.gen(function* () {
               const r = yield* requireRepo(org, meta.org_url_slug, meta.repo, true)
               const uploadId = crypto.randomUUID()
-              const state: UploadState = {
-                tests: 0,
-                passed: 0,
-                failed: 0,
-                skipped: 0,
-                ignored: 0,
-                ord: 0,
-                seen: new Set(),
-                known: knownIds.get(r.id) ?? new Set(),
-                failing: new Set(),
-                recorded: new Set(),
-                failedPrimary: []
-              }
               const ref = { host: r.host, owner: r.owner, name: r.name }
-              const idOf = testCaseIds(org.slug, ref, variant)
               const context = {
                 repoId: r.id,
                 uploadId,
@@ -593,38 +555,22 @@ export const makeFlaky = (options: FlakyOptions = {}) =>
                 branch: meta.branch,
                 prNumber: meta.pr_number ?? null
               }
-              for (let i = 0; i < parts.length; i++) {
-                const part = parts[i]
-                if (part === undefined) continue
-                yield* Stream.fromAsyncIterable(batchesOf(part, state, idOf), (e) =>
-                  e instanceof JunitError ? invalidJunit(part, i, e) : new Unexpected(e)
-                ).pipe(
-                  Stream.buffer({ capacity: 2 }),
-                  Stream.runForEach((b) =>
-                    Effect.zipRight(
-                      repo.insertTestCases(
-                        r.id,
-                        variant,
-                        {
-                          ids: b.newIds,
-                          names: b.newNames,
-                          classnames: b.newClassnames,
-                          files: b.newFiles,
-                          parents: b.newParents,
-                          lastFailureAt: b.newFailing.map((f) => (f ? runAt : null))
-                        },
-                        received
-                      ),
-                      repo.insertResults(context, b)
-                    )
-                  ),
-                  Effect.catchIf(
-                    (e): e is Unexpected => e instanceof Unexpected,
-                    (e) => Effect.die(e.cause)
-                  )
+              const canCopy = Option.isSome(yield* copyClient)
+              // the upload's statements are many small index probes: compiling them would cost more than it saves
+              if (canCopy) yield* sql.unsafe("set local jit = off")
+              const rows = new UploadRows(
+                testCaseIds(org.slug, ref, variant),
+                knownIds.get(r.id) ?? new Set(),
+                context,
+                canCopy
+              )
+              yield* storeResults(r, variant, received, parts, rows).pipe(
+                Effect.catchIf(
+                  (e): e is Unexpected => e instanceof Unexpected,
+                  (e) => Effect.die(e.cause)
                 )
-              }
-              const infra = isInfraFailureUpload({ passed: state.passed, failed: state.failed })
+              )
+              const infra = isInfraFailureUpload({ passed: rows.passed, failed: rows.failed })
               yield* repo.insertUpload({
                 id: uploadId,
                 repoId: r.id,
@@ -634,44 +580,38 @@ export const makeFlaky = (options: FlakyOptions = {}) =>
                 jobName: meta.job_name ?? null,
                 variant,
                 runAt,
-                tests: state.tests,
-                passed: state.passed,
-                failed: state.failed,
-                skipped: state.skipped,
-                ignored: state.ignored,
+                tests: rows.tests,
+                passed: rows.passed,
+                failed: rows.failed,
+                skipped: rows.skipped,
+                ignored: rows.ignored,
                 infra
               })
               if (infra) {
                 yield* repo.markInfra(r.id, uploadId, runAt)
               } else {
-                yield* repo.recordFailures(
-                  r.id,
-                  [...state.failing].filter((id) => !state.recorded.has(id)),
-                  runAt
-                )
-                yield* reclassify(r, state.seen)
+                yield* reclassify(r, { id: uploadId, runAt }, rows.failing)
               }
-              const quarantined = yield* repo.quarantinedAmong(r.id, [...new Set(state.failedPrimary)])
-              let quarantinedFailures = 0
-              for (const id of state.failedPrimary) if (quarantined.has(id)) quarantinedFailures++
-              const unquarantined = state.failedPrimary.length - quarantinedFailures
+              const quarantinedFailures =
+                rows.failedPrimary === 0 ? 0 : yield* repo.quarantinedFailures(r.id, uploadId, runAt)
+              const unquarantined = rows.failedPrimary - quarantinedFailures
               const summary: F.UploadSummary = {
                 upload_id: uploadId,
-                tests: state.tests,
-                passed: state.passed,
-                failed: state.failed,
-                skipped: state.skipped,
-                ignored: state.ignored,
+                tests: rows.tests,
+                passed: rows.passed,
+                failed: rows.failed,
+                skipped: rows.skipped,
+                ignored: rows.ignored,
                 quarantined_failures: quarantinedFailures,
                 unquarantined_failures: unquarantined,
                 all_failures_quarantined: unquarantined === 0
               }
-              return { repoId: r.id, seen: state.seen, summary }
+              return { repoId: r.id, fresh: rows.fresh, summary }
             })
           )
         ).pipe(
-          Effect.map(({ repoId, seen, summary }) => {
-            remember(repoId, seen)
+          Effect.map(({ repoId, fresh, summary }) => {
+            remember(repoId, fresh)
             return summary
           })
         )

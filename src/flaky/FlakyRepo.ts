@@ -1,8 +1,8 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Context, Effect, Layer, Option } from "effect"
-import type { ResultStatus, TestStatusValue } from "./classify.ts"
-import { copyClient, copyIn, copyText } from "./copy.ts"
+import type { HistoryResult, ResultStatus, TestStatusValue } from "./classify.ts"
+import { copyClient, copyIn, copyInStream, copyText } from "./copy.ts"
 
 /**
  * Storage of the flaky-test service: uploads, test cases, results and per-repository settings (tables in
@@ -92,6 +92,12 @@ export interface StatusCandidate {
   readonly flakySignalAt: Date | null
 }
 
+/** A test case to classify, with its history (oldest first). */
+export interface ClassifyInput extends StatusCandidate {
+  readonly lastFailureAt: Date | null
+  readonly history: ReadonlyArray<HistoryResult>
+}
+
 export interface HistoryRow {
   readonly testCaseId: string
   readonly at: number
@@ -144,12 +150,43 @@ export interface FlakyRepoShape {
     now: Date
   ) => Effect.Effect<void, SqlError>
   readonly insertResults: (context: ResultContext, batch: ResultBatch) => Effect.Effect<void, SqlError>
+  /**
+   * Streams result rows (COPY text rows of `test_results`, see `COPY_RESULTS`) from `next` into the table while
+   * `next` makes them: PostgreSQL inside a transaction only; `None` (and `next` not called) elsewhere. An error of
+   * `next` aborts the COPY and is the effect's error, through `onSourceError`.
+   */
+  readonly copyResults: <E>(
+    next: () => Promise<Uint8Array | null>,
+    onSourceError: (error: unknown) => E
+  ) => Effect.Effect<Option.Option<number>, SqlError | E>
+  /**
+   * Inserts staged test cases (COPY text rows `id, name, classname, file, parent`) that do not exist yet (PostgreSQL
+   * inside a transaction, through a temporary staging table).
+   */
+  readonly mergeNewCases: (
+    repoId: string,
+    variant: string,
+    rows: Uint8Array,
+    now: Date
+  ) => Effect.Effect<void, SqlError>
+  /**
+   * What classifying an upload needs, from the database in one statement: the test cases that may not be healthy
+   * (not healthy now, or a failure since `since` less the slack) and that have a result in the upload, or (when
+   * `ids` is given) exactly those test cases; each with its state, `last_failure_at` and its history since `since`
+   * (as `history` reads it).
+   */
+  readonly classifyInputs: (
+    repoId: string,
+    upload: { readonly id: string; readonly runAt: Date },
+    since: Date,
+    ids?: ReadonlyArray<string>
+  ) => Effect.Effect<ReadonlyArray<ClassifyInput>, SqlError>
+  /** Failed primary results of an upload whose test case is quarantined. */
+  readonly quarantinedFailures: (repoId: string, uploadId: string, runAt: Date) => Effect.Effect<number, SqlError>
   /** Marks every result of an upload as coming from an infrastructure failure. */
   readonly markInfra: (repoId: string, uploadId: string, runAt: Date) => Effect.Effect<void, SqlError>
   /** Advances `last_failure_at` of `ids` to `at` (when it is more than `FAILURE_TIME_SLACK_MS` older). */
   readonly recordFailures: (repoId: string, ids: ReadonlyArray<string>, at: Date) => Effect.Effect<void, SqlError>
-  /** Test cases that may not be healthy: not healthy now, or a failure since `since`. */
-  readonly statusCandidates: (repoId: string, since: Date) => Effect.Effect<ReadonlyArray<StatusCandidate>, SqlError>
   readonly statusOf: (
     repoId: string,
     ids: ReadonlyArray<string>
@@ -167,10 +204,6 @@ export interface FlakyRepoShape {
     ids: ReadonlyArray<string> | null,
     now: Date
   ) => Effect.Effect<void, SqlError>
-  readonly quarantinedAmong: (
-    repoId: string,
-    ids: ReadonlyArray<string>
-  ) => Effect.Effect<ReadonlySet<string>, SqlError>
   readonly findTestCase: (repoId: string, id: string) => Effect.Effect<TestCaseRecord | undefined, SqlError>
   readonly failingPage: (
     repoId: string,
@@ -213,7 +246,7 @@ export class FlakyRepo extends Context.Tag("greenline/FlakyRepo")<FlakyRepo, Fla
 /**
  * `test_cases.last_failure_at` only selects the tests an upload must classify (a failure in the last 7 days), so it
  * is advanced only when it is more than this much older than a new failure: the tests that fail in every upload are
- * not rewritten each time. `statusCandidates` widens its window by the same amount.
+ * not rewritten each time. `classifyInputs` widens its window by the same amount.
  */
 export const FAILURE_TIME_SLACK_MS = 3_600_000
 
@@ -248,63 +281,30 @@ const dateArray = (values: ReadonlyArray<Date | null>): string =>
 
 // ---- COPY text rows (PostgreSQL): the per-row columns first, the upload's constant columns as one suffix
 
-const COPY_RESULTS = `copy test_results (test_case_id, ord, status, retry, failure_key, failure_summary,
+export const COPY_RESULTS = `copy test_results (test_case_id, ord, status, retry, failure_key, failure_summary,
   repo_id, upload_id, run_at, sha, branch, pr_number, infra) from stdin`
 
-/** The batch as COPY text rows, written straight into bytes (no string of the whole batch). */
+/** The batch as COPY text rows. */
 const copyRows = (c: ResultContext, b: ResultBatch): Uint8Array => {
-  const suffix = Buffer.from(
-    `\t${c.repoId}\t${c.uploadId}\t${c.runAt.toISOString()}\t${copyText(c.sha)}\t${copyText(c.branch)}\t${
-      c.prNumber === null ? "\\N" : String(c.prNumber)
-    }\tf\n`,
-    "utf8"
-  )
-  const out = new ByteWriter(b.testCaseIds.length * (80 + suffix.length))
-  const n = b.testCaseIds.length
-  for (let i = 0; i < n; i++) {
+  const suffix = `\t${c.repoId}\t${c.uploadId}\t${c.runAt.toISOString()}\t${copyText(c.sha)}\t${copyText(c.branch)}\t${
+    c.prNumber === null ? "\\N" : String(c.prNumber)
+  }\tf\n`
+  const lines: string[] = []
+  for (let i = 0; i < b.testCaseIds.length; i++) {
     const key = b.failureKeys[i]
     const summary = b.failureSummaries[i]
-    out.ascii(`${b.testCaseIds[i]}\t${b.ords[i]}\t${b.statuses[i]}\t${b.retries[i] ? "t" : "f"}\t`)
-    if (key === null || key === undefined) out.ascii("\\N\t")
-    else out.utf8(`${copyText(key)}\t`)
-    if (summary === null || summary === undefined) out.ascii("\\N")
-    else out.utf8(copyText(summary))
-    out.bytes(suffix)
+    lines.push(
+      `${b.testCaseIds[i]}\t${b.ords[i]}\t${b.statuses[i]}\t${b.retries[i] ? "t" : "f"}\t${
+        key === null || key === undefined ? "\\N" : copyText(key)
+      }\t${summary === null || summary === undefined ? "\\N" : copyText(summary)}${suffix}`
+    )
   }
-  return out.result()
+  return Buffer.from(lines.join(""), "utf8")
 }
 
-/** A growable byte buffer. */
-class ByteWriter {
-  private buf: Buffer
-  private off = 0
-  constructor(size: number) {
-    this.buf = Buffer.allocUnsafe(Math.max(1024, size))
-  }
-  private room(n: number) {
-    if (this.off + n <= this.buf.length) return
-    const next = Buffer.allocUnsafe(Math.max(this.buf.length * 2, this.off + n))
-    this.buf.copy(next, 0, 0, this.off)
-    this.buf = next
-  }
-  /** a string of ASCII characters only */
-  ascii(s: string) {
-    this.room(s.length)
-    this.off += this.buf.write(s, this.off, "latin1")
-  }
-  utf8(s: string) {
-    this.room(s.length * 3)
-    this.off += this.buf.write(s, this.off, "utf8")
-  }
-  bytes(b: Uint8Array) {
-    this.room(b.length)
-    this.buf.set(b, this.off)
-    this.off += b.length
-  }
-  result(): Uint8Array {
-    return this.buf.subarray(0, this.off)
-  }
-}
+const STAGING = `create temporary table if not exists flaky_new_cases (
+  id uuid not null, name text not null, classname text not null, file text not null, parent text not null
+) on commit delete rows`
 
 const date = (v: unknown): Date => (v instanceof Date ? v : new Date(String(v)))
 const dateOrNull = (v: unknown): Date | null => (v === null || v === undefined ? null : date(v))
@@ -468,6 +468,119 @@ export const FlakyRepoLive = Layer.effect(
                   as t(id, ord, status, retry, fkey, fsum)`.pipe(Effect.asVoid)
             ),
 
+      copyResults: (next, onSourceError) =>
+        Effect.flatMap(copyClient, (copy) =>
+          Option.isNone(copy)
+            ? Effect.succeed(Option.none())
+            : Effect.map(copyInStream(copy.value, COPY_RESULTS, next, onSourceError), Option.some)
+        ),
+
+      mergeNewCases: (repoId, variant, rows, now) =>
+        Effect.gen(function* () {
+          const copy = yield* copyClient
+          if (Option.isNone(copy)) return yield* Effect.dieMessage("mergeNewCases needs COPY (PostgreSQL)")
+          yield* sql.unsafe(STAGING)
+          yield* copyIn(copy.value, "copy flaky_new_cases (id, name, classname, file, parent) from stdin", rows)
+          yield* sql`
+            with staged as (delete from flaky_new_cases returning id, name, classname, file, parent)
+            insert into test_cases (repo_id, id, name, classname, file, parent, variant, status_at)
+            select ${repoId}::uuid, s.id, s.name, s.classname, s.file, s.parent, ${variant}::text,
+              ${now.toISOString()}::timestamptz
+            from staged s
+            on conflict (repo_id, id) do nothing`
+        }),
+
+      classifyInputs: (repoId, upload, since, ids) =>
+        Effect.gen(function* () {
+          // the scan goes back to the upload's own time when that is older than the window (its rows say whether
+          // a candidate was touched), the history keeps the window
+          const s = since.toISOString()
+          const from = new Date(Math.min(since.getTime(), upload.runAt.getTime())).toISOString()
+          const set =
+            ids === undefined
+              ? sql`
+                select id, status, status_reason, status_at, flaky_signal_at, last_failure_at from test_cases
+                where repo_id = ${repoId} and status <> 'healthy'
+                union
+                select id, status, status_reason, status_at, flaky_signal_at, last_failure_at from test_cases
+                where repo_id = ${repoId}
+                  and last_failure_at >= ${new Date(since.getTime() - FAILURE_TIME_SLACK_MS).toISOString()}::timestamptz`
+              : sql`
+                select tc.id, tc.status, tc.status_reason, tc.status_at, tc.flaky_signal_at, tc.last_failure_at
+                from unnest(${plainArray(ids)}::uuid[]) as i(id)
+                join test_cases tc on tc.repo_id = ${repoId} and tc.id = i.id`
+          // each test's results through the (test case, time) index, one scan per test (fenced, so that stale
+          // statistics cannot turn this into a scan of the repository's week); its runs come back as one string,
+          // `<upload id><p|f>,…` oldest first, and the uploads' sha, branch and time once
+          const rows = yield* sql<CandidateRow & { last_failure_at: unknown; runs: string | null }>`
+            with c as materialized (${set})
+            select c.id, c.status, c.status_reason, c.status_at, c.flaky_signal_at, c.last_failure_at, h.runs
+            from c cross join lateral (
+              select
+                string_agg(r.upload_id::text || case when r.status = 'failed' then 'f' else 'p' end, ','
+                           order by r.run_at, r.ord)
+                  filter (where r.status <> 'skipped' and not r.infra and r.run_at >= ${s}::timestamptz) as runs,
+                bool_or(r.upload_id = ${upload.id}) as touched
+              from (
+                select upload_id, status, run_at, ord, infra from test_results
+                where test_case_id = c.id and repo_id::text = ${repoId}::text and run_at >= ${from}::timestamptz
+                offset 0) r
+            ) h
+            where h.touched or ${ids !== undefined}`
+          if (rows.length === 0) return []
+          const uploads = yield* sql<{ id: string; sha: string; branch: string; at: number }>`
+            select id, sha, branch, (extract(epoch from run_at) * 1000)::float8 as at from test_uploads
+            where repo_id = ${repoId} and run_at >= ${s}::timestamptz`
+          // one shared (immutable) history entry per upload and status
+          const byUpload = new Map<string, { passed: HistoryResult; failed: HistoryResult }>()
+          const of = (id: string, status: ResultStatus, u: { sha: string; branch: string; at: number }) => ({
+            at: Math.round(Number(u.at)),
+            sha: u.sha,
+            branch: u.branch,
+            status,
+            uploadId: id,
+            infra: false
+          })
+          for (const u of uploads) byUpload.set(u.id, { passed: of(u.id, "passed", u), failed: of(u.id, "failed", u) })
+          let missing = false
+          const out = rows.map((row): ClassifyInput => {
+            const history: HistoryResult[] = []
+            if (row.runs !== null && row.runs !== "") {
+              for (const run of row.runs.split(",")) {
+                const u = byUpload.get(run.slice(0, 36))
+                if (u === undefined) missing = true
+                else history.push(run.charCodeAt(36) === 0x66 ? u.failed : u.passed)
+              }
+            }
+            return { ...toCandidate(row), lastFailureAt: dateOrNull(row.last_failure_at), history }
+          })
+          if (!missing) return out
+          // results whose upload row is not there (not written by this service): read them the long way
+          const full = yield* shape.history(
+            repoId,
+            rows.map((r) => r.id),
+            since
+          )
+          const byTest = new Map<string, HistoryResult[]>()
+          for (const h of full) {
+            const list = byTest.get(h.testCaseId)
+            if (list === undefined) byTest.set(h.testCaseId, [h])
+            else list.push(h)
+          }
+          return out.map((c) => ({ ...c, history: byTest.get(c.id) ?? [] }))
+        }),
+
+      quarantinedFailures: (repoId, uploadId, runAt) =>
+        Effect.map(
+          sql<{ n: number }>`
+            select count(*)::int as n from test_results r
+            join test_cases tc on tc.repo_id = ${repoId} and tc.id = r.test_case_id
+            where r.repo_id = ${repoId} and r.run_at = ${runAt.toISOString()}::timestamptz and r.status = 'failed'
+              and r.upload_id = ${uploadId} and not r.retry and tc.quarantined
+              and exists (select 1 from test_cases q where q.repo_id = ${repoId} and q.quarantined)`,
+          (rows) => rows[0]?.n ?? 0
+        ),
+
       markInfra: (repoId, uploadId, runAt) =>
         sql`update test_results set infra = true
             where repo_id = ${repoId} and run_at = ${runAt.toISOString()}::timestamptz and upload_id = ${uploadId}`.pipe(
@@ -483,18 +596,6 @@ export const FlakyRepoLive = Layer.effect(
                   and (last_failure_at is null
                     or last_failure_at < ${new Date(at.getTime() - FAILURE_TIME_SLACK_MS).toISOString()}::timestamptz)`,
           { discard: true }
-        ),
-
-      statusCandidates: (repoId, since) =>
-        Effect.map(
-          sql<CandidateRow>`
-            select id, status, status_reason, status_at, flaky_signal_at from test_cases
-            where repo_id = ${repoId} and status <> 'healthy'
-            union
-            select id, status, status_reason, status_at, flaky_signal_at from test_cases
-            where repo_id = ${repoId}
-              and last_failure_at >= ${new Date(since.getTime() - FAILURE_TIME_SLACK_MS).toISOString()}::timestamptz`,
-          (rows) => rows.map(toCandidate)
         ),
 
       statusOf: (repoId, ids) =>
@@ -579,19 +680,6 @@ export const FlakyRepoLive = Layer.effect(
             ) q
             where tc.repo_id = ${repoId} and tc.id = q.id and tc.quarantined <> q.v`
         }),
-
-      quarantinedAmong: (repoId, ids) =>
-        ids.length === 0
-          ? Effect.succeed(new Set<string>())
-          : Effect.map(
-              Effect.forEach(
-                chunks(ids, BATCH_ROWS),
-                (part) => sql<{ id: string }>`
-                  select id from test_cases
-                  where repo_id = ${repoId} and quarantined and id = any(${plainArray(part)}::uuid[])`
-              ),
-              (parts) => new Set(parts.flat().map((r) => r.id))
-            ),
 
       findTestCase: (repoId, id) =>
         Effect.map(

@@ -17,6 +17,13 @@ interface PgWire {
   query(text: string): void
   sendCopyFromChunk(chunk: Buffer): void
   endCopyFrom(): void
+  sendCopyFail(message: string): void
+  /** the socket (a node `net.Socket`): its write queue gives back-pressure */
+  readonly stream?: {
+    readonly writableLength?: number
+    once(event: "drain" | "close", listener: () => void): unknown
+    removeListener(event: "drain" | "close", listener: () => void): unknown
+  }
 }
 
 interface PgQueryable {
@@ -88,4 +95,94 @@ export const copyIn = (copy: CopyClient, statement: string, data: Uint8Array): E
     } catch (e) {
       finish(e)
     }
+  })
+
+/** Bytes queued on the socket above which a streamed COPY waits for the socket to drain. */
+const HIGH_WATER = 1 << 20
+
+const drained = (connection: PgWire): Promise<void> | undefined => {
+  const stream = connection.stream
+  if (stream === undefined || (stream.writableLength ?? 0) <= HIGH_WATER) return undefined
+  return new Promise<void>((resolve) => {
+    const done = () => {
+      stream.removeListener("drain", done)
+      stream.removeListener("close", done)
+      resolve()
+    }
+    stream.once("drain", done)
+    stream.once("close", done)
+  })
+}
+
+/**
+ * Runs `statement` (a `COPY … FROM STDIN`) with data pulled from `next` while the server is already loading what was
+ * sent: each chunk is sent as soon as `next` makes it (it is copied on sending, so `next` may reuse its buffer), and
+ * the next one is asked for once the socket's queue is below 1 MiB. `null` ends the data. When `next` throws, the
+ * COPY is aborted (CopyFail, so nothing of it is stored) and the effect fails with `onSourceError` of that error.
+ */
+export const copyInStream = <E>(
+  copy: CopyClient,
+  statement: string,
+  next: () => Promise<Uint8Array | null>,
+  onSourceError: (error: unknown) => E
+): Effect.Effect<number, SqlError | E> =>
+  Effect.async<number, SqlError | E>((resume) => {
+    let done = false
+    let stopped = false
+    let rows = 0
+    let sourceError: { readonly error: unknown } | undefined
+    const finish = (error: unknown) => {
+      if (done) return
+      done = true
+      if (sourceError !== undefined) resume(Effect.fail(onSourceError(sourceError.error)))
+      else if (error === null) resume(Effect.succeed(rows))
+      else resume(Effect.fail(new SqlError({ cause: error, message: "COPY failed" })))
+    }
+    const pump = async (connection: PgWire) => {
+      try {
+        for (;;) {
+          if (done) return
+          if (stopped) throw new Error("interrupted")
+          const chunk = await next()
+          if (done) return
+          if (chunk === null) break
+          if (chunk.length > 0) {
+            connection.sendCopyFromChunk(Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength))
+          }
+          const wait = drained(connection)
+          if (wait !== undefined) await wait
+        }
+        connection.endCopyFrom()
+      } catch (error) {
+        sourceError = { error }
+        if (!done) connection.sendCopyFail(error instanceof Error ? error.message : String(error))
+      }
+    }
+    const submittable = {
+      submit: (connection: PgWire) => {
+        connection.query(statement)
+      },
+      handleCopyInResponse: (connection: PgWire) => {
+        void pump(connection)
+      },
+      handleCommandComplete: (msg: { text?: string }) => {
+        const n = Number(/(\d+)\s*$/.exec(msg.text ?? "")?.[1] ?? 0)
+        rows = Number.isFinite(n) ? n : 0
+      },
+      handleReadyForQuery: () => finish(null),
+      handleError: (error: unknown) => finish(error),
+      handleRowDescription: () => {},
+      handleDataRow: () => {},
+      handlePortalSuspended: () => {},
+      handleEmptyQuery: () => {},
+      handleCopyData: () => {}
+    }
+    try {
+      copy.client.query(submittable)
+    } catch (e) {
+      finish(e)
+    }
+    return Effect.sync(() => {
+      stopped = true
+    })
   })

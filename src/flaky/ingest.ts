@@ -1,0 +1,368 @@
+import { copyText } from "./copy.ts"
+import type { NewTestCases, ResultBatch, ResultContext } from "./FlakyRepo.ts"
+import { gunzipIfNeeded, type JunitResult, JunitStreamParser } from "./junit.ts"
+import { failureGroupKey } from "./normalize.ts"
+
+/**
+ * The upload pipeline's JavaScript side: parts → gunzip → JUnit parser → one stored row per result, made while the
+ * database loads the rows already made.
+ *
+ * On PostgreSQL the rows are written straight into COPY text bytes (`rows`), handed to the COPY in chunks of about
+ * `COPY_CHUNK` bytes: no object per row outlives its parsing slice, and the whole upload is never held in memory.
+ * Test cases not known to exist go into a second buffer (`cases`, COPY rows of the staging table); when it passes
+ * `CASES_LIMIT` the COPY of results ends there, the cases are merged, and a new COPY goes on (so a huge first upload
+ * stays bounded too). On PGlite (no COPY) the same rows are gathered as column batches for multi-row inserts.
+ */
+
+/** Input bytes parsed per step (a plain part is one 20 MiB array: it is parsed a slice at a time). */
+const INPUT_SLICE = 64 * 1024
+/**
+ * Input bytes between two collection hints. Parsing makes short-lived strings and objects much faster than the
+ * collector comes back for them on its own, and the process keeps the memory it grew to: a hint (`Bun.gc(false)`,
+ * which does not wait for a full collection) every 2 MiB of input keeps a 20 MiB upload's growth small, for a few
+ * milliseconds each.
+ */
+const GC_EVERY_BYTES = 2 * 1024 * 1024
+/** COPY data handed to the database at a time. */
+export const COPY_CHUNK = 256 * 1024
+/** Staged new test cases (COPY bytes) that end a COPY segment. */
+export const CASES_LIMIT = 4 * 1024 * 1024
+
+const TAB = 9
+const NL = 10
+
+/** A growable byte buffer, emptied and reused. */
+export class ByteWriter {
+  private buf: Buffer
+  private off = 0
+  constructor(size = 64 * 1024) {
+    this.buf = Buffer.allocUnsafe(size)
+  }
+  get length(): number {
+    return this.off
+  }
+  private room(n: number): void {
+    if (this.off + n <= this.buf.length) return
+    const next = Buffer.allocUnsafe(Math.max(this.buf.length * 2, this.off + n))
+    this.buf.copy(next, 0, 0, this.off)
+    this.buf = next
+  }
+  byte(c: number): void {
+    this.room(1)
+    this.buf[this.off++] = c
+  }
+  /** a string of ASCII characters only */
+  ascii(s: string): void {
+    const n = s.length
+    this.room(n)
+    if (n > 64) {
+      this.off += this.buf.write(s, this.off, "latin1")
+      return
+    }
+    // short strings: a loop costs less than the call into the runtime
+    const buf = this.buf
+    let o = this.off
+    for (let i = 0; i < n; i++) buf[o++] = s.charCodeAt(i)
+    this.off = o
+  }
+  utf8(s: string): void {
+    this.room(s.length * 3)
+    this.off += this.buf.write(s, this.off, "utf8")
+  }
+  /** a value of COPY's text format (escaped) */
+  text(s: string): void {
+    const n = s.length
+    if (n <= 64) {
+      // plain ASCII without a character COPY escapes: byte by byte
+      this.room(n)
+      const buf = this.buf
+      let o = this.off
+      let i = 0
+      for (; i < n; i++) {
+        const c = s.charCodeAt(i)
+        if (c >= 0x80 || c === 0x5c || c === 0x09 || c === 0x0a || c === 0x0d) break
+        buf[o++] = c
+      }
+      if (i === n) {
+        this.off = o
+        return
+      }
+    }
+    this.utf8(copyText(s))
+  }
+  bytes(b: Uint8Array): void {
+    this.room(b.length)
+    this.buf.set(b, this.off)
+    this.off += b.length
+  }
+  /** the bytes written so far; valid until the next write or `reset` */
+  view(): Uint8Array {
+    return this.buf.subarray(0, this.off)
+  }
+  reset(): void {
+    this.off = 0
+  }
+}
+
+/** A part that could not be read, with its index. */
+export class PartFailure {
+  readonly _tag = "PartFailure"
+  constructor(
+    readonly index: number,
+    readonly error: unknown
+  ) {}
+}
+
+export interface IngestPart {
+  readonly bytes: Uint8Array
+}
+
+const summaryOf = (message: string, text: string): string => {
+  const line = (
+    message.split(/\r?\n/).find((l) => l.trim() !== "") ??
+    text.split(/\r?\n/).find((l) => l.trim() !== "") ??
+    ""
+  ).trim()
+  return line.length > 200 ? `${line.slice(0, 199)}…` : line
+}
+
+const STATUS_BYTES = {
+  passed: Buffer.from("\tpassed\t"),
+  failed: Buffer.from("\tfailed\t"),
+  skipped: Buffer.from("\tskipped\t")
+} as const
+const NO_FAILURE = Buffer.from("\t\\N\t\\N")
+
+interface Columns {
+  testCaseIds: string[]
+  statuses: Array<"passed" | "failed" | "skipped">
+  retries: boolean[]
+  failureKeys: Array<string | null>
+  failureSummaries: Array<string | null>
+  ords: number[]
+}
+
+interface CaseColumns {
+  ids: string[]
+  names: string[]
+  classnames: string[]
+  files: string[]
+  parents: string[]
+}
+
+const emptyColumns = (): Columns => ({
+  testCaseIds: [],
+  statuses: [],
+  retries: [],
+  failureKeys: [],
+  failureSummaries: [],
+  ords: []
+})
+const emptyCases = (): CaseColumns => ({ ids: [], names: [], classnames: [], files: [], parents: [] })
+
+/**
+ * The stored rows of one upload, made from its parsed results: counts, ids, failure keys; COPY bytes (`copy` mode)
+ * or column batches. Test cases outside `known` are staged once each.
+ */
+export class UploadRows {
+  tests = 0
+  passed = 0
+  failed = 0
+  skipped = 0
+  ignored = 0
+  /** failed primary results (retries not counted) */
+  failedPrimary = 0
+  /** test cases of this upload that were not in `known` */
+  readonly fresh = new Set<string>()
+  /** test cases with a failed result (retries included) */
+  readonly failing = new Set<string>()
+  /** COPY text rows of `test_results` (copy mode) */
+  readonly rows = new ByteWriter(COPY_CHUNK + 64 * 1024)
+  /** COPY text rows of the staging table of new test cases (copy mode) */
+  readonly cases = new ByteWriter()
+  private columns = emptyColumns()
+  private caseColumns = emptyCases()
+  private ord = 0
+  private readonly suffix: Uint8Array
+
+  constructor(
+    private readonly idOf: (r: JunitResult) => string,
+    private readonly known: ReadonlySet<string>,
+    readonly context: ResultContext,
+    readonly copy: boolean
+  ) {
+    // the upload's constant columns, after the per-row ones
+    this.suffix = Buffer.from(
+      `\t${context.repoId}\t${context.uploadId}\t${context.runAt.toISOString()}\t${copyText(context.sha)}\t${copyText(
+        context.branch
+      )}\t${context.prNumber === null ? "\\N" : String(context.prNumber)}\tf\n`,
+      "utf8"
+    )
+  }
+
+  /** rows gathered in batch mode */
+  get batchLength(): number {
+    return this.columns.testCaseIds.length
+  }
+
+  /** The batch gathered so far (batch mode), and a new empty one. */
+  takeBatch(): { results: ResultBatch; cases: NewTestCases } {
+    const results = this.columns
+    const c = this.caseColumns
+    this.columns = emptyColumns()
+    this.caseColumns = emptyCases()
+    return { results, cases: { ...c, lastFailureAt: c.ids.map(() => null) } }
+  }
+
+  add(r: JunitResult): void {
+    if (r.ignored || r.name === "") {
+      if (!r.retry) this.ignored++
+      return
+    }
+    const id = this.idOf(r)
+    const status = r.status
+    if (!r.retry) {
+      this.tests++
+      if (status === "passed") this.passed++
+      else if (status === "failed") {
+        this.failed++
+        this.failedPrimary++
+      } else this.skipped++
+    }
+    if (!this.known.has(id) && !this.fresh.has(id)) {
+      this.fresh.add(id)
+      this.addCase(id, r)
+    }
+    if (status === "failed") this.failing.add(id)
+    const key = status === "failed" ? failureGroupKey(r.message, r.text) : null
+    const summary = status === "failed" ? summaryOf(r.message, r.text) : null
+    const ord = this.ord++
+    if (this.copy) {
+      const w = this.rows
+      w.ascii(id)
+      w.byte(TAB)
+      w.ascii(String(ord))
+      w.bytes(STATUS_BYTES[status])
+      w.byte(r.retry ? 0x74 : 0x66)
+      if (key === null || summary === null) w.bytes(NO_FAILURE)
+      else {
+        w.byte(TAB)
+        w.text(key)
+        w.byte(TAB)
+        w.text(summary)
+      }
+      w.bytes(this.suffix)
+      return
+    }
+    const c = this.columns
+    c.testCaseIds.push(id)
+    c.statuses.push(status)
+    c.retries.push(r.retry)
+    c.failureKeys.push(key)
+    c.failureSummaries.push(summary)
+    c.ords.push(ord)
+  }
+
+  private addCase(id: string, r: JunitResult): void {
+    if (this.copy) {
+      const w = this.cases
+      w.ascii(id)
+      w.byte(TAB)
+      w.text(r.name)
+      w.byte(TAB)
+      w.text(r.classname)
+      w.byte(TAB)
+      w.text(r.file)
+      w.byte(TAB)
+      w.text(r.parent)
+      w.byte(NL)
+      return
+    }
+    const c = this.caseColumns
+    c.ids.push(id)
+    c.names.push(r.name)
+    c.classnames.push(r.classname)
+    c.files.push(r.file)
+    c.parents.push(r.parent)
+  }
+}
+
+/**
+ * Reads the parts one after the other (gunzipped when needed), a slice of input at a time, into `UploadRows`.
+ * Errors are `PartFailure`s naming the part.
+ */
+export class PartsReader {
+  private index = 0
+  private it: AsyncIterator<Uint8Array> | undefined
+  private parser: JunitStreamParser | undefined
+  private chunk: Uint8Array | undefined
+  private off = 0
+  private unhinted = 0
+  done = false
+
+  constructor(
+    private readonly parts: ReadonlyArray<IngestPart>,
+    private readonly rows: UploadRows
+  ) {}
+
+  /** Parses one more slice; false once every part has been read. */
+  async step(): Promise<boolean> {
+    if (this.done) return false
+    try {
+      for (;;) {
+        const chunk = this.chunk
+        if (chunk !== undefined && this.off < chunk.length) {
+          const end = Math.min(chunk.length, this.off + INPUT_SLICE)
+          const parser = this.parser as JunitStreamParser
+          parser.push(chunk.subarray(this.off, end))
+          this.unhinted += end - this.off
+          this.off = end
+          for (const r of parser.take()) this.rows.add(r)
+          if (this.unhinted >= GC_EVERY_BYTES) {
+            this.unhinted = 0
+            Bun.gc(false)
+          }
+          return true
+        }
+        this.chunk = undefined
+        if (this.it === undefined) {
+          const part = this.parts[this.index]
+          if (part === undefined) {
+            this.done = true
+            return false
+          }
+          this.it = gunzipIfNeeded(part.bytes)[Symbol.asyncIterator]()
+          this.parser = new JunitStreamParser()
+        }
+        const next = await this.it.next()
+        if (next.done) {
+          const parser = this.parser as JunitStreamParser
+          parser.end()
+          for (const r of parser.take()) this.rows.add(r)
+          this.it = undefined
+          this.parser = undefined
+          this.index++
+          return true
+        }
+        this.chunk = next.value
+        this.off = 0
+      }
+    } catch (e) {
+      this.done = true
+      throw new PartFailure(this.index, e)
+    }
+  }
+
+  /**
+   * The next chunk of COPY rows of results, or null at the end of a COPY segment: every part read, or the staged
+   * new test cases reached `CASES_LIMIT` (then `done` is still false: merge them and start another COPY).
+   */
+  async nextCopyChunk(): Promise<Uint8Array | null> {
+    const rows = this.rows.rows
+    rows.reset()
+    while (rows.length < COPY_CHUNK && this.rows.cases.length < CASES_LIMIT) {
+      if (!(await this.step())) break
+    }
+    return rows.length > 0 ? rows.view() : null
+  }
+}
