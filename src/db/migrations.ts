@@ -217,13 +217,17 @@ const targetsJson = statements(
   `alter table impacted_targets drop column targets`
 )
 
+// GET /v1/getMergeQueueMetrics finds the entries that changed lately (their timeline rows of the last hour) by time.
+const entriesChanged = statements(`create index entries_state_changed on entries (state_changed_at)`)
+
 export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.SqlClient>> = {
   "0001_foundation": foundation,
   "0002_engine": engine,
   "0003_flaky": flakyMigration,
   "0004_github": github,
   "0005_metrics_indexes": metricsIndexes,
-  "0006_targets_json": targetsJson
+  "0006_targets_json": targetsJson,
+  "0007_entries_state_changed": entriesChanged
 }
 
 export const runMigrations = Migrator.make({})({

@@ -19,6 +19,7 @@ export interface MetricsScope {
 }
 
 const HOUR_MS = 3_600_000
+const CLOCK_MARGIN_MS = 300_000
 
 /** One series' numbers: a queue and a queue type, everything counted by the database. */
 interface SeriesRow {
@@ -58,8 +59,8 @@ const CUMULATIVE = (prefix: string) =>
  * and per series the gauges and the histograms' bucket counts, aggregated in the database, so the answer's size and
  * the work here depend on the number of queues, not on the number of entries (a histogram is counted per bucket
  * first, then made cumulative over those few rows: cheaper than one filtered count per bucket over every row).
- * The time-bounded parts read
- * `entry_timeline (at)`, `entries (first_tested_at)`, `entries (ended_at)` and `test_runs (ended_at)` indexes.
+ * The time-bounded parts read the indexes on `entry_timeline (at)`, `entries (state_changed_at)`,
+ * `entries (first_tested_at)`, `entries (ended_at)` and `test_runs (ended_at)`.
  */
 export const renderQueueMetrics = (
   scope: MetricsScope,
@@ -68,6 +69,10 @@ export const renderQueueMetrics = (
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
     const since = new Date(now - HOUR_MS)
+    // An entry's state_changed_at is written with each of its timeline rows (same time, same transaction), so the
+    // entries with timeline rows in the last hour changed in the last hour: looking among those only keeps the join
+    // as small as the last hour, whatever the history; the margin covers clocks of instances that differ a little.
+    const changedSince = new Date(now - HOUR_MS - CLOCK_MARGIN_MS)
     const repoFilter = scope.repoId === undefined ? sql`true` : sql`r.id = ${scope.repoId}`
     const bucketOf = sql.literal(BUCKET_OF)
     const rows = yield* sql<SeriesRow>`
@@ -95,7 +100,7 @@ export const renderQueueMetrics = (
                count(*) filter (where t.state = 'cancelled')::int as cancelled,
                count(*) filter (where t.reason = 'RESTART_REQUESTED')::int as restarts
         from entry_timeline t join entries e on e.id = t.entry_id
-        where t.at >= ${since} and e.queue_id in (select id from q)
+        where t.at >= ${since} and e.state_changed_at >= ${changedSince} and e.queue_id in (select id from q)
           and (t.state in ('merged','failed','cancelled') or t.reason = 'RESTART_REQUESTED')
         group by e.queue_id
       ),
