@@ -24,6 +24,7 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { Effect, Either, Layer } from "effect"
+import { makeCatFile, summarizeCommit } from "./catFile.ts"
 import {
   type BuildTestBranchInput,
   type BuildTestBranchResult,
@@ -400,6 +401,7 @@ const asGitError = (e: RepoNotFound): GitError =>
 export const makeLocalGit = (gitRootInput: string): GitHostService => {
   const gitRoot = path.resolve(gitRootInput)
   const dirOf = (repo: RepoRef) => existingGitDir(gitRoot, repo)
+  const catFile = makeCatFile()
 
   const getPullRequest = (
     repo: RepoRef,
@@ -413,17 +415,11 @@ export const makeLocalGit = (gitRootInput: string): GitHostService => {
         message: `pull request #${prNumber} not found in ${formatRepo(repo)}`
       })
       if (!Number.isSafeInteger(prNumber) || prNumber <= 0) return yield* notFound
-      const ref = `refs/pull/${prNumber}/head`
-      const out = yield* git(gitDir, [
-        "for-each-ref",
-        "--format=%(refname)%00%(objectname)%00%(authorname)%00%(contents:subject)",
-        ref
-      ])
-      for (const line of out.split("\n")) {
-        const [refname, headSha, author, title] = line.split("\0")
-        if (refname === ref && headSha !== undefined) {
-          return { number: prNumber, headSha, title: title ?? "", author: author ?? "" }
-        }
+      // one line to the repository's cat-file process, not a git process per submission
+      const object = yield* catFile.read(gitDir, `refs/pull/${prNumber}/head^{commit}`)
+      if (object !== null && object.type === "commit") {
+        const { subject, authorName } = summarizeCommit(object.content)
+        return { number: prNumber, headSha: object.sha, title: subject, author: authorName }
       }
       return yield* notFound
     })

@@ -73,6 +73,21 @@ describe("pull requests and branches", () => {
     expect(pr).toEqual({ number: 7, headSha: head, title: "Add a", author: "Ada Lovelace" })
   })
 
+  test("getPullRequest follows a moved head and new commits through its long-lived reader", async () => {
+    repo.createPr(10, { files: { "c.txt": "c\n" }, title: "Other" })
+    const first = repo.createPr(8, { files: { "b.txt": "b\n" }, title: "First\nsecond line\n\nbody" })
+    expect(await run(host.getPullRequest(repo.repo, 8))).toMatchObject({ headSha: first, title: "First second line" })
+    const moved = repo.forcePushPr(8, { files: { "b.txt": "b2\n" }, title: "Moved" })
+    expect(moved).not.toBe(first)
+    const [again, other] = await Promise.all([
+      run(host.getPullRequest(repo.repo, 8)),
+      run(host.getPullRequest(repo.repo, 10))
+    ])
+    expect(again).toMatchObject({ headSha: moved, title: "Moved" })
+    expect(other).toMatchObject({ number: 10, title: "Other" })
+    expect((await runFail(host.getPullRequest(repo.repo, 9)))._tag).toBe("PrNotFound")
+  })
+
   test("getPullRequest of a missing ref is PrNotFound", async () => {
     const error = await runFail(host.getPullRequest(repo.repo, 3))
     expect(error._tag).toBe("PrNotFound")
