@@ -130,6 +130,7 @@ export const TOKEN_REFRESH_MARGIN_MS = 5 * 60_000
 /** Without any hint, a secondary rate limit is waited out for a minute (GitHub's advice). */
 const DEFAULT_SECONDARY_WAIT_MS = 60_000
 const ETAG_CACHE_SIZE = 1000
+const TOKEN_ROUTE = "POST /app/installations/{installation_id}/access_tokens"
 
 interface CachedToken {
   readonly token: string
@@ -372,7 +373,7 @@ export const makeGitHubClient = (config: GitHubClientConfig): Effect.Effect<GitH
             if (again !== undefined && at < again.refreshAtMs) return [again.token, map] as const
             counters.tokenRequests++
             const response = yield* send(
-              "POST /app/installations/{installation_id}/access_tokens",
+              TOKEN_ROUTE,
               { installation_id: installationId },
               "app",
               jwtAuthorization,
@@ -385,7 +386,7 @@ export const makeGitHubClient = (config: GitHubClientConfig): Effect.Effect<GitH
             if (typeof data.token !== "string") {
               return yield* new GitHubApiError({
                 status: response.status,
-                route: "POST /app/installations/{installation_id}/access_tokens",
+                route: TOKEN_ROUTE,
                 message: "the answer has no token"
               })
             }
@@ -437,6 +438,14 @@ export const makeGitHubClient = (config: GitHubClientConfig): Effect.Effect<GitH
         return id
       })
 
+    const forgetRepository = (owner: string, repo: string): Effect.Effect<void> =>
+      Effect.suspend(() => {
+        const k = repoKey(owner, repo)
+        const id = installations.get(k)
+        installations.delete(k)
+        return id === undefined ? Effect.void : forgetToken(id)
+      })
+
     const notConfigured = (route: string) =>
       new GitHubApiError({
         status: 0,
@@ -485,19 +494,31 @@ export const makeGitHubClient = (config: GitHubClientConfig): Effect.Effect<GitH
               options
             )
           )
-        case "Repository":
+        case "Repository": {
+          const viaInstallation = Effect.flatMap(installationId(auth.owner, auth.repo), (id) =>
+            send(
+              route,
+              p,
+              `installation:${id}`,
+              Effect.map(installationToken(id), (t) => `token ${t}`),
+              forgetToken(id),
+              options
+            )
+          )
+          // the remembered installation is gone (the App was removed, or installed anew under another id): look the
+          // repository's installation up again, once
           return typed(
-            Effect.flatMap(installationId(auth.owner, auth.repo), (id) =>
-              send(
-                route,
-                p,
-                `installation:${id}`,
-                Effect.map(installationToken(id), (t) => `token ${t}`),
-                forgetToken(id),
-                options
+            viaInstallation.pipe(
+              Effect.catchIf(
+                (e) =>
+                  e._tag === "GitHubApiError" &&
+                  e.route === TOKEN_ROUTE &&
+                  (e.status === 401 || e.status === 403 || e.status === 404),
+                () => Effect.zipRight(forgetRepository(auth.owner, auth.repo), viaInstallation)
               )
             )
           )
+        }
       }
     }
 
@@ -516,13 +537,7 @@ export const makeGitHubClient = (config: GitHubClientConfig): Effect.Effect<GitH
               })
             ),
       rememberInstallation: (owner, repo, id) => Effect.sync(() => void installations.set(repoKey(owner, repo), id)),
-      forgetInstallation: (owner, repo) =>
-        Effect.suspend(() => {
-          const k = repoKey(owner, repo)
-          const id = installations.get(k)
-          installations.delete(k)
-          return id === undefined ? Effect.void : forgetToken(id)
-        }),
+      forgetInstallation: forgetRepository,
       stats: Effect.sync(() => ({ ...counters }))
     }
     return service

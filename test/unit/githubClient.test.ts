@@ -139,6 +139,32 @@ describe("GitHubClient", () => {
     ])
   })
 
+  test("App: installed anew (another installation id): the repository's installation is looked up again", async () => {
+    const r = await sim.createRepo("other", "moved", {})
+    const first = await sim.installApp("other", ["moved"])
+    const c = await client()
+    const list = c.request(
+      "GET /repos/{owner}/{repo}/pulls",
+      { owner: "other", repo: "moved" },
+      GitHubAuth.repository(r.owner, r.name)
+    )
+    await run(list)
+    expect(await run(c.installationId("other", "moved"))).toBe(first)
+    await sim.uninstallApp("other")
+    const second = await sim.installApp("other", ["moved"])
+    expect(second).not.toBe(first)
+    sim.clearRequests()
+    expect((await run(list)).status).toBe(200)
+    expect(await run(c.installationId("other", "moved"))).toBe(second)
+    expect(sim.requests().map((q) => `${q.route} ${q.status}`)).toEqual([
+      "GET /repos/{owner}/{repo}/pulls 401",
+      "POST /app/installations/{installation_id}/access_tokens 404",
+      "GET /repos/{owner}/{repo}/installation 200",
+      "POST /app/installations/{installation_id}/access_tokens 201",
+      "GET /repos/{owner}/{repo}/pulls 200"
+    ])
+  })
+
   test("App: a repository the App is not installed on is a 404 on the installation lookup", async () => {
     await sim.createRepo("acme", "elsewhere", {})
     const c = await client()
