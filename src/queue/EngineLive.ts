@@ -1,6 +1,6 @@
 import * as os from "node:os"
 import * as SqlClient from "@effect/sql/SqlClient"
-import { Context, Effect, FiberMap, Layer, Option, Queue, Schedule, Stream } from "effect"
+import { Clock, Context, Effect, FiberMap, Layer, Option, Queue, Schedule, Stream } from "effect"
 import type { CommandCi } from "../ci/CommandCi.ts"
 import { AppConfig } from "../config.ts"
 import { Database } from "../db/Database.ts"
@@ -198,7 +198,7 @@ export const EngineLive = Layer.scopedContext(
             Effect.catchTag("GitError", (e) => Effect.die(e))
           )
           const existing = yield* findEntry(queue.id, prNumber)
-          const now = new Date()
+          const now = new Date(yield* Clock.currentTimeMillis)
           if (Option.isSome(existing) && !TERMINAL.has(existing.value.state)) {
             const row = existing.value
             const nextNoBatch = noBatch ?? row.no_batch
