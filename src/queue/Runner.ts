@@ -38,6 +38,7 @@ export const plannerConfig = (c: StoredQueueConfig): PlannerConfig => ({
   concurrency: c.concurrency,
   bisectionConcurrency: c.bisectionConcurrency,
   testingTimeoutMinutes: c.testingTimeoutMinutes,
+  notReadyTimeoutHours: c.notReadyTimeoutHours,
   pendingFailureDepth: c.pendingFailureDepth,
   canOptimisticallyMerge: c.canOptimisticallyMerge,
   batch: c.batch,

@@ -373,3 +373,34 @@ describe("single mode, predictive testing", () => {
     expect(r2.state.runs.map((x) => x.id)).toEqual(["a", "b", "c"])
   })
 })
+
+describe("not-ready timeout", () => {
+  const HOUR = 3_600_000
+
+  test("a not_ready entry is cancelled with NOT_READY_TIMEOUT_EXPIRED after notReadyTimeoutHours, and the runner is woken for it", () => {
+    const kit = makeKit({ mode: "parallel", notReadyTimeoutHours: 2 })
+    const submittedAt = kit.now
+    const [first] = submit(kit, 1)
+    expect(kit.state.entries[0]!.state).toBe("not_ready")
+    expect(first!.commands).toContainEqual({ _tag: "ScheduleWake", at: submittedAt + 2 * HOUR })
+    kit.now = submittedAt + 2 * HOUR - 1
+    kit.send({ _tag: "Tick" })
+    expect(kit.state.entries[0]!.state).toBe("not_ready")
+    kit.now = submittedAt + 2 * HOUR
+    const [r] = kit.send({ _tag: "Tick" })
+    expect(r!.transitions).toContainEqual(
+      expect.objectContaining({ prNumber: 1, to: "cancelled", reason: "NOT_READY_TIMEOUT_EXPIRED" })
+    )
+    expect(kit.state.entries).toHaveLength(0)
+  })
+
+  test("an entry that became ready in time is not cancelled", () => {
+    const kit = makeKit({ mode: "parallel", notReadyTimeoutHours: 1 })
+    submit(kit, 1)
+    kit.now += HOUR / 2
+    kit.send({ _tag: "ImpactedTargetsSet", prNumber: 1, sha: "head1", targets: ["x"] })
+    kit.now += 2 * HOUR
+    kit.send({ _tag: "Tick" })
+    expect(kit.state.entries.map((e) => e.state)).toEqual(["testing"])
+  })
+})

@@ -197,6 +197,10 @@ const onRunCompleted = (ctx: Ctx, ev: Extract<PlannerEvent, { _tag: "RunComplete
   }
 }
 
+/** When a not_ready entry's wait runs out (states stored before the setting existed use its default, 24 h). */
+const notReadyDeadline = (ctx: Ctx, e: Entry): number =>
+  e.stateChangedAt + (ctx.config.notReadyTimeoutHours ?? 24) * 3_600_000
+
 const onTick = (ctx: Ctx): void => {
   const limit = ctx.config.testingTimeoutMinutes * 60_000
   for (let r = 0; r < ctx.runs.length; ) {
@@ -206,6 +210,10 @@ const onTick = (ctx: Ctx): void => {
       continue
     }
     r++
+  }
+  for (let i = 0; i < ctx.entries.length; i++) {
+    const e = ctx.entries[i]!
+    if (e.state === "not_ready" && ctx.now >= notReadyDeadline(ctx, e)) cancelEntry(ctx, i, Reasons.notReadyTimeout)
   }
 }
 
@@ -570,6 +578,11 @@ const reconcile = (ctx: Ctx): void => {
       const at = (r.startedAt ?? r.createdAt) + limit
       if (ctx.wakeAt === null || at < ctx.wakeAt) ctx.wakeAt = at
     }
+  }
+  for (const e of ctx.entries) {
+    if (e.state !== "not_ready") continue
+    const at = notReadyDeadline(ctx, e)
+    if (ctx.wakeAt === null || at < ctx.wakeAt) ctx.wakeAt = at
   }
 }
 

@@ -23,6 +23,8 @@ export interface PlannerConfig {
   readonly concurrency: number
   readonly bisectionConcurrency: number
   readonly testingTimeoutMinutes: number
+  /** a `not_ready` entry is cancelled (`NOT_READY_TIMEOUT_EXPIRED`) after this many hours in that state */
+  readonly notReadyTimeoutHours: number
   readonly pendingFailureDepth: number
   readonly canOptimisticallyMerge: boolean
   readonly batch: boolean
@@ -367,6 +369,7 @@ export const Reasons = {
   directMerge: "MERGE_GRAPH_DIRECT_MERGE",
   requiredStatusFailed: "TEST_RUN_REQUIRED_STATUS_FAILED",
   timeout: "TEST_RUN_TIMEOUT",
+  notReadyTimeout: "NOT_READY_TIMEOUT_EXPIRED",
   mergeConflict: "START_TEST_RUN_MERGE_CONFLICT",
   prerequisiteFailed: "PREREQUISITE_MERGE_ITEM_FAILED",
   prerequisiteCancelled: "PREREQUISITE_MERGE_ITEM_CANCELLED",
