@@ -2,7 +2,7 @@
  * Reconciliation with GitHub (src/github/reconcile.ts) through the real server and the simulated GitHub, with every
  * webhook after the setup dropped and the runners' own Git polling switched off: CI results (a commit status, a check
  * run), a force-push, a close, a base change, a draft and a push to the target all reach the queue through the
- * periodic reconciliation alone.
+ * periodic reconciliation alone; and a merge GitHub refuses fails the entry with GITHUB_API_MERGE_PR_FAILED.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test"
 import { Option, Redacted } from "effect"
@@ -170,6 +170,22 @@ for (const db of databases) {
         expect(lastReason(r)).toBe(c.reason)
       }
     }, 90_000)
+
+    test("a merge GitHub refuses fails the PR with GITHUB_API_MERGE_PR_FAILED; the PR stays open", async () => {
+      sim.setMergeMethods(repo, { squash: false })
+      try {
+        const pr = await openPr("Refused", { "e.txt": "e\n" })
+        await submit(pr.number)
+        const { sha } = await testBranchOf(pr.number)
+        await sim.postStatus(sha, "ci", "success", { repo })
+        const failed = await waitForState(pr.number, "failed", "failed: squash merges are not allowed")
+        expect(lastReason(failed)).toBe("GITHUB_API_MERGE_PR_FAILED")
+        expect(sim.pullRequest(pr)).toMatchObject({ state: "open", merged: false })
+        expect(sim.readFile(repo, "main", "e.txt")).toBeNull()
+      } finally {
+        sim.setMergeMethods(repo, { squash: true })
+      }
+    }, 60_000)
 
     test("a push to the target, never delivered: the run is rebuilt on the new tip and merges on it", async () => {
       const pr = await openPr("Add d", { "d.txt": "d\n" })
