@@ -18,8 +18,8 @@ import type { RequestTracer } from "../http/router.ts"
 /**
  * Effect's tracer over the OpenTelemetry SDK, like `@effect/opentelemetry`'s, without its context hook: that one also
  * makes each span the active span of OpenTelemetry's own context API around every step of a fiber, which only
- * OpenTelemetry instrumentations of other libraries would read (there are none here). Measured on four spans with
- * asynchronous steps in between: about 110 µs of CPU with the hook, 35 µs without (20,000 runs, same process).
+ * OpenTelemetry instrumentations of other libraries would read (there are none here). Measured on a request of four
+ * spans with asynchronous steps: 170 µs of CPU with the hook, 91 µs without, 57 µs with tracing off (docs/benchmarks.md).
  */
 const tracerWithoutOtelContext = Layer.unwrapEffect(
   Effect.map(OtelTracer.make, (otel) =>

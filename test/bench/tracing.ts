@@ -110,7 +110,12 @@ const key = { repo: repo.repo, targetBranch: "main" }
 
 const settings = {
   off: {},
-  on: { OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${receiver.port}`, OTEL_SERVICE_NAME: "greenline-bench" }
+  // a queue large enough that the batch processor drops nothing: the cost of exporting every span is measured
+  on: {
+    OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${receiver.port}`,
+    OTEL_SERVICE_NAME: "greenline-bench",
+    OTEL_BSP_MAX_QUEUE_SIZE: "100000"
+  }
 } as const
 const results: Record<string, Record<keyof typeof settings, Array<Result>>> = {
   getSubmittedPullRequest: { off: [], on: [] },
