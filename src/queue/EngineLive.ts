@@ -105,16 +105,26 @@ export const EngineLive = Layer.scopedContext(
       )
 
     /** The entry's place in the planner's testing order, computed in the database (the state is not shipped). */
-    const positionOf = (queueId: string, entryId: string) =>
+    /**
+     * A submitted PR with what its record needs besides: its position among the active entries that are not
+     * not_ready, in testing order (from the runner's state), and whether targets exist for its head — one query.
+     */
+    const findSubmitted = (queue: QueueRow, prNumber: number) =>
       Effect.map(
-        sql<{ pos: number }>`
-          select pos::int as pos from (
-            select e.value->>'id' as id, row_number() over (order by e.ord) as pos
-            from queue_runtime q cross join lateral jsonb_array_elements(q.state->'entries') with ordinality as e(value, ord)
-            where q.queue_id = ${queueId}
-              and e.value->>'state' not in ('not_ready', 'merged', 'failed', 'cancelled')
-          ) t where t.id = ${entryId}`,
-        (rows) => rows[0]?.pos ?? null
+        sql<EntryRow & { position: number | null; has_targets: boolean }>`
+          select e.*,
+            exists (select 1 from impacted_targets t
+                    where t.repo_id = ${queue.repo.id} and t.pr_number = e.pr_number and t.sha = e.head_sha) as has_targets,
+            case when e.state in ('pending', 'testing', 'tests_passed', 'pending_failure') then (
+              select p.pos::int from (
+                select x.value->>'id' as id, row_number() over (order by x.ord) as pos
+                from queue_runtime q cross join lateral jsonb_array_elements(q.state->'entries') with ordinality as x(value, ord)
+                where q.queue_id = e.queue_id
+                  and x.value->>'state' not in ('not_ready', 'merged', 'failed', 'cancelled')
+              ) p where p.id = e.id::text)
+            end as position
+          from entries e where e.queue_id = ${queue.id} and e.pr_number = ${prNumber}`,
+        (rows) => Option.fromNullable(rows[0])
       )
 
     const requireActive = (queue: QueueRow, prNumber: number) =>
@@ -269,13 +279,13 @@ export const EngineLive = Layer.scopedContext(
 
       getSubmitted: (queue, prNumber, includeTimeline) =>
         Effect.gen(function* () {
-          const found = yield* findEntry(queue.id, prNumber)
+          const found = yield* findSubmitted(queue, prNumber)
           if (Option.isNone(found))
             return yield* notFound("PR_NOT_FOUND", `pull request #${prNumber} was never submitted to this queue`)
           const row = found.value
           const active = !TERMINAL.has(row.state)
-          const place = active && row.state !== "not_ready" ? yield* positionOf(queue.id, row.id) : null
-          const hasTargets = yield* targetsExist(queue.repo.id, prNumber, row.head_sha)
+          const place = row.position
+          const hasTargets = row.has_targets
           // on GitHub, the PR as GitHub sees it now (a conditional request; unknown when GitHub does not answer soon)
           const live =
             active && usesGitHub(config, queue.repo)
