@@ -23,7 +23,7 @@
  * through `PUT pulls/{n}/merge` with the tested head as `sha` guard, and so does merge_commit when the branch's
  * protection refuses the ref update. The result is checked: the target's new tree must be the tested tree.
  */
-import { Effect, Layer } from "effect"
+import { Effect } from "effect"
 import {
   type BuildTestBranchInput,
   type BuildTestBranchResult,
@@ -42,7 +42,6 @@ import { GREENLINE_EMAIL, GREENLINE_NAME, invalidBranchName } from "../git/Local
 import {
   type GitHubApiError,
   GitHubAuth,
-  GitHubClient,
   type GitHubClientService,
   type GitHubError,
   type GitHubParams,
@@ -821,11 +820,3 @@ export const makeGitHubHost = (client: GitHubClientService): GitHubHostService =
     repoExists
   }
 }
-
-/** The GitHub provider as a layer over the GitHubClient. */
-export class GitHubHost extends Effect.Tag("greenline/GitHubHost")<GitHubHost, GitHubHostService>() {}
-
-export const GitHubHostLive: Layer.Layer<GitHubHost, never, GitHubClient> = Layer.effect(
-  GitHubHost,
-  Effect.map(GitHubClient, makeGitHubHost)
-)
