@@ -62,7 +62,9 @@ describe("buildTestBranch", () => {
     expect(parents(c1)).toEqual([base, pr[1]!.headSha])
     expect(parents(c2)).toEqual([c1, pr[2]!.headSha])
     expect(show(c1, "%B")).toBe("Merge pull request #1: Add a")
-    expect(show(c2, "%an <%ae>|%cn <%ce>")).toBe("Test Author <author@example.com>|Greenline <greenline@greenline.invalid>")
+    expect(show(c2, "%an <%ae>|%cn <%ce>")).toBe(
+      "Test Author <author@example.com>|Greenline <greenline@greenline.invalid>"
+    )
     expect(files(c2)).toEqual(["README.md", "a.txt", "b.txt", "shared.txt"])
     expect(repo.git("log", "--first-parent", "--format=%s", `${base}..${c2}`).split("\n")).toEqual([
       "Merge pull request #2: Add b",
