@@ -6,7 +6,6 @@
  * reach GitHub until it is installed again.
  */
 import * as SqlClient from "@effect/sql/SqlClient"
-import type { SqlError } from "@effect/sql/SqlError"
 import { Effect, Layer, Option } from "effect"
 import { AppConfig } from "../config.ts"
 import { RepoClaimGuard } from "../tenancy/Tenancy.ts"
