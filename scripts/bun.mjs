@@ -4,7 +4,7 @@
 // machine that has only Node.js, npm and git.
 import { spawnSync } from "node:child_process"
 import { existsSync, readFileSync, statSync } from "node:fs"
-import { dirname, join } from "node:path"
+import { delimiter, dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..")
@@ -38,5 +38,8 @@ if (stale) {
   run(process.execPath, ["-e", `require("fs").writeFileSync(${JSON.stringify(marker)}, "")`])
 }
 
-const r = run(bun, process.argv.slice(2), { cwd: process.cwd() })
+// the pinned Bun first on PATH, so that what it runs can start `bun` again (the CLI, a server in its own process)
+const binDir = bun === "bun" ? null : dirname(localBun)
+const env = binDir === null ? process.env : { ...process.env, PATH: `${binDir}${delimiter}${process.env.PATH ?? ""}` }
+const r = run(bun, process.argv.slice(2), { cwd: process.cwd(), env })
 process.exit(r.status ?? 1)

@@ -58,7 +58,7 @@ const wrk = (url: string, body: string, script?: string, rate?: number): Result 
 }
 
 const spawnBaseline = async (target: string) => {
-  const child = Bun.spawn(["bun", "test/bench/baseline-server.ts", target], {
+  const child = Bun.spawn([process.execPath, "test/bench/baseline-server.ts", target], {
     cwd: ROOT,
     stdout: "pipe",
     stderr: "inherit"

@@ -9,9 +9,7 @@
  *   BENCH_KEEP=1 keeps the filled database (its name is printed), to look at query plans
  */
 
-import * as fs from "node:fs"
 import * as os from "node:os"
-import * as path from "node:path"
 import Pg from "pg"
 import { createTestRepo } from "../support/git.ts"
 import { spawnServer } from "../support/process.ts"
@@ -23,13 +21,6 @@ const QUEUES = 100
 const ENTRIES = Number(process.env.BENCH_ENTRIES ?? 10_000)
 const HISTORY = Number(process.env.BENCH_HISTORY ?? 50_000)
 const TARGET_MS = 100
-
-// the server runs as `bun src/main.ts`: make that this Bun, whatever its file is called
-if (Bun.which("bun") === null) {
-  const bin = fs.mkdtempSync(path.join(os.tmpdir(), "gl-bench-bin-"))
-  fs.symlinkSync(process.execPath, path.join(bin, "bun"))
-  process.env.PATH = `${bin}${path.delimiter}${process.env.PATH ?? ""}`
-}
 
 const name = `gl_bench_metrics_${process.pid}`
 const admin = new Pg.Client({ connectionString: PG })

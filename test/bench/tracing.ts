@@ -25,11 +25,6 @@ if (Bun.which("wrk") === null) {
   process.exit(2)
 }
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "gl-bench-tracing-"))
-// the server runs as `bun src/main.ts`: make that this Bun, whatever its file is called
-if (Bun.which("bun") === null) {
-  fs.symlinkSync(process.execPath, path.join(tmp, "bun"))
-  process.env.PATH = `${tmp}${path.delimiter}${process.env.PATH ?? ""}`
-}
 
 interface Result {
   /** CPU time of the server process per request served (user + system), ms. */

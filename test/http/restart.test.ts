@@ -28,7 +28,7 @@ describe("restart", () => {
     const dataDir = tempDir()
     const server = await startTestServer({ db: "pglite", dataDir })
     try {
-      const cli = Bun.spawnSync(["bun", "src/cli.ts", "orgs", "create", "someone"], {
+      const cli = Bun.spawnSync([process.execPath, "src/cli.ts", "orgs", "create", "someone"], {
         cwd: ROOT,
         env: { ...process.env, DATA_DIR: dataDir, DATABASE_URL: "" },
         stderr: "pipe",
@@ -46,7 +46,7 @@ describe("restart", () => {
     const pg = await freshPostgres()
     const env = { ...process.env, DATABASE_URL: pg.url }
     const cli = (...args: Array<string>) => {
-      const r = Bun.spawnSync(["bun", "src/cli.ts", ...args], { cwd: ROOT, env, stdout: "pipe", stderr: "pipe" })
+      const r = Bun.spawnSync([process.execPath, "src/cli.ts", ...args], { cwd: ROOT, env, stdout: "pipe", stderr: "pipe" })
       return { code: r.exitCode, out: r.stdout.toString().trim(), err: r.stderr.toString() }
     }
     try {

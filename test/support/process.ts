@@ -13,7 +13,7 @@ export interface ServerProcess {
 }
 
 export const spawnServer = async (env: Record<string, string>, token: string): Promise<ServerProcess> => {
-  const child: Subprocess<"ignore", "pipe", "pipe"> = Bun.spawn(["bun", "src/main.ts"], {
+  const child: Subprocess<"ignore", "pipe", "pipe"> = Bun.spawn([process.execPath, "src/main.ts"], {
     cwd: ROOT,
     env: { ...process.env, PORT: "0", HOST: "127.0.0.1", LOG_LEVEL: "error", BOOTSTRAP_TOKEN: token, ...env },
     stdin: "ignore",
