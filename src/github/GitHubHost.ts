@@ -22,6 +22,10 @@
  * PRs merged. squash and rebase cannot be recognised that way (the PR heads are not in the target), so they merge
  * through `PUT pulls/{n}/merge` with the tested head as `sha` guard, and so does merge_commit when the branch's
  * protection refuses the ref update. The result is checked: the target's new tree must be the tested tree.
+ * Merging is idempotent: a replayed merge (the service stopped after GitHub merged, before the result was recorded)
+ * finds the pull requests GitHub reports merged at their tested heads, with merge commits on the target whose trees
+ * are the tested ones, counts them as merged and merges the rest from there. GitHub has no atomic multi-PR merge: a
+ * refusal in the middle of a batch leaves the pull requests merged before it merged.
  */
 import { Effect } from "effect"
 import {
@@ -645,6 +649,89 @@ export const makeGitHubHost = (client: GitHubClientService): GitHubHostService =
   const mergeMethodOf = (method: MergeInput["method"]) =>
     method === "merge_commit" ? ("merge" as const) : method === "squash" ? ("squash" as const) : ("rebase" as const)
 
+  /** Whether `descendant` contains `ancestor` (a commit contains itself). */
+  const descends = (repo: RepoRef, ancestor: string, descendant: string): Effect.Effect<boolean, GitHubError> =>
+    ancestor === descendant
+      ? Effect.succeed(true)
+      : Effect.map(
+          call(repo)("GET /repos/{owner}/{repo}/compare/{basehead}", {
+            basehead: `${ancestor}...${descendant}`,
+            per_page: 1
+          }),
+          (r) => r.data.status === "ahead" || r.data.status === "identical"
+        )
+
+  /**
+   * The trees of the tested chain, oldest first: the first-parent commits of `newSha` down to (not including)
+   * `expectedOld`, i.e. the target's content after each tested commit. Only the tested tip's tree when the chain does
+   * not reach `expectedOld` within 1000 commits.
+   */
+  const testedTrees = (
+    repo: RepoRef,
+    expectedOld: string,
+    newSha: string
+  ): Effect.Effect<ReadonlyArray<string>, GitHubError> =>
+    Effect.gen(function* () {
+      const trees: Array<string> = []
+      let at = newSha
+      while (at !== expectedOld) {
+        const meta = yield* commitMeta(repo, at)
+        trees.push(meta.tree)
+        const parent = meta.parents[0]
+        if (parent === undefined || trees.length >= 1000) return [(yield* commitMeta(repo, newSha)).tree]
+        at = parent
+      }
+      return trees.reverse()
+    })
+
+  /**
+   * What an earlier attempt of this very merge landed before it was cut short (a replay after a crash: GitHub merged
+   * pull requests, the runner never recorded it). The longest prefix of `pulls` that GitHub reports merged at their
+   * tested head into `branch`, each merge commit on the target (after the previous one) with a tree of the tested
+   * chain, in order; the last pull request's with the tested tip's tree. Anything else (a PR closed without merging,
+   * merged at another head, or whose merge has other content) ends the prefix. Returns its length and the target's
+   * commit after it.
+   */
+  const landedBefore = (
+    input: MergeInput,
+    current: string
+  ): Effect.Effect<{ readonly count: number; readonly tip: string }, GitHubError> =>
+    Effect.gen(function* () {
+      const repo = input.repo
+      let tip = input.expectedOld
+      let count = 0
+      let trees: ReadonlyArray<string> | null = null
+      let from = 0
+      for (const [index, pull] of input.pulls.entries()) {
+        const pr = yield* call(repo)("GET /repos/{owner}/{repo}/pulls/{pull_number}", {
+          pull_number: pull.prNumber
+        }).pipe(
+          Effect.map((r) => r.data),
+          Effect.catchIf(
+            (e) => isStatus(e, 404),
+            () => Effect.succeed(null)
+          )
+        )
+        const sha = pr?.merge_commit_sha ?? null
+        if (pr === null || pr.merged !== true || sha === null || !SHA_RE.test(sha)) break
+        if (pr.head.sha !== pull.headSha || pr.base.ref !== input.branch) break
+        if (sha === tip && count > 0) {
+          // the same commit landed several of them (the target was moved to the tested commit)
+          count++
+          continue
+        }
+        if (!(yield* descends(repo, tip, sha)) || !(yield* descends(repo, sha, current))) break
+        trees ??= yield* testedTrees(repo, input.expectedOld, input.newSha)
+        const tree = (yield* commitMeta(repo, sha)).tree
+        const at = trees.indexOf(tree, from)
+        if (at < 0 || (index === input.pulls.length - 1 && at !== trees.length - 1)) break
+        from = at + 1
+        tip = sha
+        count++
+      }
+      return { count, tip }
+    })
+
   const merge = (input: MergeInput): Effect.Effect<string | null, MergeRefused | RepoNotFound | GitError> =>
     Effect.gen(function* () {
       const { repo, branch } = input
@@ -653,9 +740,30 @@ export const makeGitHubHost = (client: GitHubClientService): GitHubHostService =
       yield* checkSha(input.newSha, "newSha")
       const current = yield* readBranch(repo, branch)
       if (current === input.newSha && input.method === "merge_commit") return input.newSha
-      if (current !== input.expectedOld) return null
+      if (current === null) return null
+      // a replay: the pull requests an earlier attempt merged count as merged, the rest go on from their tip
+      let start = 0
+      if (current !== input.expectedOld) {
+        const landed = yield* landedBefore(input, current)
+        if (landed.count === 0) return null
+        if (landed.count === input.pulls.length) return landed.tip
+        const next = input.pulls[landed.count]!
+        const done = input.pulls
+          .slice(0, landed.count)
+          .map((p) => `#${p.prNumber}`)
+          .join(", ")
+        if (landed.tip !== current) {
+          return yield* new MergeRefused({
+            prNumber: next.prNumber,
+            actualSha: current,
+            message: `${branch} moved after ${done} merged: pull request #${next.prNumber} is not merged`
+          })
+        }
+        yield* Effect.logInfo(`${done} merged into ${branch} by an earlier attempt; merging the rest from ${current}`)
+        start = landed.count
+      }
       let refusal = ""
-      if (input.method === "merge_commit") {
+      if (input.method === "merge_commit" && start === 0) {
         const update = yield* fastForward(repo, branch, input.newSha)
         if (update === "moved") return input.newSha
         if ((yield* readBranch(repo, branch)) !== input.expectedOld) return null
@@ -668,7 +776,7 @@ export const makeGitHubHost = (client: GitHubClientService): GitHubHostService =
         refusal = update.refused
         yield* Effect.logInfo(`moving ${branch} was refused (${refusal}); merging through the pull request API`)
       }
-      for (const pull of input.pulls) {
+      for (const pull of input.pulls.slice(start)) {
         const result = yield* call(repo)("PUT /repos/{owner}/{repo}/pulls/{pull_number}/merge", {
           pull_number: pull.prNumber,
           sha: pull.headSha,

@@ -361,58 +361,21 @@ export const runQueue = (
           return events
         })
 
-      const merge = (command: Extract<Command, { _tag: "Merge" }>) =>
+      /** The commit the Merge lands: the tested one, or the lane replayed onto the expected target (null: it failed). */
+      const laneTip = (command: Extract<Command, { _tag: "Merge" }>) =>
         Effect.gen(function* () {
-          const current = yield* git.getBranchSha(repo, queue.branch)
-          if (current === command.newSha && !command.rebaseOnto) {
-            return [
-              { _tag: "MergeSucceeded", runId: command.runId, entryIds: command.entryIds, newSha: command.newSha }
-            ] as const
-          }
-          const moved = yield* headsMoved(command.prNumbers)
-          if (moved.length > 0) {
-            return [
-              ...moved,
-              {
-                _tag: "MergeFailed",
-                runId: command.runId,
-                entryIds: command.entryIds,
-                reason: Reasons.prPushedTo,
-                actualTargetSha: current ?? command.expectedSha
-              }
-            ] satisfies ReadonlyArray<PlannerEvent>
-          }
-          if (current !== command.expectedSha) {
-            return [
-              {
-                _tag: "MergeFailed",
-                runId: command.runId,
-                entryIds: command.entryIds,
-                reason: "TARGET_MOVED",
-                actualTargetSha: current ?? command.expectedSha
-              }
-            ] satisfies ReadonlyArray<PlannerEvent>
-          }
-          let newSha = command.newSha
-          if (command.rebaseOnto) {
-            const run = runOf(command.runId)
-            const base = run?.effectiveBase ?? run?.baseSha ?? command.expectedSha
-            const rebased = yield* git
-              .rebaseOnto({ repo, baseSha: base, laneSha: command.newSha, ontoSha: command.expectedSha })
-              .pipe(Effect.either)
-            if (rebased._tag === "Left") {
-              return [
-                {
-                  _tag: "MergeFailed",
-                  runId: command.runId,
-                  entryIds: command.entryIds,
-                  reason: Reasons.mergeRebaseFailed,
-                  actualTargetSha: command.expectedSha
-                }
-              ] satisfies ReadonlyArray<PlannerEvent>
-            }
-            newSha = rebased.right
-          }
+          if (!command.rebaseOnto) return command.newSha
+          const run = runOf(command.runId)
+          const base = run?.effectiveBase ?? run?.baseSha ?? command.expectedSha
+          const rebased = yield* git
+            .rebaseOnto({ repo, baseSha: base, laneSha: command.newSha, ontoSha: command.expectedSha })
+            .pipe(Effect.either)
+          return rebased._tag === "Left" ? null : rebased.right
+        })
+
+      /** Asks the host to merge; null when the target was not at the expected tip (nothing merged). */
+      const land = (command: Extract<Command, { _tag: "Merge" }>, newSha: string) =>
+        Effect.gen(function* () {
           const names = yield* titles(command.entryIds)
           const pulls = command.entryIds.flatMap((id) => {
             const entry = state.entries.find((e) => e.id === id)
@@ -444,11 +407,65 @@ export const runQueue = (
             ] satisfies ReadonlyArray<PlannerEvent>
           }
           if (merged._tag === "Left") return yield* merged.left
-          if (merged.right !== null) {
+          if (merged.right === null) return null
+          return [
+            { _tag: "MergeSucceeded", runId: command.runId, entryIds: command.entryIds, newSha: merged.right }
+          ] satisfies ReadonlyArray<PlannerEvent>
+        })
+
+      const merge = (command: Extract<Command, { _tag: "Merge" }>) =>
+        Effect.gen(function* () {
+          const current = yield* git.getBranchSha(repo, queue.branch)
+          if (current === command.newSha && !command.rebaseOnto) {
             return [
-              { _tag: "MergeSucceeded", runId: command.runId, entryIds: command.entryIds, newSha: merged.right }
+              { _tag: "MergeSucceeded", runId: command.runId, entryIds: command.entryIds, newSha: command.newSha }
+            ] as const
+          }
+          if (current !== null && current !== command.expectedSha) {
+            // a replayed Merge (the service stopped before recording its result): a host that merges through its
+            // pull requests (GitHub) recognises what it merged and finishes the rest; nothing merged is null
+            const tip = yield* laneTip(command)
+            const landed = tip === null ? null : yield* land(command, tip)
+            if (landed !== null) return landed
+          }
+          const moved = yield* headsMoved(command.prNumbers)
+          if (moved.length > 0) {
+            return [
+              ...moved,
+              {
+                _tag: "MergeFailed",
+                runId: command.runId,
+                entryIds: command.entryIds,
+                reason: Reasons.prPushedTo,
+                actualTargetSha: current ?? command.expectedSha
+              }
             ] satisfies ReadonlyArray<PlannerEvent>
           }
+          if (current !== command.expectedSha) {
+            return [
+              {
+                _tag: "MergeFailed",
+                runId: command.runId,
+                entryIds: command.entryIds,
+                reason: "TARGET_MOVED",
+                actualTargetSha: current ?? command.expectedSha
+              }
+            ] satisfies ReadonlyArray<PlannerEvent>
+          }
+          const newSha = yield* laneTip(command)
+          if (newSha === null) {
+            return [
+              {
+                _tag: "MergeFailed",
+                runId: command.runId,
+                entryIds: command.entryIds,
+                reason: Reasons.mergeRebaseFailed,
+                actualTargetSha: command.expectedSha
+              }
+            ] satisfies ReadonlyArray<PlannerEvent>
+          }
+          const landed = yield* land(command, newSha)
+          if (landed !== null) return landed
           const actual = yield* git.getBranchSha(repo, queue.branch)
           return [
             {

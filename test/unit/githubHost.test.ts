@@ -10,7 +10,7 @@ import * as path from "node:path"
 import { Effect, Either } from "effect"
 import type { GitHostService, MergeMethod, RepoRef, TestBranchItem } from "../../src/git/GitHost.ts"
 import { makeLocalGit } from "../../src/git/LocalGit.ts"
-import { type GitHubClientService, makeGitHubClient } from "../../src/github/GitHubClient.ts"
+import { GitHubAuth, type GitHubClientService, makeGitHubClient } from "../../src/github/GitHubClient.ts"
 import { type GitHubHostService, makeGitHubHost } from "../../src/github/GitHubHost.ts"
 import { type GitHubSim, type SimRepoKey, startGitHubSim } from "../support/github/sim.ts"
 
@@ -502,5 +502,129 @@ describe("GitHubHost: moving the target", () => {
     )
     expect(Either.isLeft(result) && result.left._tag).toBe("MergeRefused")
     expect(sim.branchSha(repo, "main")).toBe(repo.initialSha)
+  })
+})
+
+/**
+ * A provider over the same client that stops (a defect, as a crash would) right after GitHub answered the merge of
+ * pull request `prNumber`: GitHub merged it, the caller never learns.
+ */
+const stopsAfterMerging = (prNumber: number): GitHubHostService =>
+  makeGitHubHost({
+    ...client,
+    request: (route, params, auth, options) => {
+      const sent = client.request(route, params, auth, options)
+      return route === "PUT /repos/{owner}/{repo}/pulls/{pull_number}/merge" &&
+        (params as { readonly pull_number?: number }).pull_number === prNumber
+        ? Effect.zipRight(sent, Effect.die(new Error("the service stopped")))
+        : sent
+    }
+  })
+
+describe("GitHubHost: a replayed merge (the service stopped after GitHub merged)", () => {
+  const PUT_MERGE = "PUT /repos/{owner}/{repo}/pulls/{pull_number}/merge"
+
+  /** Two PRs tested together with `method`; protected `main` (merged through the PR API) for merge_commit. */
+  const testedBatch = async (method: MergeMethod) => {
+    const repo = await freshRepo()
+    const { a, b, items } = await twoPrs(repo)
+    const built = await run(
+      host.buildTestBranch({
+        repo: refOf(repo),
+        branch: `trunk-merge/replay/${method}`,
+        baseSha: repo.initialSha,
+        method,
+        items
+      })
+    )
+    if (method === "merge_commit") {
+      sim.setRequiredStatusChecks(repo, "main", ["ci"])
+      for (const pr of [a, b]) await sim.postStatus(pr.headSha, "ci", "success", { repo })
+    }
+    const input = {
+      repo: refOf(repo),
+      branch: "main",
+      expectedOld: repo.initialSha,
+      newSha: built.sha,
+      method,
+      pulls: items.map((i) => ({ prNumber: i.prNumber, headSha: i.headSha, title: i.title }))
+    }
+    return { repo, a, b, built, input }
+  }
+
+  for (const method of ["squash", "rebase", "merge_commit"] as const) {
+    test(`${method}: stopped after the last PR merged, the replay counts both as merged and merges nothing more`, async () => {
+      const { repo, a, b, built, input } = await testedBatch(method)
+      const crashed = await Effect.runPromiseExit(stopsAfterMerging(b.number).merge(input))
+      expect(crashed._tag).toBe("Failure")
+      const landed = sim.branchSha(repo, "main")
+      expect(landed).not.toBe(repo.initialSha)
+      expect(treeOf(repo, landed!)).toBe(treeOf(repo, built.sha))
+      // after a restart: a new provider (nothing remembered), the same merge again
+      sim.clearRequests()
+      const replayed = await run(makeGitHubHost(client).merge(input))
+      expect(replayed).toBe(landed)
+      expect(sim.requests().map((r) => r.route)).not.toContain(PUT_MERGE)
+      // and again: still the same tip, nothing moves
+      expect(await run(host.merge(input))).toBe(landed)
+      expect(sim.branchSha(repo, "main")).toBe(landed)
+      for (const pr of [a, b]) expect(sim.pullRequest(pr)).toMatchObject({ state: "closed", merged: true })
+    })
+
+    test(`${method}: stopped in the middle of the batch, the replay merges the rest from the new tip`, async () => {
+      const { repo, a, b, built, input } = await testedBatch(method)
+      const crashed = await Effect.runPromiseExit(stopsAfterMerging(a.number).merge(input))
+      expect(crashed._tag).toBe("Failure")
+      const afterA = sim.branchSha(repo, "main")
+      expect(sim.pullRequest(a)).toMatchObject({ merged: true })
+      expect(sim.pullRequest(b)).toMatchObject({ state: "open", merged: false })
+      sim.clearRequests()
+      const replayed = await run(makeGitHubHost(client).merge(input))
+      const merges = sim.requests().filter((r) => r.route === PUT_MERGE)
+      expect(merges.map((r) => r.path)).toEqual([expect.stringContaining(`/pulls/${b.number}/merge`)])
+      expect(replayed).toBe(sim.branchSha(repo, "main"))
+      expect(sim.git(repo, "rev-parse", `${replayed}^`)).toBe(afterA!)
+      expect(treeOf(repo, replayed!)).toBe(treeOf(repo, built.sha))
+      for (const pr of [a, b]) expect(sim.pullRequest(pr)).toMatchObject({ state: "closed", merged: true })
+    })
+  }
+
+  test("a PR closed without merging still fails: MergeRefused names it, the one merged before it stays merged", async () => {
+    const { repo, a, b, input } = await testedBatch("squash")
+    await Effect.runPromiseExit(stopsAfterMerging(a.number).merge(input))
+    const afterA = sim.branchSha(repo, "main")
+    await sim.closePullRequest(b)
+    const refused = await fail(makeGitHubHost(client).merge(input))
+    expect(refused).toMatchObject({ _tag: "MergeRefused", prNumber: b.number, actualSha: afterA })
+    expect(sim.branchSha(repo, "main")).toBe(afterA)
+    expect(sim.pullRequest(a)).toMatchObject({ merged: true })
+    expect(sim.pullRequest(b)).toMatchObject({ state: "closed", merged: false })
+  })
+
+  test("a PR merged by someone else with other content is not ours: nothing merged (null), nothing merged more", async () => {
+    const { repo, a, b, input } = await testedBatch("squash")
+    // someone pushed to main, then merged the first PR onto it from GitHub's page
+    await sim.pushToBranch(repo, "main", { "x.txt": "x\n" })
+    await run(
+      client.request(
+        PUT_MERGE,
+        { owner: repo.owner, repo: repo.name, pull_number: a.number, merge_method: "squash" },
+        GitHubAuth.repository(repo.owner, repo.name)
+      )
+    )
+    const tip = sim.branchSha(repo, "main")
+    sim.clearRequests()
+    expect(await run(makeGitHubHost(client).merge(input))).toBeNull()
+    expect(sim.requests().map((r) => r.route)).not.toContain(PUT_MERGE)
+    expect(sim.branchSha(repo, "main")).toBe(tip)
+    expect(sim.pullRequest(b)).toMatchObject({ state: "open", merged: false })
+  })
+
+  test("stopped after the target moved on from the merged PRs: the tip of their merge, not the foreign commit", async () => {
+    const { repo, b, input } = await testedBatch("squash")
+    await Effect.runPromiseExit(stopsAfterMerging(b.number).merge(input))
+    const landed = sim.branchSha(repo, "main")
+    await sim.pushToBranch(repo, "main", { "later.txt": "later\n" })
+    expect(await run(makeGitHubHost(client).merge(input))).toBe(landed)
   })
 })
