@@ -1,5 +1,6 @@
 import type { SqlError } from "@effect/sql/SqlError"
 import { Context, type Effect, type Option } from "effect"
+import type { PullRequestInfo } from "../git/GitHost.ts"
 import type { ApiError } from "../http/errors.ts"
 import type { QueueRow } from "./QueueRepo.ts"
 import type { EnqueuedPullRequest, StoredQueueConfig, SubmittedPullRequest, TestingDetails } from "./schemas.ts"
@@ -15,11 +16,15 @@ export interface EngineShape {
     { readonly config: StoredQueueConfig; readonly enqueued: ReadonlyArray<EnqueuedPullRequest> },
     SqlError
   >
+  /** The PR as the Git host shows it now (PR_NOT_FOUND when it does not exist). */
+  readonly readPullRequest: (queue: QueueRow, prNumber: number) => Effect.Effect<PullRequestInfo, ApiError>
+  /** `pr`, when given, is the PR already read (outside the request's transaction); otherwise it is read here. */
   readonly submit: (
     queue: QueueRow,
     prNumber: number,
     priority: number | undefined,
-    noBatch: boolean | undefined
+    noBatch: boolean | undefined,
+    pr?: PullRequestInfo
   ) => Effect.Effect<void, ApiError | SqlError>
   /** `reason` defaults to `API_REQUESTED` (a comment command cancels with `USER_REQUESTED`). */
   readonly cancel: (queue: QueueRow, prNumber: number, reason?: string) => Effect.Effect<void, ApiError | SqlError>

@@ -148,6 +148,42 @@ export const EngineLive = Layer.scopedContext(
         (rows) => rows.length > 0
       )
 
+    const readPullRequest = (queue: QueueRow, prNumber: number) =>
+      git.getPullRequest(repoRefOf(queue.repo), prNumber).pipe(
+        Effect.catchTags({
+          PrNotFound: () =>
+            notFound("PR_NOT_FOUND", `pull request #${prNumber} does not exist (no refs/pull/${prNumber}/head)`),
+          RepoNotFound: () =>
+            notFound(
+              "PR_NOT_FOUND",
+              `pull request #${prNumber} does not exist: ${queue.repo.host}/${queue.repo.owner}/${queue.repo.name} has no repository`
+            )
+        }),
+        Effect.catchTag("GitError", (e) => Effect.die(e))
+      )
+
+    // One wake-up in flight per queue: wakes asked for meanwhile fold into one more, sent after it (so after every
+    // commit that asked), instead of a notification per request.
+    const waking = new Map<string, boolean>()
+    const notifyLoop = (queueId: string): Effect.Effect<void> =>
+      Effect.flatMap(db.notify(WAKE_CHANNEL, queueId), () => {
+        if (waking.get(queueId) === true) {
+          waking.set(queueId, false)
+          return notifyLoop(queueId)
+        }
+        waking.delete(queueId)
+        return Effect.void
+      })
+    const wake = (queueId: string): Effect.Effect<void> =>
+      Effect.suspend(() => {
+        if (waking.has(queueId)) {
+          waking.set(queueId, true)
+          return Effect.void
+        }
+        waking.set(queueId, false)
+        return Effect.asVoid(Effect.forkDaemon(notifyLoop(queueId)))
+      })
+
     const engine: EngineShape = {
       queueCreated: (queue) =>
         Effect.gen(function* () {
@@ -193,20 +229,11 @@ export const EngineLive = Layer.scopedContext(
           return { config: effective, enqueued }
         }),
 
-      submit: (queue, prNumber, priority, noBatch) =>
+      readPullRequest,
+
+      submit: (queue, prNumber, priority, noBatch, read) =>
         Effect.gen(function* () {
-          const pr = yield* git.getPullRequest(repoRefOf(queue.repo), prNumber).pipe(
-            Effect.catchTags({
-              PrNotFound: () =>
-                notFound("PR_NOT_FOUND", `pull request #${prNumber} does not exist (no refs/pull/${prNumber}/head)`),
-              RepoNotFound: () =>
-                notFound(
-                  "PR_NOT_FOUND",
-                  `pull request #${prNumber} does not exist: ${queue.repo.host}/${queue.repo.owner}/${queue.repo.name} has no repository`
-                )
-            }),
-            Effect.catchTag("GitError", (e) => Effect.die(e))
-          )
+          const pr = read ?? (yield* readPullRequest(queue, prNumber))
           const existing = yield* findEntry(queue.id, prNumber)
           const now = new Date(yield* Clock.currentTimeMillis)
           if (Option.isSome(existing) && !TERMINAL.has(existing.value.state)) {
@@ -389,7 +416,7 @@ export const EngineLive = Layer.scopedContext(
           }
         }),
 
-      wake: (queueId) => db.notify(WAKE_CHANNEL, queueId),
+      wake,
 
       ciOutput: (id) =>
         Effect.gen(function* () {

@@ -127,12 +127,15 @@ export const queueRoutes = [
   ),
 
   handle(ops.submitPullRequest, (req) =>
-    Effect.as(
-      engineWrite(req.repo, req.targetBranch, (queue, engine) =>
-        engine.submit(queue, req.pr.number, priorityValue(req.priority), req.noBatch)
-      ),
-      {}
-    )
+    Effect.gen(function* () {
+      const engine = yield* Engine
+      const queue = yield* requireQueue(req.repo, req.targetBranch)
+      // the Git host is read before the transaction, so no connection waits on it
+      const pr = yield* engine.readPullRequest(queue, req.pr.number)
+      yield* transaction(engine.submit(queue, req.pr.number, priorityValue(req.priority), req.noBatch, pr))
+      yield* engine.wake(queue.id)
+      return {}
+    })
   ),
 
   handle(ops.cancelPullRequest, (req) =>
