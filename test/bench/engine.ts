@@ -8,14 +8,12 @@
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import * as SqlClient from "@effect/sql/SqlClient"
-import { SQL } from "bun"
 import { Effect, Option, Redacted } from "effect"
 import { makeAppConfig } from "../../src/config.ts"
 import { Metrics } from "../../src/metrics/Metrics.ts"
-import { Statuses } from "../../src/queue/Statuses.ts"
 import { startServer } from "../../src/server.ts"
 import { createTestRepo } from "../support/git.ts"
+import { freshBenchDatabase, instantCi } from "./engineKit.ts"
 
 const PRS = Number(process.env.BENCH_PRS ?? 1000)
 const PG = process.env.BENCH_DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test"
@@ -34,18 +32,7 @@ const run = async (kind: "postgres" | "pglite") => {
     stdin: new TextEncoder().encode(`${lines.join("\n")}\n`)
   })
 
-  let dbName: string | undefined
-  let databaseUrl: string | undefined
-  if (kind === "postgres") {
-    dbName = `gl_bench_engine_${process.pid}`
-    const admin = new SQL(PG)
-    await admin.unsafe(`drop database if exists ${dbName}`)
-    await admin.unsafe(`create database ${dbName}`)
-    await admin.close()
-    const u = new URL(PG)
-    u.pathname = `/${dbName}`
-    databaseUrl = u.toString()
-  }
+  const db = kind === "postgres" ? await freshBenchDatabase(PG, `gl_bench_engine_${process.pid}`) : undefined
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "gl-bench-engine-"))
   const server = await startServer(
     makeAppConfig({
@@ -53,7 +40,7 @@ const run = async (kind: "postgres" | "pglite") => {
       host: "127.0.0.1",
       dataDir: kind === "pglite" ? ":memory:" : dataDir,
       gitRoot: repo.root,
-      databaseUrl: databaseUrl ? Option.some(Redacted.make(databaseUrl)) : Option.none(),
+      databaseUrl: db ? Option.some(Redacted.make(db.url)) : Option.none(),
       bootstrapToken: Option.some(Redacted.make(TOKEN)),
       rateLimitPerSecond: 1_000_000,
       gitPollMs: 1000,
@@ -70,28 +57,7 @@ const run = async (kind: "postgres" | "pglite") => {
   await post("createQueue", { ...key, concurrency: 8 })
   await post("updateQueue", { ...key, requiredStatuses: ["ci"] })
 
-  // CI that answers at once: every run that has a test branch gets a success status
-  let stop = false
-  const reported = new Set<string>()
-  const ci = (async () => {
-    while (!stop) {
-      const runs = await server.run(
-        Effect.flatMap(
-          SqlClient.SqlClient,
-          (sql) =>
-            sql<{ sha: string; repo_id: string }>`
-            select t.test_branch_sha as sha, q.repo_id from test_runs t join queues q on q.id = t.queue_id
-            where t.status = 'in_progress' and t.test_branch_sha is not null`
-        )
-      )
-      for (const r of runs) {
-        if (reported.has(r.sha)) continue
-        reported.add(r.sha)
-        await server.run(Effect.flatMap(Statuses, (s) => s.report(r.repo_id, r.sha, "ci", "success", null, null)))
-      }
-      await Bun.sleep(5)
-    }
-  })()
+  const stopCi = instantCi(server)
 
   const started = performance.now()
   for (let n = 1; n <= PRS; n++) await post("submitPullRequest", { ...key, pr: { number: n } })
@@ -103,8 +69,7 @@ const run = async (kind: "postgres" | "pglite") => {
     await Bun.sleep(200)
   }
   const seconds = (performance.now() - started) / 1000
-  stop = true
-  await ci
+  await stopCi()
   const merged =
     Number(
       Bun.spawnSync(["git", "--git-dir", repo.gitDir, "rev-list", "--count", "--first-parent", "main"])
@@ -113,11 +78,7 @@ const run = async (kind: "postgres" | "pglite") => {
     ) - 1
   const steps = await server.run(Effect.map(Metrics, (m) => m.stepPercentiles([0.5, 0.99])))
   await server.stop()
-  if (dbName) {
-    const admin = new SQL(PG)
-    await admin.unsafe(`drop database if exists ${dbName} with (force)`)
-    await admin.close()
-  }
+  await db?.drop()
   repo.cleanup()
   fs.rmSync(dataDir, { recursive: true, force: true })
   return {

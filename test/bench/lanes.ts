@@ -11,13 +11,12 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import * as SqlClient from "@effect/sql/SqlClient"
-import { SQL } from "bun"
 import { Effect, Option, Redacted } from "effect"
 import { makeAppConfig } from "../../src/config.ts"
 import { Metrics } from "../../src/metrics/Metrics.ts"
-import { Statuses } from "../../src/queue/Statuses.ts"
 import { startServer } from "../../src/server.ts"
 import { createTestRepo } from "../support/git.ts"
+import { freshBenchDatabase, instantCi } from "./engineKit.ts"
 
 const PRS = 12
 const LARGE = Number(process.env.BENCH_TARGETS ?? 200_000)
@@ -45,13 +44,7 @@ const run = async (perPr: number) => {
     Bun.spawnSync(["git", "--git-dir", repo.gitDir, "update-ref", `refs/pull/${n}/head`, sha])
     heads.push(sha)
   }
-  const dbName = `gl_bench_lanes_${process.pid}_${perPr}`
-  const admin = new SQL(PG)
-  await admin.unsafe(`drop database if exists ${dbName}`)
-  await admin.unsafe(`create database ${dbName}`)
-  await admin.close()
-  const u = new URL(PG)
-  u.pathname = `/${dbName}`
+  const db = await freshBenchDatabase(PG, `gl_bench_lanes_${process.pid}_${perPr}`)
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "gl-bench-lanes-"))
   const server = await startServer(
     makeAppConfig({
@@ -59,7 +52,7 @@ const run = async (perPr: number) => {
       host: "127.0.0.1",
       dataDir,
       gitRoot: repo.root,
-      databaseUrl: Option.some(Redacted.make(u.toString())),
+      databaseUrl: Option.some(Redacted.make(db.url)),
       bootstrapToken: Option.some(Redacted.make(TOKEN)),
       rateLimitPerSecond: 1_000_000,
       gitPollMs: 1000,
@@ -80,27 +73,7 @@ const run = async (perPr: number) => {
   await post("createQueue", { ...key, concurrency: PRS, mode: "parallel" })
   await post("updateQueue", { ...key, requiredStatuses: ["ci"] })
 
-  let stop = false
-  const reported = new Set<string>()
-  const ci = (async () => {
-    while (!stop) {
-      const runs = await server.run(
-        Effect.flatMap(
-          SqlClient.SqlClient,
-          (sql) =>
-            sql<{ sha: string; repo_id: string }>`
-            select t.test_branch_sha as sha, q.repo_id from test_runs t join queues q on q.id = t.queue_id
-            where t.status = 'in_progress' and t.test_branch_sha is not null`
-        )
-      )
-      for (const r of runs) {
-        if (reported.has(r.sha)) continue
-        reported.add(r.sha)
-        await server.run(Effect.flatMap(Statuses, (s) => s.report(r.repo_id, r.sha, "ci", "success", null, null)))
-      }
-      await Bun.sleep(5)
-    }
-  })()
+  const stopCi = instantCi(server)
 
   const bodies = Array.from({ length: PRS }, (_, k) => targetsOf(k + 1, perPr))
   const started = performance.now()
@@ -130,13 +103,10 @@ const run = async (perPr: number) => {
     await Bun.sleep(50)
   }
   const seconds = (performance.now() - started) / 1000
-  stop = true
-  await ci
+  await stopCi()
   const steps = await server.run(Effect.map(Metrics, (m) => m.stepPercentiles([0.5, 0.99])))
   await server.stop()
-  const drop = new SQL(PG)
-  await drop.unsafe(`drop database if exists ${dbName} with (force)`)
-  await drop.close()
+  await db.drop()
   repo.cleanup()
   fs.rmSync(dataDir, { recursive: true, force: true })
   return {
