@@ -646,28 +646,7 @@ describe("merge queue scenarios", () => {
     TIMEOUT
   )
 
-  test(
-    "a force-push to a queued PR cancels it (PR_PUSHED_TO)",
-    async () => {
-      await scenario({ concurrency: 2 }, async (s) => {
-        for (const n of [1, 2]) s.createPr(n)
-        await s.submit(1)
-        await s.submit(2)
-        await s.waitRun(1)
-        const a2 = await s.waitRun(2)
-        s.repo.forcePushPr(1, { files: { "pr-1.txt": "changed\n" } })
-        await s.waitState(1, "cancelled")
-        expect((await reasons(s, 1)).at(-1)).toBe("cancelled:PR_PUSHED_TO")
-        const r2 = await s.waitRun(2, [a2.runId])
-        expect(lsTree(s, r2.sha)).toEqual(["README.md", "pr-2.txt"])
-        await s.ciPass(2)
-        await s.waitState(2, "merged")
-        expect(s.history()).toEqual(["PR #2 (#2)"])
-        return undefined
-      })
-    },
-    TIMEOUT
-  )
+  // a force-push to a queued PR: test/scenario/github.test.ts runs it on both providers
 
   test(
     ".trunk/trunk.yaml names the required statuses (trunk_config)",
