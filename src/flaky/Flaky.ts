@@ -20,6 +20,7 @@ import {
   type TestCaseRecord,
   type TestCaseStats
 } from "./FlakyRepo.ts"
+import { IdSet, testCaseDigests, uuidString, uuidV5String } from "./fastIds.ts"
 import { isUuidV5, testCaseId, testCaseRawKey } from "./ids.ts"
 import { PartFailure, PartsReader, UploadRows } from "./ingest.ts"
 import { JunitError, type JunitResult } from "./junit.ts"
@@ -144,130 +145,19 @@ export const pageOf = (q: string, offset: number, size: number, total: number): 
   }
 }
 
-// ---- test case ids: the same UUID v5 as `ids.ts`, hashed with Bun's SHA-1 (4× faster than node:crypto per id)
-
-const URL_NAMESPACE_BYTES = Buffer.from("6ba7b8119dad11d180b400c04fd430c8", "hex")
-
-const HEX_CODES = new TextEncoder().encode("0123456789abcdef")
-const uuidText = Buffer.alloc(36)
-const digest = new Uint8Array(20)
-/** namespace bytes, then the name (grown for long names) */
-let hashInput = Buffer.alloc(4096)
-URL_NAMESPACE_BYTES.copy(hashInput, 0)
-
-/** The digest in `digest` as a version-5 UUID string (one flat string). */
-const digestUuid = (): string => {
-  const b = digest
-  b[6] = ((b[6] ?? 0) & 0x0f) | 0x50
-  b[8] = ((b[8] ?? 0) & 0x3f) | 0x80
-  let o = 0
-  for (let i = 0; i < 16; i++) {
-    const v = b[i] ?? 0
-    uuidText[o++] = HEX_CODES[v >> 4] ?? 48
-    uuidText[o++] = HEX_CODES[v & 15] ?? 48
-    if (i === 3 || i === 5 || i === 7 || i === 9) uuidText[o++] = 45
-  }
-  return uuidText.toString("latin1")
-}
-
-/** `hashInput` with room for `n` bytes after the namespace */
-const hashRoom = (n: number): Buffer => {
-  if (16 + n > hashInput.length) {
-    hashInput = Buffer.alloc(16 + n)
-    URL_NAMESPACE_BYTES.copy(hashInput, 0)
-  }
-  return hashInput
-}
-
-/**
- * UUID v5 of `name`, with no allocation but the answer: one reused input buffer and digest (a hasher object and a
- * digest buffer per id are native memory the collector does not see, and made a large upload's RSS climb), and the
- * answer built as one flat string (not a rope of 20 pieces, which costs again wherever the id is used).
- */
-const uuidV5Fast = (name: string): string => {
-  const input = hashRoom(name.length * 3)
-  const n = input.write(name, 16, "utf8")
-  Bun.SHA1.hash(input.subarray(0, 16 + n), digest)
-  return digestUuid()
-}
-
-/** Writes `s` as UTF-8 at `o` (room checked by the caller); returns the end. ASCII byte by byte, the rest natively. */
-const putUtf8 = (buf: Buffer, o: number, s: string): number => {
-  const n = s.length
-  for (let i = 0; i < n; i++) {
-    const c = s.charCodeAt(i)
-    if (c >= 0x80) return o + buf.write(i === 0 ? s : s.slice(i), o, "utf8")
-    buf[o++] = c
-  }
-  return o
-}
-
-/**
- * UUID v5 of `head + file#classname#parent#name + tail` (head and tail as UTF-8 bytes), without making that string:
- * the parts go straight into the hash input.
- */
-const uuidV5Key = (
-  head: Uint8Array,
-  file: string,
-  classname: string,
-  parent: string,
-  name: string,
-  tail: Uint8Array
-) => {
-  const input = hashRoom(
-    head.length + tail.length + 3 * (file.length + classname.length + parent.length + name.length + 3)
-  )
-  let o = 16
-  input.set(head, o)
-  o += head.length
-  o = putUtf8(input, o, file)
-  input[o++] = 0x23
-  o = putUtf8(input, o, classname)
-  input[o++] = 0x23
-  o = putUtf8(input, o, parent)
-  input[o++] = 0x23
-  o = putUtf8(input, o, name)
-  input.set(tail, o)
-  o += tail.length
-  Bun.SHA1.hash(input.subarray(0, o), digest)
-  return digestUuid()
-}
+// ---- test case ids (the upload pipeline keeps them as bytes, see fastIds.ts)
 
 /** `testCaseId` of ids.ts, faster. */
 export const fastTestCaseId = (key: Parameters<typeof testCaseId>[0]): string => {
   const given = key.id?.trim()
   if (given !== undefined && isUuidV5(given)) return testCaseId(key)
-  return uuidV5Fast(testCaseRawKey(key))
+  return uuidV5String(testCaseRawKey(key))
 }
 
-/**
- * The id of each parsed result, for one upload: the raw key's constant head and tail are built once, and a retry
- * (the same testcase again, right after) reuses the previous id.
- */
+/** The id of each parsed result of one upload, as a string (see `testCaseDigests`). */
 export const testCaseIds = (orgUrlSlug: string, repo: RepoRef, variant: string) => {
-  const head = Buffer.from(`${orgUrlSlug}#${repoPath(repo)}#`, "utf8")
-  const tail = Buffer.from(variant === "" ? "#JUNIT_TESTCASE" : `#JUNIT_TESTCASE#${variant}`, "utf8")
-  let last: JunitResult | undefined
-  let lastId = ""
-  return (x: JunitResult): string => {
-    if (
-      last !== undefined &&
-      x.name === last.name &&
-      x.classname === last.classname &&
-      x.file === last.file &&
-      x.parent === last.parent &&
-      x.id === last.id
-    ) {
-      return lastId
-    }
-    last = x
-    const given = x.id?.trim()
-    lastId =
-      given !== undefined && isUuidV5(given)
-        ? testCaseId({ orgUrlSlug, repo, name: x.name, variant, id: given })
-        : uuidV5Key(head, x.file, x.classname, x.parent, x.name, tail)
-    return lastId
-  }
+  const digests = testCaseDigests(orgUrlSlug, repo, variant)
+  return (x: JunitResult): string => uuidString(digests(x))
 }
 
 class Unexpected {
@@ -403,15 +293,12 @@ export const makeFlaky = (options: FlakyOptions = {}) =>
      * failed in the upload but were no candidates yet are read by id. `last_failure_at` is advanced only for the
      * failing tests whose value is not recent already.
      */
-    const reclassify = (
-      r: Repository,
-      upload: { readonly id: string; readonly runAt: Date },
-      failing: ReadonlySet<string>
-    ) =>
+    const reclassify = (r: Repository, upload: { readonly id: string; readonly runAt: Date }, failingIds: IdSet) =>
       Effect.gen(function* () {
         const at = yield* now
         const since = new Date(at.getTime() - WINDOW_7D)
         const touched = yield* repo.classifyInputs(r.id, upload, since)
+        const failing = new Set(failingIds.strings())
         const candidateIds = new Set(touched.map((c) => c.id))
         const newlyFailing: string[] = []
         for (const id of failing) if (!candidateIds.has(id)) newlyFailing.push(id)
@@ -459,9 +346,10 @@ export const makeFlaky = (options: FlakyOptions = {}) =>
     // ---- upload
 
     /** Test cases known to exist, per repository (filled after commits; only spares staging them again). */
-    const knownIds = new Map<string, Set<string>>()
+    const knownIds = new Map<string, IdSet>()
     let knownCount = 0
-    const remember = (repoId: string, ids: ReadonlySet<string>) => {
+    const remember = (repoId: string, ids: IdSet) => {
+      if (ids.size === 0) return
       if (knownCount + ids.size > MAX_KNOWN_IDS) {
         knownIds.clear()
         knownCount = 0
@@ -469,15 +357,12 @@ export const makeFlaky = (options: FlakyOptions = {}) =>
       if (ids.size > MAX_KNOWN_IDS) return
       let set = knownIds.get(repoId)
       if (set === undefined) {
-        set = new Set()
+        set = new IdSet(ids.size)
         knownIds.set(repoId, set)
       }
-      for (const id of ids) {
-        if (!set.has(id)) {
-          set.add(id)
-          knownCount++
-        }
-      }
+      const before = set.size
+      set.addAll(ids)
+      knownCount += set.size - before
     }
 
     /** A part that could not be read: INVALID_JUNIT naming it; anything else is a defect. */
@@ -559,8 +444,8 @@ export const makeFlaky = (options: FlakyOptions = {}) =>
               // the upload's statements are many small index probes: compiling them would cost more than it saves
               if (canCopy) yield* sql.unsafe("set local jit = off")
               const rows = new UploadRows(
-                testCaseIds(org.slug, ref, variant),
-                knownIds.get(r.id) ?? new Set(),
+                testCaseDigests(org.slug, ref, variant),
+                knownIds.get(r.id) ?? new IdSet(),
                 context,
                 canCopy
               )

@@ -1,5 +1,7 @@
+import { edenGC } from "bun:jsc"
 import { copyText } from "./copy.ts"
 import type { NewTestCases, ResultBatch, ResultContext } from "./FlakyRepo.ts"
+import { IdSet, uuidString, writeUuid } from "./fastIds.ts"
 import { gunzipIfNeeded, type JunitResult, JunitStreamParser } from "./junit.ts"
 import { failureGroupKey } from "./normalize.ts"
 
@@ -17,16 +19,17 @@ import { failureGroupKey } from "./normalize.ts"
 /** Input bytes parsed per step (a plain part is one 20 MiB array: it is parsed a slice at a time). */
 const INPUT_SLICE = 64 * 1024
 /**
- * Input bytes between two collection hints. Parsing makes short-lived strings and objects much faster than the
- * collector comes back for them on its own, and the process keeps the memory it grew to: a hint (`Bun.gc(false)`,
- * which does not wait for a full collection) every 2 MiB of input keeps a 20 MiB upload's growth small, for a few
- * milliseconds each.
+ * Input bytes between two young-generation collections. Parsing makes short-lived strings much faster than the
+ * collector comes back for them on its own, and the process keeps the memory it grew to: an eden collection (a few
+ * milliseconds) every 2 MiB of input and one full collection at the end of a large upload keep the peak lower.
  */
 const GC_EVERY_BYTES = 2 * 1024 * 1024
+/** Input of at least this size gets one full collection once parsed, before the classification allocates more. */
+const GC_AFTER_BYTES = 8 * 1024 * 1024
 /** COPY data handed to the database at a time. */
 export const COPY_CHUNK = 256 * 1024
 /** Staged new test cases (COPY bytes) that end a COPY segment. */
-export const CASES_LIMIT = 4 * 1024 * 1024
+export const CASES_LIMIT = 2 * 1024 * 1024
 
 const TAB = 9
 const NL = 10
@@ -90,6 +93,24 @@ export class ByteWriter {
     }
     this.utf8(copyText(s))
   }
+  /** a non-negative integer in decimal */
+  int(n: number): void {
+    this.room(16)
+    let digits = 1
+    for (let x = n; x >= 10; x = Math.floor(x / 10)) digits++
+    let o = this.off + digits
+    this.off = o
+    let x = n
+    do {
+      this.buf[--o] = 48 + (x % 10)
+      x = Math.floor(x / 10)
+    } while (x > 0)
+  }
+  /** a UUID given as its 16 bytes, as text */
+  uuid(b: Uint8Array): void {
+    this.room(36)
+    this.off = writeUuid(b, this.buf, this.off)
+  }
   bytes(b: Uint8Array): void {
     this.room(b.length)
     this.buf.set(b, this.off)
@@ -117,12 +138,22 @@ export interface IngestPart {
   readonly bytes: Uint8Array
 }
 
+/** The first line of `s` that is not blank, trimmed; "" when there is none. */
+const firstLine = (s: string): string => {
+  let from = 0
+  while (from < s.length) {
+    let to = s.indexOf("\n", from)
+    if (to < 0) to = s.length
+    const line = s.slice(from, to).trim()
+    if (line !== "") return line
+    from = to + 1
+  }
+  return ""
+}
+
+/** A failure's one-line summary: the first line of its message, else of its body; at most 200 characters. */
 const summaryOf = (message: string, text: string): string => {
-  const line = (
-    message.split(/\r?\n/).find((l) => l.trim() !== "") ??
-    text.split(/\r?\n/).find((l) => l.trim() !== "") ??
-    ""
-  ).trim()
+  const line = firstLine(message) || firstLine(text)
   return line.length > 200 ? `${line.slice(0, 199)}…` : line
 }
 
@@ -173,9 +204,9 @@ export class UploadRows {
   /** failed primary results (retries not counted) */
   failedPrimary = 0
   /** test cases of this upload that were not in `known` */
-  readonly fresh = new Set<string>()
+  readonly fresh = new IdSet()
   /** test cases with a failed result (retries included) */
-  readonly failing = new Set<string>()
+  readonly failing = new IdSet()
   /** COPY text rows of `test_results` (copy mode) */
   readonly rows = new ByteWriter(COPY_CHUNK + 64 * 1024)
   /** COPY text rows of the staging table of new test cases (copy mode) */
@@ -186,8 +217,9 @@ export class UploadRows {
   private readonly suffix: Uint8Array
 
   constructor(
-    private readonly idOf: (r: JunitResult) => string,
-    private readonly known: ReadonlySet<string>,
+    /** the test case id of a result, as 16 bytes (valid until the next call) */
+    private readonly idOf: (r: JunitResult) => Uint8Array,
+    private readonly known: IdSet,
     readonly context: ResultContext,
     readonly copy: boolean
   ) {
@@ -229,19 +261,16 @@ export class UploadRows {
         this.failedPrimary++
       } else this.skipped++
     }
-    if (!this.known.has(id) && !this.fresh.has(id)) {
-      this.fresh.add(id)
-      this.addCase(id, r)
-    }
+    if (!this.known.has(id) && this.fresh.add(id)) this.addCase(id, r)
     if (status === "failed") this.failing.add(id)
     const key = status === "failed" ? failureGroupKey(r.message, r.text) : null
     const summary = status === "failed" ? summaryOf(r.message, r.text) : null
     const ord = this.ord++
     if (this.copy) {
       const w = this.rows
-      w.ascii(id)
+      w.uuid(id)
       w.byte(TAB)
-      w.ascii(String(ord))
+      w.int(ord)
       w.bytes(STATUS_BYTES[status])
       w.byte(r.retry ? 0x74 : 0x66)
       if (key === null || summary === null) w.bytes(NO_FAILURE)
@@ -255,7 +284,7 @@ export class UploadRows {
       return
     }
     const c = this.columns
-    c.testCaseIds.push(id)
+    c.testCaseIds.push(uuidString(id))
     c.statuses.push(status)
     c.retries.push(r.retry)
     c.failureKeys.push(key)
@@ -263,10 +292,10 @@ export class UploadRows {
     c.ords.push(ord)
   }
 
-  private addCase(id: string, r: JunitResult): void {
+  private addCase(id: Uint8Array, r: JunitResult): void {
     if (this.copy) {
       const w = this.cases
-      w.ascii(id)
+      w.uuid(id)
       w.byte(TAB)
       w.text(r.name)
       w.byte(TAB)
@@ -279,7 +308,7 @@ export class UploadRows {
       return
     }
     const c = this.caseColumns
-    c.ids.push(id)
+    c.ids.push(uuidString(id))
     c.names.push(r.name)
     c.classnames.push(r.classname)
     c.files.push(r.file)
@@ -298,6 +327,8 @@ export class PartsReader {
   private chunk: Uint8Array | undefined
   private off = 0
   private unhinted = 0
+  private total = 0
+  private readonly onResult = (r: JunitResult) => this.rows.add(r)
   done = false
 
   constructor(
@@ -316,11 +347,11 @@ export class PartsReader {
           const parser = this.parser as JunitStreamParser
           parser.push(chunk.subarray(this.off, end))
           this.unhinted += end - this.off
+          this.total += end - this.off
           this.off = end
-          for (const r of parser.take()) this.rows.add(r)
           if (this.unhinted >= GC_EVERY_BYTES) {
             this.unhinted = 0
-            Bun.gc(false)
+            edenGC()
           }
           return true
         }
@@ -329,16 +360,15 @@ export class PartsReader {
           const part = this.parts[this.index]
           if (part === undefined) {
             this.done = true
+            if (this.total >= GC_AFTER_BYTES) Bun.gc(true)
             return false
           }
           this.it = gunzipIfNeeded(part.bytes)[Symbol.asyncIterator]()
-          this.parser = new JunitStreamParser()
+          this.parser = new JunitStreamParser({ onResult: this.onResult })
         }
         const next = await this.it.next()
         if (next.done) {
-          const parser = this.parser as JunitStreamParser
-          parser.end()
-          for (const r of parser.take()) this.rows.add(r)
+          ;(this.parser as JunitStreamParser).end()
           this.it = undefined
           this.parser = undefined
           this.index++

@@ -93,6 +93,11 @@ export type JunitSource = AsyncIterable<Uint8Array> | Iterable<Uint8Array> | Rea
 export interface JunitOptions {
   /** cap on `text` and `message` in UTF-8 bytes (default 8 KiB) */
   readonly maxTextBytes?: number
+  /**
+   * Receives each result as soon as it is parsed, instead of `take()`: the object is reused for the next result
+   * (copy what must be kept). For a pipeline that consumes results at once, it saves an object per result.
+   */
+  readonly onResult?: (result: JunitResult) => void
 }
 
 export const MAX_TEXT_BYTES = 8 * 1024
@@ -275,22 +280,19 @@ interface ResultElement {
   text: string
 }
 
-/** the testcase attributes the results use (undefined: absent) */
-interface CaseAttrs {
-  readonly name: string | undefined
-  readonly classname: string | undefined
-  readonly cls: string | undefined
-  readonly file: string | undefined
-  readonly timestamp: string | undefined
-  readonly id: string | undefined
-  readonly line: string | undefined
-  readonly time: string | undefined
-  readonly status: string | undefined
-  readonly result: string | undefined
-}
-
+/** The testcase element being read (one object, reused: testcase elements do not nest). */
 interface CaseState {
-  readonly attrs: CaseAttrs
+  // the attributes the results use (undefined: absent)
+  name: string | undefined
+  classname: string | undefined
+  cls: string | undefined
+  file: string | undefined
+  timestamp: string | undefined
+  id: string | undefined
+  line: string | undefined
+  time: string | undefined
+  status: string | undefined
+  result: string | undefined
   readonly elements: ResultElement[]
   /** element depth below the testcase element */
   depth: number
@@ -298,6 +300,29 @@ interface CaseState {
   captureDepth: number
   excludedDepth: number
 }
+
+type Mutable<T> = { -readonly [K in keyof T]: T[K] }
+
+const newResult = (): Mutable<JunitResult> => ({
+  name: "",
+  classname: "",
+  file: "",
+  parent: "",
+  suitePath: [],
+  attempts: 1,
+  timestamp: undefined,
+  id: undefined,
+  line: undefined,
+  ignored: false,
+  index: 0,
+  status: "passed",
+  retry: false,
+  attempt: 1,
+  message: "",
+  type: "",
+  text: "",
+  durationMs: 0
+})
 
 const stripPosition = (message: string): string => message.replace(/^\d+:\d+: /, "")
 
@@ -503,28 +528,15 @@ const entityValue = (name: string): string => {
  * Expands references and normalizes line ends of decoded text: CR LF and lone CR become LF (text) or a space
  * (attribute values, where tab and LF also become spaces, as XML's attribute-value normalization says).
  */
-const normalize = (s: string, attribute: boolean, entities: boolean): string => {
-  let out = ""
-  let from = 0
-  const n = s.length
-  for (let i = 0; i < n; i++) {
-    const c = s.charCodeAt(i)
-    if (c === AMP && entities) {
-      const semi = s.indexOf(";", i)
-      out += s.slice(from, i) + entityValue(s.slice(i + 1, semi))
-      i = semi
-      from = i + 1
-    } else if (c === CR) {
-      out += `${s.slice(from, i)}${attribute ? " " : "\n"}`
-      if (i + 1 < n && s.charCodeAt(i + 1) === NL) i++
-      from = i + 1
-    } else if (attribute && (c === NL || c === TAB)) {
-      out += `${s.slice(from, i)} `
-      from = i + 1
-    }
-  }
-  return from === 0 ? s : out + s.slice(from)
-}
+const ATTR_RE = /&([^;]*);|\r\n?|[\n\t]/g
+const TEXT_RE = /&([^;]*);|\r\n?/g
+const CDATA_RE = /\r\n?/g
+const attrPart = (_m: string, entity: string | undefined): string => (entity !== undefined ? entityValue(entity) : " ")
+const textPart = (_m: string, entity: string | undefined): string => (entity !== undefined ? entityValue(entity) : "\n")
+
+/** One native replace, so that the answer is one flat string (references were checked by the scanner). */
+const normalize = (s: string, attribute: boolean, entities: boolean): string =>
+  attribute ? s.replace(ATTR_RE, attrPart) : s.replace(entities ? TEXT_RE : CDATA_RE, textPart)
 
 /**
  * A streaming JUnit parser over UTF-8 bytes, specialised to what JUnit files need: it checks well-formedness (tags
@@ -558,7 +570,28 @@ export class JunitByteParser {
   private sawRoot = false
   private closedRoot = false
   private readonly suites: SuiteFrame[] = []
+  /** the testcase element being read, if any (`caseState` while it is open) */
   private current: CaseState | undefined
+  private readonly caseState: CaseState = {
+    name: undefined,
+    classname: undefined,
+    cls: undefined,
+    file: undefined,
+    timestamp: undefined,
+    id: undefined,
+    line: undefined,
+    time: undefined,
+    status: undefined,
+    result: undefined,
+    elements: [],
+    depth: 0,
+    capture: undefined,
+    captureDepth: 0,
+    excludedDepth: 0
+  }
+  private readonly onResult: ((result: JunitResult) => void) | undefined
+  /** the object handed to `onResult` each time */
+  private readonly scratch = newResult()
   private suitePath: readonly string[] | undefined
   /** attribute values of the start tag being read */
   private readonly av: Array<string | undefined> = new Array(ATTR_NAMES.length).fill(undefined)
@@ -573,6 +606,7 @@ export class JunitByteParser {
 
   constructor(options: JunitOptions = {}) {
     this.maxTextBytes = options.maxTextBytes ?? MAX_TEXT_BYTES
+    this.onResult = options.onResult
   }
 
   /** Scans `chunk` (UTF-8). The chunk is read during the call only. */
@@ -1114,25 +1148,23 @@ export class JunitByteParser {
         timestamp: av[A_TIMESTAMP]
       })
     } else if (kind === K_CASE) {
-      this.current = {
-        attrs: {
-          name: av[A_NAME],
-          classname: av[A_CLASSNAME],
-          cls: av[A_CLASS],
-          file: av[A_FILE],
-          timestamp: av[A_TIMESTAMP],
-          id: av[A_ID],
-          line: av[A_LINE],
-          time: av[A_TIME],
-          status: av[A_STATUS],
-          result: av[A_RESULT]
-        },
-        elements: [],
-        depth: 0,
-        capture: undefined,
-        captureDepth: 0,
-        excludedDepth: 0
-      }
+      const c = this.caseState
+      c.name = av[A_NAME]
+      c.classname = av[A_CLASSNAME]
+      c.cls = av[A_CLASS]
+      c.file = av[A_FILE]
+      c.timestamp = av[A_TIMESTAMP]
+      c.id = av[A_ID]
+      c.line = av[A_LINE]
+      c.time = av[A_TIME]
+      c.status = av[A_STATUS]
+      c.result = av[A_RESULT]
+      c.elements.length = 0
+      c.depth = 0
+      c.capture = undefined
+      c.captureDepth = 0
+      c.excludedDepth = 0
+      this.current = c
     }
   }
 
@@ -1160,20 +1192,18 @@ export class JunitByteParser {
     }
   }
 
-  private emit(cur: CaseState): void {
-    const a = cur.attrs
+  private emit(a: CaseState): void {
     const index = this.index++
     this.summary.testcases++
     let fail: ResultElement | undefined
     let skip: ResultElement | undefined
-    let retries: ResultElement[] | undefined
+    let nRetries = 0
     let flakyCount = 0
-    for (const el of cur.elements) {
+    for (const el of a.elements) {
       if (el.kind === "fail") fail ??= el
       else if (el.kind === "skip") skip ??= el
       else {
-        retries ??= []
-        retries.push(el)
+        nRetries++
         if (el.kind === "flaky") flakyCount++
       }
     }
@@ -1197,55 +1227,54 @@ export class JunitByteParser {
     // one array per suite nesting, shared by its results (not one per result)
     this.suitePath ??= suites.map((s) => s.name)
     const suitePath = this.suitePath
-    const nRetries = retries?.length ?? 0
-    const attempts = ignored ? 1 : 1 + nRetries
-    const classname = a.classname ?? a.cls ?? ""
-    const timestamp = parseTimestamp(stamp)
-    const id = a.id
-    const line = parseLine(a.line)
-    const parent = suitePath[0] ?? ""
-    this.out.push({
-      name,
-      classname,
-      file,
-      parent,
-      suitePath,
-      attempts,
-      timestamp,
-      id,
-      line,
-      ignored,
-      index,
-      status,
-      retry: false,
-      attempt: flakyCount + 1,
-      message: deciding?.message ?? "",
-      type: deciding?.type ?? "",
-      text: deciding ? this.finishText(deciding.text) : "",
-      durationMs: parseDurationMs(a.time)
-    })
+    const r = this.onResult === undefined ? newResult() : this.scratch
+    r.name = name
+    r.classname = a.classname ?? a.cls ?? ""
+    r.file = file
+    r.parent = suitePath[0] ?? ""
+    r.suitePath = suitePath
+    r.attempts = ignored ? 1 : 1 + nRetries
+    r.timestamp = parseTimestamp(stamp)
+    r.id = a.id
+    r.line = parseLine(a.line)
+    r.ignored = ignored
+    r.index = index
+    r.status = status
+    r.retry = false
+    r.attempt = flakyCount + 1
+    r.message = deciding?.message ?? ""
+    r.type = deciding?.type ?? ""
+    r.text = deciding ? this.finishText(deciding.text) : ""
+    r.durationMs = parseDurationMs(a.time)
+    this.deliver(r)
     if (ignored) {
       this.summary.ignored++
       return
     }
     this.summary[status]++
-    if (retries === undefined) return
-    const base = { name, classname, file, parent, suitePath, attempts, timestamp, id, line, ignored, index }
+    if (nRetries === 0) return
     let flakyAttempt = 0
     let rerunAttempt = flakyCount + 1
-    for (const el of retries) {
+    const base: JunitResult = { ...r }
+    for (const el of a.elements) {
+      if (el.kind === "fail" || el.kind === "skip") continue
       this.summary.retries++
-      this.out.push({
-        ...base,
-        status: "failed",
-        retry: true,
-        attempt: el.kind === "flaky" ? ++flakyAttempt : ++rerunAttempt,
-        message: el.message,
-        type: el.type,
-        text: this.finishText(el.text),
-        durationMs: el.durationMs
-      })
+      const x = this.onResult === undefined ? newResult() : this.scratch
+      Object.assign(x, base)
+      x.status = "failed"
+      x.retry = true
+      x.attempt = el.kind === "flaky" ? ++flakyAttempt : ++rerunAttempt
+      x.message = el.message
+      x.type = el.type
+      x.text = this.finishText(el.text)
+      x.durationMs = el.durationMs
+      this.deliver(x)
     }
+  }
+
+  private deliver(r: JunitResult): void {
+    if (this.onResult === undefined) this.out.push(r)
+    else this.onResult(r)
   }
 
   private finishText(text: string): string {

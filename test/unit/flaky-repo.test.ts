@@ -724,6 +724,52 @@ const suite = (kind: string, makeDb: () => Promise<{ db: Db; cleanup: () => Prom
       }
     })
 
+    test("a large upload goes in several COPY segments; an error late in a part stores nothing", async () => {
+      if (skipped) return
+      // ~40,000 new test cases with long names: more staged test cases than one COPY segment takes (2 MiB)
+      const cases: Case[] = []
+      const pad = "x".repeat(60)
+      for (let i = 0; i < 40_000; i++) cases.push({ name: `${pad} ${i}`, status: i % 10 === 0 ? "failed" : "passed" })
+      const xml = junit(cases)
+      const repoId = async (name: string) =>
+        rt
+          .runPromise(
+            Effect.flatMap(
+              SqlClient.SqlClient,
+              (sql) => sql<{ id: string }>`select id from repositories where name = ${name}`
+            )
+          )
+          .then((r) => r[0]?.id)
+      const countIn = (table: string, id: string) => count(`${table} where repo_id = '${id}'`)
+      const summary = await run(upload("segments", [["big.xml", Bun.gzipSync(xml)]]))
+      expect(summary.tests).toBe(40_000)
+      expect(summary.failed).toBe(4_000)
+      const id = (await repoId("segments")) ?? ""
+      expect(await countIn("test_cases", id)).toBe(40_000)
+      expect(await countIn("test_results", id)).toBe(40_000)
+      expect((await failing("segments")).length).toBe(100) // the first page of 4,000 failing tests
+
+      // as many other tests, cut short: refused once most of it was streamed and its new test cases were merged;
+      // neither results nor test cases stay
+      const cut = junit(cases.map((c) => ({ ...c, name: `${c.name} b` }))).slice(0, -200)
+      const before = await count("test_results")
+      const casesBefore = await count("test_cases")
+      const error = await fail(
+        upload("segments-cut", [
+          ["ok.xml", junit([{ name: "fine" }])],
+          ["cut.xml", cut]
+        ])
+      )
+      expect(error.code).toBe("INVALID_JUNIT")
+      expect(error.message).toContain("cut.xml")
+      expect(await repoId("segments-cut")).toBeUndefined()
+      const again = await fail(upload("segments", [["cut.xml", Bun.gzipSync(cut)]]))
+      expect(again.code).toBe("INVALID_JUNIT")
+      expect(await count("test_results")).toBe(before)
+      expect(await count("test_cases")).toBe(casesBefore)
+      expect(await countIn("test_results", id)).toBe(40_000)
+    }, 60_000)
+
     test("COPY text round-trips tabs, carriage returns, backslashes and \\N in failure messages", async () => {
       if (skipped) return
       // [as written in the XML attribute, as stored]
