@@ -22,7 +22,7 @@ import { Effect, Layer, ManagedRuntime, Redacted } from "effect"
 import { makeAppConfig } from "../../src/config.ts"
 import { layerPostgres } from "../../src/db/Database.ts"
 import { Flaky, FlakyLive } from "../../src/flaky/Flaky.ts"
-import { flakyMigration } from "../../src/flaky/migration.ts"
+import { flakyMigration, flakyResultsByTime } from "../../src/flaky/migration.ts"
 import { GitError, GitHost, type GitHostService } from "../../src/git/GitHost.ts"
 import { Tenancy, TenancyLive } from "../../src/tenancy/Tenancy.ts"
 import { generate } from "./junitGen.ts"
@@ -121,7 +121,7 @@ const main = async () => {
         Effect.gen(function* () {
           const sql = yield* SqlClient.SqlClient
           const rows = yield* sql<{ t: string | null }>`select to_regclass('public.test_cases')::text as t`
-          if (!rows[0]?.t) yield* flakyMigration
+          if (!rows[0]?.t) yield* Effect.zipRight(flakyMigration, flakyResultsByTime)
         }),
         ctx
       )
@@ -312,7 +312,7 @@ const main = async () => {
     const genStart = performance.now()
     await sqlRun((sql) =>
       Effect.gen(function* () {
-        yield* sql.unsafe(`drop index test_results_repo_time`)
+        yield* sql.unsafe(`drop index test_results_time`)
         yield* sql.unsafe(`drop index test_results_case_time`)
         yield* sql.unsafe(`drop index test_results_failures`)
         yield* sql`
@@ -345,7 +345,7 @@ const main = async () => {
             cross join generate_series(0, ${TESTS - 1}) i
           ) f
           where f.u::bigint * ${TESTS} + f.i < ${RESULTS}`
-        yield* sql.unsafe(`create index test_results_repo_time on test_results (repo_id, run_at)`)
+        yield* sql.unsafe(`create index test_results_time on test_results using brin (run_at)`)
         yield* sql.unsafe(`create index test_results_case_time on test_results (test_case_id, run_at)`)
         yield* sql.unsafe(
           `create index test_results_failures on test_results (repo_id, run_at, test_case_id) where status = 'failed'`

@@ -13,7 +13,7 @@ import { Flaky, FlakyLive, fastTestCaseId, testCaseIds } from "../../src/flaky/F
 import { FlakyRepo } from "../../src/flaky/FlakyRepo.ts"
 import { flakyRoutes } from "../../src/flaky/Http.ts"
 import { testCaseId } from "../../src/flaky/ids.ts"
-import { flakyMigration } from "../../src/flaky/migration.ts"
+import { flakyMigration, flakyResultsByTime } from "../../src/flaky/migration.ts"
 import { runUpload, type UploadIo } from "../../src/flaky/uploadCli.ts"
 import { GitError, GitHost, type GitHostService } from "../../src/git/GitHost.ts"
 import type { ApiError } from "../../src/http/errors.ts"
@@ -43,7 +43,7 @@ const gitStub = Layer.succeed(GitHost, {
 const ensureSchema = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
   const rows = yield* sql<{ t: string | null }>`select to_regclass('public.test_cases')::text as t`
-  if (rows[0]?.t === null || rows[0]?.t === undefined) yield* flakyMigration
+  if (rows[0]?.t === null || rows[0]?.t === undefined) yield* Effect.zipRight(flakyMigration, flakyResultsByTime)
 })
 
 type Db = Layer.Layer<SqlClient.SqlClient | Database, SqlError | Error>
