@@ -151,7 +151,7 @@ export interface FlakyRepoShape {
   ) => Effect.Effect<void, SqlError>
   readonly insertResults: (context: ResultContext, batch: ResultBatch) => Effect.Effect<void, SqlError>
   /**
-   * Streams result rows (COPY text rows of `test_results`, see `COPY_RESULTS`) from `next` into the table while
+   * Streams result rows (COPY binary data of `test_results`, see `COPY_RESULTS_BINARY`) from `next` into the table while
    * `next` makes them: PostgreSQL inside a transaction only; `None` (and `next` not called) elsewhere. An error of
    * `next` aborts the COPY and is the effect's error, through `onSourceError`.
    */
@@ -283,6 +283,9 @@ const dateArray = (values: ReadonlyArray<Date | null>): string =>
 
 export const COPY_RESULTS = `copy test_results (test_case_id, ord, status, retry, failure_key, failure_summary,
   repo_id, upload_id, run_at, sha, branch, pr_number, infra) from stdin`
+
+/** The same in COPY's binary format (what the upload pipeline streams, see `ingest.ts`). */
+export const COPY_RESULTS_BINARY = `${COPY_RESULTS} with (format binary)`
 
 /** The batch as COPY text rows. */
 const copyRows = (c: ResultContext, b: ResultBatch): Uint8Array => {
@@ -472,7 +475,7 @@ export const FlakyRepoLive = Layer.effect(
         Effect.flatMap(copyClient, (copy) =>
           Option.isNone(copy)
             ? Effect.succeed(Option.none())
-            : Effect.map(copyInStream(copy.value, COPY_RESULTS, next, onSourceError), Option.some)
+            : Effect.map(copyInStream(copy.value, COPY_RESULTS_BINARY, next, onSourceError), Option.some)
         ),
 
       mergeNewCases: (repoId, variant, rows, now) =>

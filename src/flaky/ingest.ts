@@ -93,6 +93,35 @@ export class ByteWriter {
     }
     this.utf8(copyText(s))
   }
+  int16(n: number): void {
+    this.room(2)
+    this.buf.writeInt16BE(n, this.off)
+    this.off += 2
+  }
+  int32(n: number): void {
+    this.room(4)
+    this.buf.writeInt32BE(n, this.off)
+    this.off += 4
+  }
+  /** a value of COPY's binary format: its length, then its UTF-8 bytes */
+  field(s: string): void {
+    const n = s.length
+    this.room(4 + n * 3)
+    const buf = this.buf
+    const at = this.off
+    let o = at + 4
+    let i = 0
+    if (n <= 64) {
+      for (; i < n; i++) {
+        const c = s.charCodeAt(i)
+        if (c >= 0x80) break
+        buf[o++] = c
+      }
+    }
+    if (i < n) o += buf.write(i === 0 ? s : s.slice(i), o, "utf8")
+    buf.writeInt32BE(o - at - 4, at)
+    this.off = o
+  }
   /** a non-negative integer in decimal */
   int(n: number): void {
     this.room(16)
@@ -157,12 +186,49 @@ const summaryOf = (message: string, text: string): string => {
   return line.length > 200 ? `${line.slice(0, 199)}…` : line
 }
 
+// COPY binary format: a header, then per row the number of fields and each field as length and bytes (-1: NULL),
+// then -1 as the trailer. The fields of `COPY_RESULTS_BINARY`: test_case_id, ord, status, retry, failure_key,
+// failure_summary, then the upload's: repo_id, upload_id, run_at, sha, branch, pr_number, infra.
+const BINARY_HEADER = Buffer.from([
+  0x50, 0x47, 0x43, 0x4f, 0x50, 0x59, 0x0a, 0xff, 0x0d, 0x0a, 0x00, 0, 0, 0, 0, 0, 0, 0, 0
+])
+const RESULT_FIELDS = 13
+const binaryText = (s: string): Buffer => {
+  const bytes = Buffer.from(s, "utf8")
+  const out = Buffer.alloc(4 + bytes.length)
+  out.writeInt32BE(bytes.length, 0)
+  bytes.copy(out, 4)
+  return out
+}
 const STATUS_BYTES = {
-  passed: Buffer.from("\tpassed\t"),
-  failed: Buffer.from("\tfailed\t"),
-  skipped: Buffer.from("\tskipped\t")
+  passed: binaryText("passed"),
+  failed: binaryText("failed"),
+  skipped: binaryText("skipped")
 } as const
-const NO_FAILURE = Buffer.from("\t\\N\t\\N")
+const RETRY_BYTES = [Buffer.from([0, 0, 0, 1, 0]), Buffer.from([0, 0, 0, 1, 1])] as const
+const NO_FAILURE = Buffer.from([0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff])
+/** 2000-01-01T00:00:00Z, PostgreSQL's epoch */
+const PG_EPOCH_MS = 946_684_800_000
+
+/** The upload's constant fields of a result row, in COPY binary format. */
+const binarySuffix = (c: ResultContext): Buffer => {
+  const uuid = (id: string) => Buffer.concat([Buffer.from([0, 0, 0, 16]), Buffer.from(id.replace(/-/g, ""), "hex")])
+  const int64 = (n: bigint) => {
+    const b = Buffer.alloc(12)
+    b.writeInt32BE(8, 0)
+    b.writeBigInt64BE(n, 4)
+    return b
+  }
+  return Buffer.concat([
+    uuid(c.repoId),
+    uuid(c.uploadId),
+    int64(BigInt(c.runAt.getTime() - PG_EPOCH_MS) * 1000n),
+    binaryText(c.sha),
+    binaryText(c.branch),
+    c.prNumber === null ? Buffer.from([0xff, 0xff, 0xff, 0xff]) : int64(BigInt(c.prNumber)),
+    Buffer.from([0, 0, 0, 1, 0])
+  ])
+}
 
 interface Columns {
   testCaseIds: string[]
@@ -223,13 +289,8 @@ export class UploadRows {
     readonly context: ResultContext,
     readonly copy: boolean
   ) {
-    // the upload's constant columns, after the per-row ones
-    this.suffix = Buffer.from(
-      `\t${context.repoId}\t${context.uploadId}\t${context.runAt.toISOString()}\t${copyText(context.sha)}\t${copyText(
-        context.branch
-      )}\t${context.prNumber === null ? "\\N" : String(context.prNumber)}\tf\n`,
-      "utf8"
-    )
+    // the upload's constant fields, after the per-row ones
+    this.suffix = binarySuffix(context)
   }
 
   /** rows gathered in batch mode */
@@ -268,17 +329,17 @@ export class UploadRows {
     const ord = this.ord++
     if (this.copy) {
       const w = this.rows
-      w.uuid(id)
-      w.byte(TAB)
-      w.int(ord)
+      w.int16(RESULT_FIELDS)
+      w.int32(16)
+      w.bytes(id)
+      w.int32(4)
+      w.int32(ord)
       w.bytes(STATUS_BYTES[status])
-      w.byte(r.retry ? 0x74 : 0x66)
+      w.bytes(RETRY_BYTES[r.retry ? 1 : 0])
       if (key === null || summary === null) w.bytes(NO_FAILURE)
       else {
-        w.byte(TAB)
-        w.text(key)
-        w.byte(TAB)
-        w.text(summary)
+        w.field(key)
+        w.field(summary)
       }
       w.bytes(this.suffix)
       return
@@ -328,6 +389,9 @@ export class PartsReader {
   private off = 0
   private unhinted = 0
   private total = 0
+  /** a COPY segment's header was sent / its trailer was sent (the next call ends the segment) */
+  private segmentStarted = false
+  private segmentEnded = false
   private readonly onResult = (r: JunitResult) => this.rows.add(r)
   done = false
 
@@ -384,15 +448,29 @@ export class PartsReader {
   }
 
   /**
-   * The next chunk of COPY rows of results, or null at the end of a COPY segment: every part read, or the staged
-   * new test cases reached `CASES_LIMIT` (then `done` is still false: merge them and start another COPY).
+   * The next chunk of COPY data (binary format, `COPY_RESULTS_BINARY`) of results, or null at the end of a COPY
+   * segment: every part read, or the staged new test cases reached `CASES_LIMIT` (then `done` is still false: merge
+   * them and start another COPY).
    */
   async nextCopyChunk(): Promise<Uint8Array | null> {
+    if (this.segmentEnded) {
+      this.segmentEnded = false
+      return null
+    }
     const rows = this.rows.rows
     rows.reset()
-    while (rows.length < COPY_CHUNK && this.rows.cases.length < CASES_LIMIT) {
-      if (!(await this.step())) break
+    if (!this.segmentStarted) {
+      rows.bytes(BINARY_HEADER)
+      this.segmentStarted = true
     }
-    return rows.length > 0 ? rows.view() : null
+    while (rows.length < COPY_CHUNK) {
+      if (this.rows.cases.length >= CASES_LIMIT || !(await this.step())) {
+        rows.int16(-1)
+        this.segmentStarted = false
+        this.segmentEnded = true
+        break
+      }
+    }
+    return rows.view()
   }
 }
