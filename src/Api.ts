@@ -1,5 +1,10 @@
-import { HttpApi, type HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "@effect/platform"
-import { Schema } from "effect"
+// deep imports: the package's index loads every module of @effect/platform (tens of MB of resident memory)
+import * as HttpApi from "@effect/platform/HttpApi"
+import type * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
+import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
+import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
+import * as OpenApi from "@effect/platform/OpenApi"
+import * as Schema from "effect/Schema"
 import * as F from "./flaky/schemas.ts"
 import { Authentication, EmptyObject, endpointOf, type Op, post } from "./http/op.ts"
 import * as Q from "./queue/schemas.ts"

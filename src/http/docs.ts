@@ -1,4 +1,4 @@
-import type { OpenApi } from "@effect/platform"
+import type * as OpenApi from "@effect/platform/OpenApi"
 
 /** `/docs`: a reference page rendered from the OpenAPI document, self-contained so it works offline. */
 

@@ -1,5 +1,8 @@
-import { HttpApiEndpoint, HttpApiMiddleware, HttpApiSchema, HttpApiSecurity } from "@effect/platform"
-import { Schema } from "effect"
+import * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
+import * as HttpApiMiddleware from "@effect/platform/HttpApiMiddleware"
+import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
+import * as HttpApiSecurity from "@effect/platform/HttpApiSecurity"
+import * as Schema from "effect/Schema"
 import { ErrorEnvelope } from "./errors.ts"
 
 /**
