@@ -41,19 +41,25 @@ const parseLatency = (text: string, pct: string) => {
   return m[2] === "us" ? v / 1000 : m[2] === "s" ? v * 1000 : v
 }
 
+/**
+ * One wrk run. With `rate` (requests per second in all), every connection waits between its requests so that the
+ * connections together send about that many (wrk's Lua `delay`), to read the latency at a given load.
+ */
 const wrk = (url: string, body: string, script?: string, rate?: number): Result => {
   const file = path.join(tmp, `wrk-${Math.random().toString(36).slice(2)}.lua`)
+  const pace =
+    rate === undefined ? "" : `function delay() return ${Math.max(1, Math.round((1000 * CONNECTIONS) / rate))} end\n`
   fs.writeFileSync(
     file,
-    script ??
-      `wrk.method = "POST"\nwrk.body = ${JSON.stringify(body)}\nwrk.headers["content-type"] = "application/json"\nwrk.headers["x-api-token"] = "${TOKEN}"\n`
+    (script ??
+      `wrk.method = "POST"\nwrk.body = ${JSON.stringify(body)}\nwrk.headers["content-type"] = "application/json"\nwrk.headers["x-api-token"] = "${TOKEN}"\n`) +
+      pace
   )
   const args = ["wrk", "-t2", `-c${CONNECTIONS}`, `-d${SECONDS}s`, "--latency", "-s", file, url]
   const r = Bun.spawnSync(args, { stdout: "pipe", stderr: "pipe" })
   const text = r.stdout.toString()
   const rps = Number(/Requests\/sec:\s+([0-9.]+)/.exec(text)?.[1] ?? Number.NaN)
   const non2xx = Number(/Non-2xx or 3xx responses:\s+(\d+)/.exec(text)?.[1] ?? 0)
-  void rate
   return { rps, p50: parseLatency(text, "50"), p99: parseLatency(text, "99"), non2xx }
 }
 
@@ -120,28 +126,23 @@ const benchDatabase = async (kind: "postgres" | "pglite") => {
   const body = (pr?: number) => JSON.stringify(pr === undefined ? key : { ...key, pr: { number: pr } })
 
   // PGlite belongs to one process: the baseline opens the same data only after the server stopped
-  let baseline: { url: string; kill: () => void }
-  let baseGet: Result
-  let baseQueue: Result
-  if (kind === "pglite") {
-    const ours = [wrk(`${server.url}/v1/getSubmittedPullRequest`, body(1)), wrk(`${server.url}/v1/getQueue`, body())]
-    await server.kill("SIGTERM")
-    baseline = await spawnBaseline(path.join(dataDir, "pg"))
-    baseGet = wrk(`${baseline.url}/v1/getSubmittedPullRequest`, body(1))
-    baseQueue = wrk(`${baseline.url}/v1/getQueue`, body())
-    baseline.kill()
-    server = await spawnServer(env, TOKEN)
-    report(kind, "getSubmittedPullRequest", ours[0] as Result, baseGet)
-    report(kind, "getQueue", ours[1] as Result, baseQueue)
-  } else {
-    baseline = await spawnBaseline(databaseUrl as string)
-    const ours = [wrk(`${server.url}/v1/getSubmittedPullRequest`, body(1)), wrk(`${server.url}/v1/getQueue`, body())]
-    baseGet = wrk(`${baseline.url}/v1/getSubmittedPullRequest`, body(1))
-    baseQueue = wrk(`${baseline.url}/v1/getQueue`, body())
-    baseline.kill()
-    report(kind, "getSubmittedPullRequest", ours[0] as Result, baseGet)
-    report(kind, "getQueue", ours[1] as Result, baseQueue)
-  }
+  const reads = [
+    ["getSubmittedPullRequest", body(1)],
+    ["getQueue", body()]
+  ] as const
+  const ours = reads.map(([op, b]) => wrk(`${server.url}/v1/${op}`, b))
+  // the same reads at half the rate each reached: the latency when the service is not saturated
+  const half = reads.map(([op, b], k) => wrk(`${server.url}/v1/${op}`, b, undefined, (ours[k]?.rps ?? 0) / 2))
+  if (kind === "pglite") await server.kill("SIGTERM")
+  const baseline = await spawnBaseline(kind === "pglite" ? path.join(dataDir, "pg") : (databaseUrl as string))
+  const base = reads.map(([op, b]) => wrk(`${baseline.url}/v1/${op}`, b))
+  baseline.kill()
+  if (kind === "pglite") server = await spawnServer(env, TOKEN)
+  reads.forEach(([op], k) => report(kind, op, ours[k] as Result, base[k] as Result))
+  reads.forEach(([op], k) => {
+    const r = half[k] as Result
+    row(kind, `${op} at half that rate`, f(r.rps, 0), f(r.p50, 2), f(r.p99, 2), "—", "latency when not saturated")
+  })
 
   // submissions: each request a new PR number, until the prepared refs run out
   const submitScript = `
