@@ -138,7 +138,9 @@ const benchDatabase = async (kind: "postgres" | "pglite") => {
   const base = reads.map(([op, b]) => wrk(`${baseline.url}/v1/${op}`, b))
   baseline.kill()
   if (kind === "pglite") server = await spawnServer(env, TOKEN)
-  reads.forEach(([op], k) => report(kind, op, ours[k] as Result, base[k] as Result))
+  reads.forEach(([op], k) => {
+    report(kind, op, ours[k] as Result, base[k] as Result)
+  })
   reads.forEach(([op], k) => {
     const r = half[k] as Result
     row(kind, `${op} at half that rate`, f(r.rps, 0), f(r.p50, 2), f(r.p99, 2), "—", "latency when not saturated")
