@@ -46,7 +46,12 @@ describe("restart", () => {
     const pg = await freshPostgres()
     const env = { ...process.env, DATABASE_URL: pg.url }
     const cli = (...args: Array<string>) => {
-      const r = Bun.spawnSync([process.execPath, "src/cli.ts", ...args], { cwd: ROOT, env, stdout: "pipe", stderr: "pipe" })
+      const r = Bun.spawnSync([process.execPath, "src/cli.ts", ...args], {
+        cwd: ROOT,
+        env,
+        stdout: "pipe",
+        stderr: "pipe"
+      })
       return { code: r.exitCode, out: r.stdout.toString().trim(), err: r.stderr.toString() }
     }
     try {
