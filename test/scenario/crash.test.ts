@@ -47,7 +47,10 @@ describe.if(pgUrl !== undefined)("crash and takeover (PostgreSQL)", () => {
         async () => ((await stateOf(server.post, key, 5)) === "merged" ? true : undefined),
         60_000,
         "#5 merged"
-      )
+      ).catch(async (e) => {
+        const states = await Promise.all(Array.from({ length: 20 }, (_, k) => stateOf(server.post, key, k + 1)))
+        throw new Error(`${e}\nstates: ${states.join(" ")}\n--- server stderr ---\n${server.stderr()}`)
+      })
       await server.kill("SIGKILL")
       server = await spawnServer(env, TEST_TOKEN)
       try {

@@ -10,6 +10,8 @@ export interface ServerProcess {
   readonly pid: number
   readonly kill: (signal?: NodeJS.Signals) => Promise<void>
   readonly post: (op: string, body: unknown) => Promise<{ status: number; body: unknown }>
+  /** The end of what the server wrote to stderr. */
+  readonly stderr: () => string
 }
 
 export const spawnServer = async (env: Record<string, string>, token: string): Promise<ServerProcess> => {
@@ -33,11 +35,22 @@ export const spawnServer = async (env: Record<string, string>, token: string): P
     const match = /"message":"greenline listening","port":(\d+)/.exec(buffered)
     if (match?.[1] !== undefined) port = Number(match[1])
   }
-  // keep draining stdout so the child never blocks on a full pipe
+  // keep draining stdout and stderr so the child never blocks on a full pipe (what it logs to stderr is kept, the
+  // last 64 KiB, for a failing test to show)
   void (async () => {
     for (;;) {
       const { done } = await reader.read().catch(() => ({ done: true }))
       if (done) return
+    }
+  })()
+  let stderrTail = ""
+  void (async () => {
+    const errors = child.stderr.getReader()
+    const errorDecoder = new TextDecoder()
+    for (;;) {
+      const { done, value } = await errors.read().catch(() => ({ done: true, value: undefined }))
+      if (done) return
+      stderrTail = (stderrTail + errorDecoder.decode(value, { stream: true })).slice(-65_536)
     }
   })()
   const url = `http://127.0.0.1:${port}`
@@ -48,6 +61,7 @@ export const spawnServer = async (env: Record<string, string>, token: string): P
       child.kill(signal)
       await child.exited
     },
+    stderr: () => stderrTail,
     post: async (op, body) => {
       const r = await fetch(`${url}/v1/${op}`, {
         method: "POST",
