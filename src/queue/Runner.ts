@@ -51,6 +51,9 @@ export const plannerConfig = (c: StoredQueueConfig): PlannerConfig => ({
 
 export const statusCheckName = (branch: string) => `Trunk Merge Queue (${branch})`
 
+/** How long a command that failed unexpectedly waits before it runs again. */
+const RETRY_MS = 2_000
+
 const newIds = (config: PlannerConfig) =>
   Array.from({ length: 2 * config.concurrency + config.bisectionConcurrency + 8 }, () => crypto.randomUUID())
 
@@ -172,6 +175,9 @@ export const runQueue = (
           (rows) => new Map(rows.map((r) => [r.id, r.title]))
         )
 
+      /** The commands of the current round that failed unexpectedly; they run again in a later round. */
+      let failed: Array<Command> = []
+
       const execute = (command: Command): Effect.Effect<ReadonlyArray<PlannerEvent>, never, never> => {
         const effect: Effect.Effect<ReadonlyArray<PlannerEvent>, unknown> = Effect.gen(function* () {
           switch (command._tag) {
@@ -278,9 +284,15 @@ export const runQueue = (
           }
         })
         return effect.pipe(
-          Effect.catchAllCause((cause) =>
-            Effect.as(Effect.logError(`command ${command._tag} failed`, cause), [] as ReadonlyArray<PlannerEvent>)
-          )
+          Effect.catchAllCause((cause) => {
+            // commands are idempotent: one that failed unexpectedly is tried again (a Merge left unanswered would
+            // leave its entries merging for good)
+            failed.push(command)
+            return Effect.as(
+              Effect.logError(`command ${command._tag} failed; trying it again in ${RETRY_MS} ms`, cause),
+              [] as ReadonlyArray<PlannerEvent>
+            )
+          })
         )
       }
 
@@ -584,13 +596,18 @@ export const runQueue = (
         })
         if (!saved) return yield* hooks.lostLease(queueId).pipe(Effect.zipRight(Effect.interrupt))
         pendingCommands = []
+        failed = []
         const executed = yield* Effect.forEach(commands, execute, { concurrency: 4 })
         memEvents = executed.flat()
+        if (failed.length > 0) {
+          pendingCommands = failed
+          nextWake = Math.min(nextWake, now + RETRY_MS)
+        }
         if (memEvents.length === 0 && commands.length > 0) {
-          // clear the outbox once every command ran, so a restart does not repeat them
+          // clear the outbox once every command ran (but the failed ones), so a restart does not repeat them
           yield* persistStep(queueId, owner, fencing, {
             state,
-            outbox: [],
+            outbox: pendingCommands,
             transitions: [],
             runChanges: [],
             processedUpTo: null

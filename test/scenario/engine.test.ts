@@ -8,6 +8,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test"
 import * as fs from "node:fs"
+import * as path from "node:path"
 import { openScenario, type Scenario, type ScenarioOptions } from "../support/scenario.ts"
 import { databases, startTestServer, type TestServer, tempDir } from "../support/server.ts"
 
@@ -641,6 +642,31 @@ describe("merge queue scenarios", () => {
         await s.waitState(2, "merged")
         expect(s.history()).toEqual(["Outside change", "PR #1 (#1)", "PR #2 (#2)"])
         return { outside: [outside] }
+      })
+    },
+    TIMEOUT
+  )
+
+  test(
+    "a merge that fails unexpectedly (the target's ref locked) is tried again and lands once the lock is gone",
+    async () => {
+      await scenario({ concurrency: 1 }, async (s) => {
+        s.createPr(1)
+        await s.submit(1)
+        await s.waitRun(1)
+        // a stale lock on main: git update-ref fails, and the Merge command with it
+        const lock = path.join(s.repo.gitDir, "refs", "heads", "main.lock")
+        fs.writeFileSync(lock, "")
+        try {
+          await s.ciPass(1)
+          await s.waitState(1, "tests_passed")
+          await s.stays(async () => s.mainSha() === s.initialSha, 2500, "main untouched while its ref is locked")
+        } finally {
+          fs.rmSync(lock, { force: true })
+        }
+        await s.waitState(1, "merged")
+        expect(s.history()).toEqual(["PR #1 (#1)"])
+        return undefined
       })
     },
     TIMEOUT
