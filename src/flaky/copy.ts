@@ -58,6 +58,41 @@ export const copyText = (value: string): string =>
     ? value.replace(/[\\\n\r\t]/g, (c) => (c === "\\" ? "\\\\" : c === "\n" ? "\\n" : c === "\r" ? "\\r" : "\\t"))
     : value
 
+/**
+ * Sends `COPY ... FROM STDIN` through the driver's submittable protocol: `copyIn` writes the data once the server
+ * asks for it, `onRows` gets the row count of the command's completion, `finish` the end (null) or the error.
+ */
+const submitCopy = (
+  copy: CopyClient,
+  statement: string,
+  copyIn: (connection: PgWire) => void,
+  onRows: (rows: number) => void,
+  finish: (error: unknown) => void
+): void => {
+  const submittable = {
+    submit: (connection: PgWire) => {
+      connection.query(statement)
+    },
+    handleCopyInResponse: copyIn,
+    handleCommandComplete: (msg: { text?: string }) => {
+      const n = Number(/(\d+)\s*$/.exec(msg.text ?? "")?.[1] ?? 0)
+      onRows(Number.isFinite(n) ? n : 0)
+    },
+    handleReadyForQuery: () => finish(null),
+    handleError: (error: unknown) => finish(error),
+    handleRowDescription: () => {},
+    handleDataRow: () => {},
+    handlePortalSuspended: () => {},
+    handleEmptyQuery: () => {},
+    handleCopyData: () => {}
+  }
+  try {
+    copy.client.query(submittable)
+  } catch (e) {
+    finish(e)
+  }
+}
+
 /** Runs `statement` (a `COPY … FROM STDIN` in text format) with `data` as its input. */
 export const copyIn = (copy: CopyClient, statement: string, data: Uint8Array): Effect.Effect<number, SqlError> =>
   Effect.async<number, SqlError>((resume) => {
@@ -70,33 +105,20 @@ export const copyIn = (copy: CopyClient, statement: string, data: Uint8Array): E
         error === null ? Effect.succeed(rows) : Effect.fail(new SqlError({ cause: error, message: "COPY failed" }))
       )
     }
-    const submittable = {
-      submit: (connection: PgWire) => {
-        connection.query(statement)
-      },
-      handleCopyInResponse: (connection: PgWire) => {
+    submitCopy(
+      copy,
+      statement,
+      (connection) => {
         // in pieces of at most 1 MiB: each becomes one CopyData message
         const bytes = Buffer.from(data.buffer, data.byteOffset, data.byteLength)
         for (let i = 0; i < bytes.length; i += 1 << 20) connection.sendCopyFromChunk(bytes.subarray(i, i + (1 << 20)))
         connection.endCopyFrom()
       },
-      handleCommandComplete: (msg: { text?: string }) => {
-        const n = Number(/(\d+)\s*$/.exec(msg.text ?? "")?.[1] ?? 0)
-        rows = Number.isFinite(n) ? n : 0
+      (n) => {
+        rows = n
       },
-      handleReadyForQuery: () => finish(null),
-      handleError: (error: unknown) => finish(error),
-      handleRowDescription: () => {},
-      handleDataRow: () => {},
-      handlePortalSuspended: () => {},
-      handleEmptyQuery: () => {},
-      handleCopyData: () => {}
-    }
-    try {
-      copy.client.query(submittable)
-    } catch (e) {
-      finish(e)
-    }
+      finish
+    )
   })
 
 /** Bytes queued on the socket above which a streamed COPY waits for the socket to drain. */
@@ -190,30 +212,17 @@ export const copyInStream = <E>(
         if (!done) connection.sendCopyFail(error instanceof Error ? error.message : String(error))
       }
     }
-    const submittable = {
-      submit: (connection: PgWire) => {
-        connection.query(statement)
-      },
-      handleCopyInResponse: (connection: PgWire) => {
+    submitCopy(
+      copy,
+      statement,
+      (connection) => {
         void pump(connection)
       },
-      handleCommandComplete: (msg: { text?: string }) => {
-        const n = Number(/(\d+)\s*$/.exec(msg.text ?? "")?.[1] ?? 0)
-        rows = Number.isFinite(n) ? n : 0
+      (n) => {
+        rows = n
       },
-      handleReadyForQuery: () => finish(null),
-      handleError: (error: unknown) => finish(error),
-      handleRowDescription: () => {},
-      handleDataRow: () => {},
-      handlePortalSuspended: () => {},
-      handleEmptyQuery: () => {},
-      handleCopyData: () => {}
-    }
-    try {
-      copy.client.query(submittable)
-    } catch (e) {
-      finish(e)
-    }
+      finish
+    )
     return Effect.sync(() => {
       stopped = true
     })
