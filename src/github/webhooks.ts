@@ -465,25 +465,35 @@ const runCommand = (
     return done(`issue_comment: ${verb} #${prNumber} in ${queue.branch}`, [queue.id], react("+1"))
   })
 
+/** What the installation events work with: the stored installations, and the client's installation cache for one id. */
+const installationTools = (id: number) =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    const config = yield* AppConfig
+    const client = yield* GitHubClient
+    const remember = (repos: ReadonlyArray<{ owner: string; name: string }>) =>
+      Effect.forEach(repos, (r) => client.rememberInstallation(r.owner, r.name, id), { discard: true })
+    const forget = (repos: ReadonlyArray<{ owner: string; name: string }>) =>
+      Effect.forEach(repos, (r) => client.forgetInstallation(r.owner, r.name), { discard: true })
+    return { sql, store: makeInstallations(sql, config.githubHost), remember, forget }
+  })
+
+/** `owner/name` of the repositories an installation event lists (unparseable names left out). */
+const repoNames = (list: ReadonlyArray<{ readonly full_name: string }> | null | undefined) =>
+  (list ?? []).flatMap((r) => {
+    const split = splitFullName(r.full_name)
+    return split === undefined ? [] : [split]
+  })
+
 const onInstallation = (payload: unknown) =>
   Effect.map(
     decode("installation", InstallationEvent)(payload),
     (event): Plan =>
       Effect.gen(function* () {
-        const sql = yield* SqlClient.SqlClient
-        const config = yield* AppConfig
-        const client = yield* GitHubClient
-        const store = makeInstallations(sql, config.githubHost)
         const id = event.installation.id
+        const { store, remember, forget } = yield* installationTools(id)
         const account = event.installation.account?.login ?? ""
-        const listed = (event.repositories ?? []).flatMap((r) => {
-          const split = splitFullName(r.full_name)
-          return split === undefined ? [] : [split]
-        })
-        const remember = (repos: typeof listed) =>
-          Effect.forEach(repos, (r) => client.rememberInstallation(r.owner, r.name, id), { discard: true })
-        const forget = (repos: ReadonlyArray<{ owner: string; name: string }>) =>
-          Effect.forEach(repos, (r) => client.forgetInstallation(r.owner, r.name), { discard: true })
+        const listed = repoNames(event.repositories)
         switch (event.action) {
           case "created":
           case "new_permissions_accepted":
@@ -514,18 +524,10 @@ const onInstallationRepositories = (payload: unknown) =>
     decode("installation_repositories", InstallationRepositoriesEvent)(payload),
     (event): Plan =>
       Effect.gen(function* () {
-        const sql = yield* SqlClient.SqlClient
-        const config = yield* AppConfig
-        const client = yield* GitHubClient
-        const store = makeInstallations(sql, config.githubHost)
         const id = event.installation.id
-        const names = (list: ReadonlyArray<typeof RepoName.Type> | undefined) =>
-          (list ?? []).flatMap((r) => {
-            const split = splitFullName(r.full_name)
-            return split === undefined ? [] : [split]
-          })
-        const added = names(event.repositories_added)
-        const removed = names(event.repositories_removed)
+        const { sql, store, remember, forget } = yield* installationTools(id)
+        const added = repoNames(event.repositories_added)
+        const removed = repoNames(event.repositories_removed)
         const known = yield* sql<{ suspended: boolean }>`select suspended from github_installations where id = ${id}`
         yield* store.upsert(id, event.installation.account?.login ?? "", known[0]?.suspended ?? false)
         yield* store.addRepos(id, added)
@@ -533,10 +535,7 @@ const onInstallationRepositories = (payload: unknown) =>
         return done(
           `installation_repositories ${event.action}: +${added.length} -${removed.length}`,
           [],
-          Effect.zipRight(
-            Effect.forEach(added, (r) => client.rememberInstallation(r.owner, r.name, id), { discard: true }),
-            Effect.forEach(removed, (r) => client.forgetInstallation(r.owner, r.name), { discard: true })
-          )
+          Effect.zipRight(remember(added), forget(removed))
         )
       })
   )
