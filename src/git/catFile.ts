@@ -1,8 +1,8 @@
 /**
  * One long-lived `git cat-file --batch` process per repository, for the reads that happen per request (a PR's head
  * and its commit at submission): a request is a line on its standard input instead of a new process. Requests are
- * answered in order, one at a time; the process is started on first use, closed after a few idle seconds and
- * started again when it died.
+ * pipelined (written as they come, answered in order); the process is started on first use, closed after a few idle
+ * seconds and started again when it died.
  */
 import * as os from "node:os"
 import { Effect } from "effect"
@@ -24,8 +24,13 @@ type Proc = Bun.Subprocess<"pipe", "pipe", "ignore">
 class BatchProcess {
   private readonly proc: Proc
   private readonly reader: ReadableStreamDefaultReader<Uint8Array>
-  private buffer = new Uint8Array(0)
-  private tail: Promise<unknown> = Promise.resolve()
+  private buffer: Uint8Array = new Uint8Array(0)
+  /** Readers waiting for their answer, in the order their lines were written. */
+  private readonly waiting: Array<{
+    readonly resolve: (object: CatFileObject | null) => void
+    readonly reject: (error: Error) => void
+  }> = []
+  private flushing = false
   private idle: ReturnType<typeof setTimeout> | undefined
   closed = false
 
@@ -43,6 +48,7 @@ class BatchProcess {
     // Bun's typing of the default reader differs from the DOM's by its buffer type only
     this.reader = this.proc.stdout.getReader() as unknown as ReadableStreamDefaultReader<Uint8Array>
     void this.proc.exited.then(() => this.close())
+    void this.answers()
   }
 
   close(): void {
@@ -50,6 +56,8 @@ class BatchProcess {
     this.closed = true
     if (this.idle !== undefined) clearTimeout(this.idle)
     this.onClose()
+    const error = new Error("git cat-file closed")
+    for (const w of this.waiting.splice(0)) w.reject(error)
     try {
       this.proc.stdin.end()
     } catch {
@@ -58,51 +66,82 @@ class BatchProcess {
     this.proc.kill()
   }
 
-  /** The object named `name` (e.g. `refs/pull/3/head^{commit}`), null when it does not exist. */
+  /**
+   * The object named `name` (e.g. `refs/pull/3/head^{commit}`), null when it does not exist. Reads are pipelined:
+   * each line is written at once (the lines of one tick flushed together) and git answers them in order.
+   */
   read(name: string): Promise<CatFileObject | null> {
-    const next = this.tail.then(() => this.exchange(name))
-    this.tail = next.catch(() => undefined)
-    return next
+    if (this.closed) return Promise.reject(new Error("git cat-file closed"))
+    if (this.idle !== undefined) {
+      clearTimeout(this.idle)
+      this.idle = undefined
+    }
+    return new Promise((resolve, reject) => {
+      this.waiting.push({ resolve, reject })
+      this.proc.stdin.write(encoder.encode(`${name}\n`))
+      if (!this.flushing) {
+        this.flushing = true
+        queueMicrotask(() => {
+          this.flushing = false
+          if (!this.closed) this.proc.stdin.flush()
+        })
+      }
+    })
   }
 
   private async fill(): Promise<void> {
     const { done, value } = await this.reader.read()
     if (done || value === undefined) throw new Error("git cat-file exited")
+    if (this.buffer.length === 0) {
+      this.buffer = value
+      return
+    }
     const merged = new Uint8Array(this.buffer.length + value.length)
     merged.set(this.buffer)
     merged.set(value, this.buffer.length)
     this.buffer = merged
   }
 
-  private async exchange(name: string): Promise<CatFileObject | null> {
-    if (this.closed) throw new Error("git cat-file closed")
-    if (this.idle !== undefined) clearTimeout(this.idle)
-    this.proc.stdin.write(encoder.encode(`${name}\n`))
-    this.proc.stdin.flush()
-    let eol = this.buffer.indexOf(NEWLINE)
-    while (eol < 0) {
-      await this.fill()
-      eol = this.buffer.indexOf(NEWLINE)
-    }
+  /** One whole answer from the buffer, or undefined when more output is needed. */
+  private parse(): { readonly object: CatFileObject | null } | undefined {
+    const eol = this.buffer.indexOf(NEWLINE)
+    if (eol < 0) return undefined
     const header = new TextDecoder().decode(this.buffer.subarray(0, eol))
     const parts = header.split(" ")
-    let result: CatFileObject | null = null
     if (parts.length === 3 && /^[0-9a-f]{40,64}$/.test(parts[0] ?? "")) {
       const size = Number(parts[2])
-      while (this.buffer.length < eol + 1 + size + 1) await this.fill()
-      result = {
+      if (this.buffer.length < eol + 1 + size + 1) return undefined
+      const object = {
         sha: parts[0] ?? "",
         type: parts[1] ?? "",
         content: this.buffer.slice(eol + 1, eol + 1 + size)
       }
-      this.buffer = this.buffer.slice(eol + 1 + size + 1)
-    } else {
-      // "<name> missing" or "<name> ambiguous"
-      this.buffer = this.buffer.slice(eol + 1)
+      this.buffer = this.buffer.subarray(eol + 1 + size + 1)
+      return { object }
     }
-    this.idle = setTimeout(() => this.close(), IDLE_MS)
-    this.idle.unref?.()
-    return result
+    // "<name> missing" or "<name> ambiguous"
+    this.buffer = this.buffer.subarray(eol + 1)
+    return { object: null }
+  }
+
+  /** Hands each answer to the reader that waits longest, for as long as the process lives. */
+  private async answers(): Promise<void> {
+    try {
+      for (;;) {
+        for (let next = this.parse(); next !== undefined; next = this.parse()) {
+          const waiter = this.waiting.shift()
+          if (waiter === undefined) throw new Error("git cat-file answered a question not asked")
+          waiter.resolve(next.object)
+        }
+        if (this.waiting.length === 0 && this.idle === undefined && !this.closed) {
+          this.idle = setTimeout(() => this.close(), IDLE_MS)
+          this.idle.unref?.()
+        }
+        await this.fill()
+      }
+    } catch {
+      this.close()
+    }
   }
 }
 
