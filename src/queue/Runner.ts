@@ -7,15 +7,21 @@ import { readRequiredStatuses } from "../git/trunkConfig.ts"
 import { PrFeedback } from "../github/feedback.ts"
 import type { Repository } from "../tenancy/Tenancy.ts"
 import {
+  activePrNumbers,
   type Command,
+  type Comment,
   type Entry,
+  joinsSubmissions,
   type Lane,
   type PlannerConfig,
   type PlannerEvent,
+  type PrStatusState,
   type QueueState,
   Reasons,
   type RunRecord,
+  type SetStatus,
   step,
+  stepMany,
   type Transition
 } from "./planner/index.ts"
 import { QueueRepo } from "./QueueRepo.ts"
@@ -51,6 +57,21 @@ export const plannerConfig = (c: StoredQueueConfig): PlannerConfig => ({
 
 export const statusCheckName = (branch: string) => `Trunk Merge Queue (${branch})`
 
+/** The commit status that shows a PR's place in the queue. */
+const commitStatusOf = (state: PrStatusState) =>
+  state === "merged" ? "success" : state === "failed" ? "failure" : state === "cancelled" ? "error" : "pending"
+
+/**
+ * Rounds shorter than MIN_SPACED_ROUND_MS are not spaced out; a longer one delays the next by ROUND_SPACING times
+ * its own length, up to the maximum (the runner then spends at most a third of its time in rounds).
+ */
+const MIN_SPACED_ROUND_MS = 2
+const ROUND_SPACING = 2
+const MAX_ROUND_SPACING_MS = 250
+
+/** Events read from the inbox per round at most. */
+const INBOX_BATCH = 1000
+
 /** How long a command that failed unexpectedly waits before it runs again. */
 const RETRY_MS = 2_000
 
@@ -85,7 +106,7 @@ export const runQueue = (
       // what the Git host shows on the pull request besides (GitHub: its comment and status check); optional
       const feedback = yield* Effect.serviceOption(PrFeedback)
       const ciJobs = yield* FiberMap.make<string>()
-      const { loadRuntime, persistStep, readInbox, readTargets } = makeStore(sql)
+      const { loadRuntime, persistStep, readInbox, readTargets, saveOutbox } = makeStore(sql)
 
       const loaded = yield* loadRuntime(queueId)
       if (Option.isNone(loaded)) return
@@ -175,6 +196,52 @@ export const runQueue = (
           (rows) => new Map(rows.map((r) => [r.id, r.title]))
         )
 
+      /**
+       * What the planner tells a PR's author (comments and the queue's status on the PR head), all of a round's with
+       * two statements; then the Git host's view of them (GitHub: its comment and status check), which never fails.
+       */
+      const recordNotes = (notes: ReadonlyArray<Comment | SetStatus>) =>
+        Effect.gen(function* () {
+          const comments = queue.config.commentsEnabled ? notes.filter((n) => n._tag === "Comment") : []
+          if (comments.length > 0) {
+            const rows = comments.map((c) => ({ pr_number: c.prNumber, entry_id: c.entryId, body: c.body }))
+            yield* sql`insert into pr_comments (repo_id, pr_number, entry_id, body)
+                       select ${queue.repo.id}, v.pr_number, v.entry_id, v.body
+                       from jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) as v(pr_number bigint, entry_id uuid, body text)`
+          }
+          const context = statusCheckName(queue.branch)
+          if (queue.config.statusCheckEnabled) {
+            yield* statuses.recordMany(
+              queue.repo.id,
+              notes.flatMap((n) =>
+                n._tag === "SetStatus"
+                  ? [
+                      {
+                        sha: n.headSha,
+                        context,
+                        state: commitStatusOf(n.state),
+                        targetUrl: null,
+                        description: n.description
+                      }
+                    ]
+                  : []
+              )
+            )
+          }
+          if (Option.isNone(feedback)) return
+          const host = feedback.value
+          yield* Effect.forEach(
+            notes,
+            (n) =>
+              n._tag === "SetStatus"
+                ? host.status(queue, n, context)
+                : queue.config.commentsEnabled
+                  ? host.comment(queue, n)
+                  : Effect.void,
+            { concurrency: 4, discard: true }
+          )
+        })
+
       /** The commands of the current round that failed unexpectedly; they run again in a later round. */
       let failed: Array<Command> = []
 
@@ -248,34 +315,10 @@ export const runQueue = (
               return yield* merge(command)
             case "TryDirectMerge":
               return yield* directMerge(command)
-            case "Comment": {
-              if (!queue.config.commentsEnabled) return []
-              yield* sql`insert into pr_comments (repo_id, pr_number, entry_id, body)
-                         values (${queue.repo.id}, ${command.prNumber}, ${command.entryId}, ${command.body})`
-              if (Option.isSome(feedback)) yield* feedback.value.comment(queue, command)
+            case "Comment":
+            case "SetStatus":
+              yield* recordNotes([command])
               return []
-            }
-            case "SetStatus": {
-              if (Option.isSome(feedback)) yield* feedback.value.status(queue, command, statusCheckName(queue.branch))
-              if (!queue.config.statusCheckEnabled) return []
-              const state =
-                command.state === "merged"
-                  ? "success"
-                  : command.state === "failed"
-                    ? "failure"
-                    : command.state === "cancelled"
-                      ? "error"
-                      : "pending"
-              yield* statuses.record(
-                queue.repo.id,
-                command.headSha,
-                statusCheckName(queue.branch),
-                state,
-                null,
-                command.description
-              )
-              return []
-            }
             case "ScheduleWake":
               nextWake = Math.min(nextWake, command.at)
               return []
@@ -558,18 +601,39 @@ export const runQueue = (
 
       const round = Effect.gen(function* () {
         const now = yield* Clock.currentTimeMillis
-        const inbox = yield* readInbox(queueId, 200)
+        const inbox = yield* readInbox(queueId, INBOX_BATCH)
         const transitions: Array<Transition> = []
         const runChanges = new Map<string, RunRecord>()
         const commands: Array<Command> = [...pendingCommands]
-        const apply = (event: PlannerEvent) => {
-          const started = performance.now()
-          const result = step(state, { ...event, newIds: newIds(state.config) }, now)
+        const record = (result: ReturnType<typeof step>, started: number) => {
           hooks.observeStep((performance.now() - started) / 1000)
           state = result.state
           transitions.push(...result.transitions)
           for (const r of result.runChanges) runChanges.set(r.id, r)
           commands.push(...result.commands)
+        }
+        // a run of new submissions is stepped together (stepMany): one reconciliation of the queue, not one each
+        let group: Array<PlannerEvent> = []
+        let groupActive: Set<number> | null = null
+        const flushGroup = () => {
+          if (group.length === 0) return
+          const started = performance.now()
+          record(group.length === 1 ? step(state, group[0] as PlannerEvent, now) : stepMany(state, group, now), started)
+          group = []
+          groupActive = null
+        }
+        const apply = (event: PlannerEvent) => {
+          const withIds = { ...event, newIds: newIds(state.config) }
+          if (event._tag === "Submitted") {
+            groupActive ??= activePrNumbers(state)
+            if (joinsSubmissions(groupActive, group, event)) {
+              group.push(withIds)
+              return
+            }
+          }
+          flushGroup()
+          const started = performance.now()
+          record(step(state, withIds, now), started)
         }
         // results of the last commands first, then the inbox, translated against the state they arrive in
         const results = memEvents
@@ -577,8 +641,16 @@ export const runQueue = (
         for (const event of results) apply(event)
         for (const item of inbox) {
           hooks.observeLag(Math.max(0, (now - item.createdAt) / 1000))
-          for (const event of yield* translate(item.event)) apply(event)
+          const event = item.event
+          if (event._tag === "Planner" && event.event._tag === "Submitted") {
+            apply(event.event)
+            continue
+          }
+          // what translation reads (the entries, for lanes) includes the submissions before it
+          flushGroup()
+          for (const translated of yield* translate(event)) apply(translated)
         }
+        flushGroup()
         if (now - lastPoll >= config.gitPollMs) {
           lastPoll = now
           for (const event of yield* poll) apply(event)
@@ -597,7 +669,17 @@ export const runQueue = (
         if (!saved) return yield* hooks.lostLease(queueId).pipe(Effect.zipRight(Effect.interrupt))
         pendingCommands = []
         failed = []
-        const executed = yield* Effect.forEach(commands, execute, { concurrency: 4 })
+        const notes = commands.filter((c): c is Comment | SetStatus => c._tag === "Comment" || c._tag === "SetStatus")
+        if (notes.length > 0) {
+          yield* recordNotes(notes).pipe(
+            Effect.catchAllCause((cause) => {
+              failed.push(...notes)
+              return Effect.logError(`recording ${notes.length} comments and statuses failed; trying again`, cause)
+            })
+          )
+        }
+        const others = commands.filter((c) => c._tag !== "Comment" && c._tag !== "SetStatus")
+        const executed = yield* Effect.forEach(others, execute, { concurrency: 4 })
         memEvents = executed.flat()
         if (failed.length > 0) {
           pendingCommands = failed
@@ -605,15 +687,10 @@ export const runQueue = (
         }
         if (memEvents.length === 0 && commands.length > 0) {
           // clear the outbox once every command ran (but the failed ones), so a restart does not repeat them
-          yield* persistStep(queueId, owner, fencing, {
-            state,
-            outbox: pendingCommands,
-            transitions: [],
-            runChanges: [],
-            processedUpTo: null
-          })
+          // (the state is the one just saved: only the outbox is written)
+          yield* saveOutbox(queueId, owner, fencing, pendingCommands)
         }
-        return inbox.length === 200 || memEvents.length > 0
+        return inbox.length === INBOX_BATCH || memEvents.length > 0
       })
 
       // Built-in CI jobs do not survive a crash: start them again for the runs still waiting on them.
@@ -630,12 +707,19 @@ export const runQueue = (
       }
 
       for (;;) {
+        const started = performance.now()
         const again = yield* round
+        // a round costs about the queue's length (its state is written whole): under a stream of events the next
+        // one waits twice as long as this one took, so that more events share it and the runner keeps up
+        const took = performance.now() - started
         if (again) continue
         const now = yield* Clock.currentTimeMillis
         const until = Math.min(nextWake, now + config.gitPollMs)
         const waitMs = Math.max(0, until - now)
         yield* Effect.raceFirst(Queue.take(signal), Effect.sleep(Duration.millis(waitMs)))
+        if (took >= MIN_SPACED_ROUND_MS) {
+          yield* Effect.sleep(Duration.millis(Math.min(took * ROUND_SPACING, MAX_ROUND_SPACING_MS)))
+        }
         yield* Queue.takeAll(signal)
       }
     })

@@ -49,6 +49,17 @@ export interface StatusesShape {
     targetUrl: string | null,
     description: string | null
   ) => Effect.Effect<void, SqlError>
+  /** `record` for many statuses of one repository in one statement (a later one for the same sha and context wins). */
+  readonly recordMany: (
+    repoId: string,
+    statuses: ReadonlyArray<{
+      readonly sha: string
+      readonly context: string
+      readonly state: StatusState
+      readonly targetUrl: string | null
+      readonly description: string | null
+    }>
+  ) => Effect.Effect<void, SqlError>
   /** Stores a status and tells the runners of the repository's queues, which evaluate their runs at that sha. */
   readonly report: (
     repoId: string,
@@ -130,6 +141,25 @@ export const StatusesLive = Layer.effect(
           values (${repoId}, ${sha}, ${context}, ${state}, ${targetUrl}, ${description}, clock_timestamp())
           on conflict (repo_id, sha, context) do update set state = excluded.state, target_url = excluded.target_url,
             description = excluded.description, updated_at = excluded.updated_at`.pipe(Effect.asVoid)
+
+    const recordMany: StatusesShape["recordMany"] = (repoId, list) => {
+      // one row per sha and context (an upsert may not touch a row twice), the last one given
+      const last = new Map(list.map((s) => [`${s.sha}\n${s.context}`, s]))
+      if (last.size === 0) return Effect.void
+      const rows = [...last.values()].map((s) => ({
+        sha: s.sha,
+        context: s.context,
+        state: s.state,
+        target_url: s.targetUrl,
+        description: s.description
+      }))
+      return sql`insert into commit_statuses (repo_id, sha, context, state, target_url, description, updated_at)
+          select ${repoId}, v.sha, v.context, v.state, v.target_url, v.description, clock_timestamp()
+          from jsonb_to_recordset(${JSON.stringify(rows)}::jsonb)
+            as v(sha text, context text, state text, target_url text, description text)
+          on conflict (repo_id, sha, context) do update set state = excluded.state, target_url = excluded.target_url,
+            description = excluded.description, updated_at = excluded.updated_at`.pipe(Effect.asVoid)
+    }
 
     const recordCheckRun: StatusesShape["recordCheckRun"] = (repoId, sha, run) =>
       sql`insert into check_runs (repo_id, sha, name, check_run_id, suite_id, status, conclusion, url, updated_at)
@@ -218,6 +248,7 @@ export const StatusesLive = Layer.effect(
 
     return {
       record,
+      recordMany,
       report: (repoId, sha, context, state, targetUrl, description) =>
         reported(repoId, sha, record(repoId, sha, context, state, targetUrl, description)),
       recordCheckRun,

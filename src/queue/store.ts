@@ -25,7 +25,7 @@ export interface Runtime {
   readonly fencing: number
 }
 
-const parseJson = <A>(value: unknown): A => (typeof value === "string" ? (JSON.parse(value) as A) : (value as A))
+export const parseJson = <A>(value: unknown): A => (typeof value === "string" ? (JSON.parse(value) as A) : (value as A))
 
 export const TERMINAL = new Set(["merged", "failed", "cancelled"])
 
@@ -54,6 +54,57 @@ export interface StepOutput {
   readonly transitions: ReadonlyArray<Transition>
   readonly runChanges: ReadonlyArray<RunRecord>
   readonly processedUpTo: number | null
+}
+
+/**
+ * The columns of `entries` a round's transitions leave, one patch per entry: its transitions folded in order (an
+ * entry may move several times in one round), so that one statement writes them all.
+ * - state and its time: the last transition's;
+ * - run_id: a transition's run, else cleared by a transition to a state that is not terminal (kept by a terminal one);
+ * - verified_by_test_run: the last one given, else kept;
+ * - first_tested_at: the first transition to testing, unless one is stored;
+ * - ended_at: the last transition's time when it ends the entry, else cleared.
+ */
+export const entryPatches = (transitions: ReadonlyArray<Transition>) => {
+  interface Patch {
+    id: string
+    state: string
+    at: string
+    run_id_set: boolean
+    run_id: string | null
+    verified_by_test_run: string | null
+    first_tested_at: string | null
+    ended_at: string | null
+  }
+  const patches = new Map<string, Patch>()
+  for (const t of transitions) {
+    const at = iso(t.at)
+    const terminal = TERMINAL.has(t.to)
+    const p: Patch = patches.get(t.entryId) ?? {
+      id: t.entryId,
+      state: t.to,
+      at,
+      run_id_set: false,
+      run_id: null,
+      verified_by_test_run: null,
+      first_tested_at: null,
+      ended_at: null
+    }
+    p.state = t.to
+    p.at = at
+    if (t.runId !== null) {
+      p.run_id_set = true
+      p.run_id = t.runId
+    } else if (!terminal) {
+      p.run_id_set = true
+      p.run_id = null
+    }
+    if (t.verifiedByTestRun !== null) p.verified_by_test_run = t.verifiedByTestRun
+    if (t.to === "testing" && p.first_tested_at === null) p.first_tested_at = at
+    p.ended_at = terminal ? at : null
+    patches.set(t.entryId, p)
+  }
+  return [...patches.values()]
 }
 
 /** The engine's queries over one `SqlClient`. */
@@ -104,6 +155,14 @@ export const makeStore = (sql: SqlClient.SqlClient) => {
       Effect.asVoid
     )
 
+  /** Events for any queues, stored in the order given (`i` ascending) with one statement. */
+  const enqueueEvents = (
+    events: ReadonlyArray<{ readonly i: number; readonly queue_id: string; readonly event: InboxEvent }>
+  ) =>
+    sql`insert into queue_events (queue_id, event)
+        select v.queue_id, v.event from jsonb_to_recordset(${JSON.stringify(events)}::jsonb) as v(i int, queue_id uuid, event jsonb)
+        order by v.i`.pipe(Effect.asVoid)
+
   const readInbox = (queueId: string, limit: number) =>
     Effect.map(
       sql<{ seq: string | number; event: unknown; created_at: Date | string }>`
@@ -129,23 +188,43 @@ export const makeStore = (sql: SqlClient.SqlClient) => {
             where queue_id = ${queueId} and owner = ${owner} and fencing = ${fencing}
             returning queue_id`
         if (updated.length === 0) return false
-        for (const t of out.transitions) {
-          const at = iso(t.at)
-          const terminal = TERMINAL.has(t.to)
-          yield* sql`update entries set state = ${t.to}, state_changed_at = ${at},
-                         run_id = coalesce(${t.runId}, case when ${terminal} then run_id else null end),
-                         verified_by_test_run = coalesce(${t.verifiedByTestRun}, verified_by_test_run),
-                         first_tested_at = case when ${t.to === "testing"} then coalesce(first_tested_at, ${at}::timestamptz) else first_tested_at end,
-                         ended_at = case when ${terminal} then ${at}::timestamptz else null end
-                       where id = ${t.entryId}`
-          yield* sql`insert into entry_timeline (entry_id, at, state, reason) values (${t.entryId}, ${at}, ${t.to}, ${t.reason})`
+        if (out.transitions.length > 0) {
+          yield* sql`update entries e set state = v.state, state_changed_at = v.at,
+                       run_id = case when v.run_id_set then v.run_id else e.run_id end,
+                       verified_by_test_run = coalesce(v.verified_by_test_run, e.verified_by_test_run),
+                       first_tested_at = coalesce(e.first_tested_at, v.first_tested_at),
+                       ended_at = v.ended_at
+                     from jsonb_to_recordset(${JSON.stringify(entryPatches(out.transitions))}::jsonb) as v(
+                       id uuid, state text, at timestamptz, run_id_set boolean, run_id text, verified_by_test_run text,
+                       first_tested_at timestamptz, ended_at timestamptz)
+                     where e.id = v.id`
+          const timeline = out.transitions.map((t, i) => ({
+            i,
+            id: t.entryId,
+            at: iso(t.at),
+            state: t.to,
+            reason: t.reason
+          }))
+          yield* sql`insert into entry_timeline (entry_id, at, state, reason)
+                     select v.id, v.at, v.state, v.reason
+                     from jsonb_to_recordset(${JSON.stringify(timeline)}::jsonb) as v(i int, id uuid, at timestamptz, state text, reason text)
+                     order by v.i`
         }
-        for (const run of out.runChanges) {
+        if (out.runChanges.length > 0) {
+          const runs = out.runChanges.map((run) => ({
+            id: run.id,
+            record: run,
+            status: run.status,
+            test_branch_sha: run.testBranchSha,
+            created_at: iso(run.createdAt),
+            ended_at: run.endedAt === null ? null : iso(run.endedAt)
+          }))
           yield* sql`insert into test_runs (id, queue_id, record, status, test_branch_sha, created_at, ended_at)
-                       values (${run.id}, ${queueId}, ${JSON.stringify(run)}::jsonb, ${run.status}, ${run.testBranchSha},
-                               ${iso(run.createdAt)}, ${run.endedAt === null ? null : iso(run.endedAt)})
-                       on conflict (id) do update set record = excluded.record, status = excluded.status,
-                         test_branch_sha = excluded.test_branch_sha, ended_at = excluded.ended_at`
+                     select v.id, ${queueId}, v.record, v.status, v.test_branch_sha, v.created_at, v.ended_at
+                     from jsonb_to_recordset(${JSON.stringify(runs)}::jsonb) as v(id text, record jsonb, status text,
+                       test_branch_sha text, created_at timestamptz, ended_at timestamptz)
+                     on conflict (id) do update set record = excluded.record, status = excluded.status,
+                       test_branch_sha = excluded.test_branch_sha, ended_at = excluded.ended_at`
         }
         if (out.processedUpTo !== null) {
           yield* sql`delete from queue_events where queue_id = ${queueId} and seq <= ${out.processedUpTo}`
@@ -153,6 +232,11 @@ export const makeStore = (sql: SqlClient.SqlClient) => {
         return true
       })
     )
+
+  /** The outbox alone, fenced as `persistStep` (the state unchanged since it was persisted). */
+  const saveOutbox = (queueId: string, owner: string, fencing: number, outbox: ReadonlyArray<Command>) =>
+    sql`update queue_runtime set outbox = ${JSON.stringify(outbox)}::jsonb, version = version + 1
+        where queue_id = ${queueId} and owner = ${owner} and fencing = ${fencing}`.pipe(Effect.asVoid)
 
   const findEntry = (queueId: string, prNumber: number) =>
     Effect.map(sql<EntryRow>`select * from entries where queue_id = ${queueId} and pr_number = ${prNumber}`, (rows) =>
@@ -186,8 +270,10 @@ export const makeStore = (sql: SqlClient.SqlClient) => {
     loadRuntime,
     insertRuntime,
     enqueueEvent,
+    enqueueEvents,
     readInbox,
     persistStep,
+    saveOutbox,
     findEntry,
     activeEntries,
     timeline,

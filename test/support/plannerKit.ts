@@ -6,7 +6,7 @@
 
 import { isTerminal } from "../../src/queue/planner/ctx.ts"
 import { laneOf } from "../../src/queue/planner/lanes.ts"
-import { initialState, step } from "../../src/queue/planner/step.ts"
+import { initialState, step, stepMany } from "../../src/queue/planner/step.ts"
 import type {
   Command,
   ImpactedTargets,
@@ -78,7 +78,8 @@ export interface Kit {
   /** the targets the fake Git moved to by Merge */
   readonly mergedTo: string[]
   /** planner events; impacted targets may be given as lists, reduced to lanes as the shell does (`laneOf`) */
-  send: (ev: PlannerEvent | TargetsInput) => StepResult[]
+  /** (a list: events that arrived together, stepped as the runner steps a run of new submissions, `stepMany`) */
+  send: (ev: PlannerEvent | TargetsInput | ReadonlyArray<PlannerEvent>) => StepResult[]
   nextId: () => string
   /** the target lists last set per entry id */
   readonly targets: Map<string, ImpactedTargets>
@@ -92,7 +93,11 @@ export interface TargetsInput {
   readonly targets: ImpactedTargets
 }
 
-const isTargetsInput = (ev: PlannerEvent | TargetsInput): ev is TargetsInput => "targets" in ev
+const isBurst = (ev: PlannerEvent | TargetsInput | ReadonlyArray<PlannerEvent>): ev is ReadonlyArray<PlannerEvent> =>
+  Array.isArray(ev)
+
+const isTargetsInput = (ev: PlannerEvent | TargetsInput | ReadonlyArray<PlannerEvent>): ev is TargetsInput =>
+  "targets" in ev
 
 export const makeKit = (config: Partial<PlannerConfig> = {}, opts: KitOptions = {}, initialTarget = "base"): Kit => {
   const target = fakeSha(initialTarget)
@@ -109,8 +114,9 @@ export const makeKit = (config: Partial<PlannerConfig> = {}, opts: KitOptions = 
     nextId: () => `run${++n}`,
     targets: new Map(),
     send: (input) => {
-      let ev: PlannerEvent
-      if (isTargetsInput(input)) {
+      let ev: PlannerEvent | ReadonlyArray<PlannerEvent>
+      if (isBurst(input)) ev = input
+      else if (isTargetsInput(input)) {
         const entry = kit.state.entries.find(
           (e) => e.prNumber === input.prNumber && e.headSha === input.sha && !isTerminal(e)
         )
@@ -119,7 +125,7 @@ export const makeKit = (config: Partial<PlannerConfig> = {}, opts: KitOptions = 
         ev = { _tag: "ImpactedTargetsSet", prNumber: input.prNumber, sha: input.sha, lane }
       } else ev = input
       const out: StepResult[] = []
-      const queue: PlannerEvent[] = [ev]
+      const queue: Array<PlannerEvent | ReadonlyArray<PlannerEvent>> = [ev]
       for (let guard = 0; queue.length > 0 && guard < 10_000; guard++) {
         const e = queue.shift()!
         const ids: string[] = []
@@ -128,8 +134,14 @@ export const makeKit = (config: Partial<PlannerConfig> = {}, opts: KitOptions = 
         }
         const before = kit.state
         const beforeJson = opts.checkPurity ? JSON.stringify(before) : ""
-        const r = step(before, { ...e, newIds: ids } as PlannerEvent, kit.now)
-        if (opts.checkPurity) {
+        const r = isBurst(e)
+          ? stepMany(
+              before,
+              e.map((x, k) => (k === 0 ? { ...x, newIds: ids } : x)),
+              kit.now
+            )
+          : step(before, { ...e, newIds: ids }, kit.now)
+        if (opts.checkPurity && !isBurst(e)) {
           const json = JSON.stringify(r)
           const again = JSON.stringify(step(before, { ...e, newIds: ids } as PlannerEvent, kit.now))
           const fresh = JSON.stringify(step(JSON.parse(beforeJson), { ...e, newIds: ids } as PlannerEvent, kit.now))

@@ -15,6 +15,8 @@ type Action =
   | { t: "more" }
   | { t: "targets"; pr: number; targets: ImpactedTargets }
   | { t: "head"; pr: number }
+  /** new submissions that arrive together: stepped at once as the runner does (`stepMany`) */
+  | { t: "burst"; prs: number[]; prio: number; noBatch: boolean }
 
 const PRS = 10
 const TARGETS = ["a", "b", "c", "d", "e"]
@@ -31,6 +33,15 @@ const actionArb: fc.Arbitrary<Action> = fc.oneof(
       t: fc.constant("submit" as const),
       pr: fc.integer({ min: 1, max: PRS }),
       prio: fc.constantFrom(0, 10, 100, 100, 100, 200),
+      noBatch: fc.boolean()
+    })
+  },
+  {
+    weight: 2,
+    arbitrary: fc.record({
+      t: fc.constant("burst" as const),
+      prs: fc.uniqueArray(fc.integer({ min: 1, max: PRS }), { minLength: 1, maxLength: 5 }),
+      prio: fc.constantFrom(10, 100, 200),
       noBatch: fc.boolean()
     })
   },
@@ -258,6 +269,27 @@ const run = (
         })
         break
       }
+      case "burst": {
+        const events = a.prs
+          .filter((pr) => active(pr) === undefined)
+          .map((pr) => {
+            const n = (w.submissions.get(pr) ?? 0) + 1
+            w.submissions.set(pr, n)
+            const id = `pr${pr}-${n}`
+            w.submitted.add(id)
+            return {
+              _tag: "Submitted" as const,
+              entryId: id,
+              prNumber: pr,
+              headSha: headOf(w, pr),
+              priority: a.prio,
+              noBatch: a.noBatch,
+              ready: true
+            }
+          })
+        if (events.length > 0) send(events)
+        break
+      }
       case "cancel":
         send({ _tag: "Cancelled", prNumber: a.pr, reason: "API_REQUESTED" })
         break
@@ -359,6 +391,55 @@ describe("planner properties", () => {
       }
     )
     if (process.env.PLANNER_STATS) console.log(stats)
+  })
+
+  test("new submissions stepped together equal one step each, when nothing starts (a paused queue)", () => {
+    fc.assert(
+      fc.property(
+        fc.array(fc.record({ pr: fc.integer({ min: 1, max: 30 }), prio: fc.constantFrom(0, 10, 100, 200) }), {
+          maxLength: 12
+        }),
+        fc.uniqueArray(fc.record({ pr: fc.integer({ min: 31, max: 60 }), prio: fc.constantFrom(10, 100, 200) }), {
+          minLength: 1,
+          maxLength: 10,
+          selector: (x) => x.pr
+        }),
+        (before, burst) => {
+          const paused = () => {
+            const kit = makeKit({ state: "paused" })
+            for (const b of before) {
+              kit.send({
+                _tag: "Submitted",
+                entryId: `e${b.pr}`,
+                prNumber: b.pr,
+                headSha: `h${b.pr}`,
+                priority: b.prio,
+                noBatch: false,
+                ready: true
+              })
+            }
+            return kit
+          }
+          const events = burst.map((b) => ({
+            _tag: "Submitted" as const,
+            entryId: `n${b.pr}`,
+            prNumber: b.pr,
+            headSha: `h${b.pr}`,
+            priority: b.prio,
+            noBatch: false,
+            ready: true
+          }))
+          const one = paused()
+          const each = events.flatMap((e) => one.send(e))
+          const all = paused()
+          const together = all.send(events)
+          expect(all.state.entries).toEqual(one.state.entries)
+          expect(together.flatMap((r) => r.transitions)).toEqual(each.flatMap((r) => r.transitions))
+          expect(together.flatMap((r) => r.commands)).toEqual(each.flatMap((r) => r.commands))
+        }
+      ),
+      { numRuns: 200 }
+    )
   })
 
   test("step is pure: same input, same output, input untouched (also from an old state)", () => {
