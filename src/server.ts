@@ -150,7 +150,12 @@ export const startServer = async <E>(configLayer: Layer.Layer<AppConfig, E>): Pr
   const app = makeApp({
     routes,
     runtime: rt,
-    authenticator: { authenticate: (token) => runtime.runPromise(tenancy.authenticate(token)) },
+    authenticator: {
+      authenticate: (token) => {
+        const org = tenancy.remembered(token, Date.now())
+        return org !== undefined ? Promise.resolve(Option.some(org)) : runtime.runPromise(tenancy.authenticate(token))
+      }
+    },
     rateLimiter: new RateLimiter(config.rateLimitPerSecond, () => Date.now()),
     observer: { observe: metrics.observeRequest },
     tracer: Option.isSome(config.otlpEndpoint) ? makeRequestTracer(rt) : undefined,

@@ -5,6 +5,22 @@ import type { ApiError } from "../http/errors.ts"
 import type { QueueRow } from "./QueueRepo.ts"
 import type { EnqueuedPullRequest, StoredQueueConfig, SubmittedPullRequest, TestingDetails } from "./schemas.ts"
 
+/** A queue named as a request names it, in the caller's organization. */
+export interface QueueKey {
+  readonly orgId: string
+  readonly repo: { readonly host: string; readonly owner: string; readonly name: string }
+  readonly branch: string
+}
+
+/** A pull request submitted to a queue, as the Git host showed it. */
+export interface Submission {
+  readonly queue: QueueRow
+  readonly prNumber: number
+  readonly priority: number | undefined
+  readonly noBatch: boolean | undefined
+  readonly pr: PullRequestInfo
+}
+
 /** What the HTTP handlers ask of the merge-queue engine. Calls that write run inside the request's transaction. */
 export interface EngineShape {
   readonly queueCreated: (queue: QueueRow) => Effect.Effect<void, SqlError>
@@ -16,6 +32,13 @@ export interface EngineShape {
     { readonly config: StoredQueueConfig; readonly enqueued: ReadonlyArray<EnqueuedPullRequest> },
     SqlError
   >
+  /** `view` of the queue `key` names, read with it in one statement (QUEUE_NOT_FOUND when there is none). */
+  readonly viewByKey: (
+    key: QueueKey
+  ) => Effect.Effect<
+    { readonly config: StoredQueueConfig; readonly enqueued: ReadonlyArray<EnqueuedPullRequest> },
+    ApiError | SqlError
+  >
   /** The PR as the Git host shows it now (PR_NOT_FOUND when it does not exist). */
   readonly readPullRequest: (queue: QueueRow, prNumber: number) => Effect.Effect<PullRequestInfo, ApiError>
   /** `pr`, when given, is the PR already read (outside the request's transaction); otherwise it is read here. */
@@ -26,11 +49,16 @@ export interface EngineShape {
     noBatch: boolean | undefined,
     pr?: PullRequestInfo
   ) => Effect.Effect<void, ApiError | SqlError>
+  /**
+   * `submit` in a transaction of its own, together with the other submissions that arrive meanwhile (group
+   * commit); the runner is woken after the commit. False when the queue is gone.
+   */
+  readonly submitBatched: (submission: Submission) => Effect.Effect<boolean, SqlError>
   /** `reason` defaults to `API_REQUESTED` (a comment command cancels with `USER_REQUESTED`). */
   readonly cancel: (queue: QueueRow, prNumber: number, reason?: string) => Effect.Effect<void, ApiError | SqlError>
   readonly restart: (queue: QueueRow, prNumber: number) => Effect.Effect<void, ApiError | SqlError>
   readonly getSubmitted: (
-    queue: QueueRow,
+    key: QueueKey,
     prNumber: number,
     includeTimeline: boolean
   ) => Effect.Effect<SubmittedPullRequest, ApiError | SqlError>

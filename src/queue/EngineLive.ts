@@ -1,6 +1,7 @@
 import * as os from "node:os"
 import * as SqlClient from "@effect/sql/SqlClient"
-import { Clock, Context, Effect, FiberMap, Layer, Option, Queue, Schedule, Stream } from "effect"
+import type { SqlError } from "@effect/sql/SqlError"
+import { Clock, Context, Deferred, Effect, FiberMap, Layer, Option, Queue, Schedule, Stream } from "effect"
 import type { CommandCi } from "../ci/CommandCi.ts"
 import { AppConfig } from "../config.ts"
 import { Database } from "../db/Database.ts"
@@ -9,9 +10,16 @@ import { usesGitHub } from "../git/Providers.ts"
 import { PrFeedback } from "../github/feedback.ts"
 import { conflict, notFound } from "../http/errors.ts"
 import { Metrics } from "../metrics/Metrics.ts"
-import { Engine, EngineRunner, type EngineShape } from "./Engine.ts"
+import { Engine, EngineRunner, type EngineShape, type QueueKey, type Submission } from "./Engine.ts"
 import { type Entry, initialState, type QueueState, type RunRecord } from "./planner/index.ts"
-import { QueueRepo, type QueueRow } from "./QueueRepo.ts"
+import {
+  ACTIVE_STATES,
+  QUEUE_COLUMNS,
+  type QueueColumns,
+  QueueRepo,
+  type QueueRow,
+  queueOfColumns
+} from "./QueueRepo.ts"
 import { plannerConfig, repoRefOf, runQueue } from "./Runner.ts"
 import { Statuses, type StoredCheckRun, WAKE_CHANNEL } from "./Statuses.ts"
 import {
@@ -20,7 +28,17 @@ import {
   type SubmittedPullRequest,
   type TestingDetails
 } from "./schemas.ts"
-import { type EntryRow, iso, makeStore, TERMINAL } from "./store.ts"
+import { type EntryRow, type InboxEvent, iso, makeStore, parseJson, TERMINAL, upgradeState } from "./store.ts"
+
+/** A submission waiting for the next batch. */
+interface PendingSubmission {
+  readonly submission: Submission
+  readonly done: Deferred.Deferred<boolean, SqlError>
+}
+
+type NullableEntryRow = { readonly [K in keyof EntryRow]: EntryRow[K] | null }
+
+const keyOf = (queue: QueueRow): QueueKey => ({ orgId: queue.repo.orgId, repo: queue.repo, branch: queue.branch })
 
 const PRIORITY_NAMES: Record<number, string> = { 0: "urgent", 10: "high", 100: "medium", 200: "low" }
 const LEASE_SECONDS = 15
@@ -79,6 +97,37 @@ const checkSuitesOf = (checks: ReadonlyArray<StoredCheckRun>): TestingDetails["c
 const statusCheckState = (state: string) =>
   state === "success" ? "SUCCESS" : state === "failure" ? "FAILURE" : state === "error" ? "ERROR" : "PENDING"
 
+/** getQueue's answer from the runner's state and the active entries' rows. */
+const viewOf = (queue: QueueRow, state: QueueState, rows: ReadonlyArray<EntryRow>) => {
+  const byId = new Map(rows.map((r) => [r.id, r]))
+  const places = positions(state)
+  const enqueued: Array<EnqueuedPullRequest> = []
+  for (const e of state.entries) {
+    const row = byId.get(e.id)
+    const place = places.get(e.id)
+    if (row === undefined || place === undefined || row.state === "not_ready") continue
+    enqueued.push(entryRecord(queue, row, place))
+  }
+  // entries submitted but not yet seen by the runner: after the planner's, in submission order
+  const seen = new Set(state.entries.map((e: Entry) => e.id))
+  const fresh = rows
+    .filter((r) => !seen.has(r.id) && r.state !== "not_ready")
+    .sort((a, b) => a.priority - b.priority || new Date(a.submitted_at).getTime() - new Date(b.submitted_at).getTime())
+  for (const row of fresh) enqueued.push(entryRecord(queue, row, enqueued.length + 1))
+  // a mode change the runner has not stepped yet, with runs in flight, is a switch too (semantics.md §6):
+  // updateQueue and an immediate getQueue must not show the new mode as running
+  const busy = state.merging !== null || state.runs.some((r) => r.status === "building" || r.status === "in_progress")
+  const unseenSwitch = queue.config.mode !== (state.switching?.mode ?? state.config.mode) && busy
+  const effective = {
+    ...queue.config,
+    state: state.switching !== null || unseenSwitch ? ("switching_modes" as const) : queue.config.state
+  }
+  return { config: effective, enqueued }
+}
+
+const queueNotFound = (key: QueueKey) =>
+  notFound("QUEUE_NOT_FOUND", `no queue ${key.repo.host}/${key.repo.owner}/${key.repo.name}@${key.branch}`)
+
 export const EngineLive = Layer.scopedContext(
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
@@ -94,7 +143,8 @@ export const EngineLive = Layer.scopedContext(
     // the Git host's view of a PR (GitHub: comment and status check), when the application provides one
     const feedback = yield* Effect.serviceOption(PrFeedback)
     const runnerContext = Option.isSome(feedback) ? Context.add(context, PrFeedback, feedback.value) : context
-    const { activeEntries, enqueueEvent, findEntry, insertRuntime, loadRuntime, readTargets, timeline } = makeStore(sql)
+    const { activeEntries, enqueueEvent, enqueueEvents, findEntry, insertRuntime, loadRuntime, readTargets, timeline } =
+      makeStore(sql)
 
     const runtimeOf = (queue: QueueRow) =>
       Effect.map(loadRuntime(queue.id), (r) =>
@@ -104,26 +154,30 @@ export const EngineLive = Layer.scopedContext(
         )
       )
 
-    /** The entry's place in the planner's testing order, computed in the database (the state is not shipped). */
     /**
-     * A submitted PR with what its record needs besides: its position among the active entries that are not
-     * not_ready, in testing order (from the runner's state), and whether targets exist for its head — one query.
+     * The queue `key` names with the PR submitted to it, in one statement: the entry (null columns when the PR was
+     * never submitted), whether targets exist for its head, and its position among the active entries that are not
+     * not_ready, in testing order (from the runner's state, computed in the database: the state is not shipped).
+     * No row: no such queue in the caller's organization.
      */
-    const findSubmitted = (queue: QueueRow, prNumber: number) =>
+    const findSubmitted = (key: QueueKey, prNumber: number) =>
       Effect.map(
-        sql<EntryRow & { position: number | null; has_targets: boolean }>`
-          select e.*,
+        sql<QueueColumns & NullableEntryRow & { position: number | null; has_targets: boolean }>`
+          select ${sql.unsafe(QUEUE_COLUMNS)}, e.*,
             exists (select 1 from impacted_targets t
-                    where t.repo_id = ${queue.repo.id} and t.pr_number = e.pr_number and t.sha = e.head_sha) as has_targets,
+                    where t.repo_id = r.id and t.pr_number = e.pr_number and t.sha = e.head_sha) as has_targets,
             case when e.state in ('pending', 'testing', 'tests_passed', 'pending_failure') then (
               select p.pos::int from (
                 select x.value->>'id' as id, row_number() over (order by x.ord) as pos
-                from queue_runtime q cross join lateral jsonb_array_elements(q.state->'entries') with ordinality as x(value, ord)
-                where q.queue_id = e.queue_id
+                from queue_runtime rt cross join lateral jsonb_array_elements(rt.state->'entries') with ordinality as x(value, ord)
+                where rt.queue_id = q.id
                   and x.value->>'state' not in ('not_ready', 'merged', 'failed', 'cancelled')
               ) p where p.id = e.id::text)
             end as position
-          from entries e where e.queue_id = ${queue.id} and e.pr_number = ${prNumber}`,
+          from queues q join repositories r on r.id = q.repo_id
+          left join entries e on e.queue_id = q.id and e.pr_number = ${prNumber}
+          where r.host = ${key.repo.host} and r.owner = ${key.repo.owner} and r.name = ${key.repo.name}
+            and r.org_id = ${key.orgId} and q.branch = ${key.branch}`,
         (rows) => Option.fromNullable(rows[0])
       )
 
@@ -140,13 +194,6 @@ export const EngineLive = Layer.scopedContext(
         }
         return entry.value
       })
-
-    const targetsExist = (repoId: string, prNumber: number, sha: string) =>
-      Effect.map(
-        sql<{ one: number }>`
-          select 1 as one from impacted_targets where repo_id = ${repoId} and pr_number = ${prNumber} and sha = ${sha}`,
-        (rows) => rows.length > 0
-      )
 
     const readPullRequest = (queue: QueueRow, prNumber: number) =>
       git.getPullRequest(repoRefOf(queue.repo), prNumber).pipe(
@@ -184,6 +231,158 @@ export const EngineLive = Layer.scopedContext(
         return Effect.asVoid(Effect.forkDaemon(notifyLoop(queueId)))
       })
 
+    // ---------------------------------------------------------------- submissions
+
+    /**
+     * Writes submissions (to any queues) in the current transaction with a fixed number of statements, whatever
+     * their number: one read of the queues, entries and stored targets, one upsert of new entries, one update of
+     * those already active, one insert of the runner's events in order. An element of the answer is false when that
+     * submission's queue is gone (nothing is written for it). No two submissions may name the same queue and PR.
+     */
+    const writeSubmissions = (items: ReadonlyArray<Submission>) =>
+      Effect.gen(function* () {
+        if (items.length === 0) return [] as ReadonlyArray<boolean>
+        const at = iso(yield* Clock.currentTimeMillis)
+        const keys = items.map((s, i) => ({ i, queue_id: s.queue.id, pr: s.prNumber, sha: s.pr.headSha }))
+        const found = yield* sql<{
+          i: number
+          mode: string | null
+          id: string | null
+          state: string | null
+          priority: number | null
+          no_batch: boolean | null
+          head_sha: string | null
+          has_targets: boolean
+        }>`
+          select v.i, q.config->>'mode' as mode, e.id, e.state, e.priority, e.no_batch, e.head_sha,
+            exists (select 1 from impacted_targets t
+                    where t.repo_id = q.repo_id and t.pr_number = v.pr and t.sha = v.sha) as has_targets
+          from jsonb_to_recordset(${JSON.stringify(keys)}::jsonb) as v(i int, queue_id uuid, pr bigint, sha text)
+          join queues q on q.id = v.queue_id
+          left join entries e on e.queue_id = v.queue_id and e.pr_number = v.pr`
+        const byIndex = new Map(found.map((row) => [Number(row.i), row]))
+        const inserts: Array<Record<string, unknown>> = []
+        const updates: Array<Record<string, unknown>> = []
+        const events: Array<{ readonly i: number; readonly queue_id: string; readonly event: InboxEvent }> = []
+        const submitted = (s: Submission, entryId: string, headSha: string, priority: number, noBatch: boolean) =>
+          events.push({
+            i: events.length,
+            queue_id: s.queue.id,
+            event: {
+              _tag: "Planner",
+              event: { _tag: "Submitted", entryId, prNumber: s.prNumber, headSha, priority, noBatch, ready: true }
+            }
+          })
+        items.forEach((s, i) => {
+          const row = byIndex.get(i)
+          if (row === undefined) return
+          if (row.id !== null && row.state !== null && !TERMINAL.has(row.state)) {
+            // already in the queue: a new priority or batching choice, the head it was submitted with
+            const priority = s.priority ?? row.priority ?? DEFAULT_PRIORITY
+            const noBatch = s.noBatch ?? row.no_batch ?? false
+            updates.push({ id: row.id, priority, no_batch: noBatch })
+            submitted(s, row.id, row.head_sha ?? s.pr.headSha, priority, noBatch)
+            return
+          }
+          const id = row.id ?? crypto.randomUUID()
+          const priority = s.priority ?? DEFAULT_PRIORITY
+          const noBatch = s.noBatch ?? false
+          inserts.push({
+            id,
+            queue_id: s.queue.id,
+            pr_number: s.prNumber,
+            state: row.mode === "parallel" && !row.has_targets ? "not_ready" : "pending",
+            at,
+            priority,
+            no_batch: noBatch,
+            head_sha: s.pr.headSha,
+            title: s.pr.title,
+            author: s.pr.author
+          })
+          submitted(s, id, s.pr.headSha, priority, noBatch)
+          if (row.has_targets) {
+            events.push({
+              i: events.length,
+              queue_id: s.queue.id,
+              event: { _tag: "TargetsSet", prNumber: s.prNumber, sha: s.pr.headSha }
+            })
+          }
+        })
+        if (inserts.length > 0) {
+          yield* sql`insert into entries (id, queue_id, pr_number, state, state_changed_at, submitted_at, priority, no_batch,
+                                          head_sha, title, author)
+                     select v.id, v.queue_id, v.pr_number, v.state, v.at, v.at, v.priority, v.no_batch, v.head_sha, v.title, v.author
+                     from jsonb_to_recordset(${JSON.stringify(inserts)}::jsonb) as v(id uuid, queue_id uuid, pr_number bigint,
+                       state text, at timestamptz, priority int, no_batch boolean, head_sha text, title text, author text)
+                     on conflict (queue_id, pr_number) do update set state = excluded.state,
+                       state_changed_at = excluded.state_changed_at, submitted_at = excluded.submitted_at,
+                       priority = excluded.priority, no_batch = excluded.no_batch, head_sha = excluded.head_sha,
+                       title = excluded.title, author = excluded.author, run_id = null, verified_by_test_run = null,
+                       first_tested_at = null, ended_at = null, restarts = 0`
+        }
+        if (updates.length > 0) {
+          yield* sql`update entries e set priority = v.priority, no_batch = v.no_batch
+                     from jsonb_to_recordset(${JSON.stringify(updates)}::jsonb) as v(id uuid, priority int, no_batch boolean)
+                     where e.id = v.id`
+        }
+        if (events.length > 0) yield* enqueueEvents(events)
+        return items.map((_, i) => byIndex.has(i))
+      })
+
+    // Submissions through the API wait here and are written together, a batch per transaction (group commit):
+    // what arrives while one batch commits goes into the next. A batch that fails is written again one submission
+    // per transaction, so one bad submission fails alone.
+    const MAX_BATCH = 256
+    const submissions = yield* Queue.unbounded<PendingSubmission>()
+    const flush = (batch: ReadonlyArray<PendingSubmission>) =>
+      sql.withTransaction(writeSubmissions(batch.map((p) => p.submission))).pipe(
+        Effect.flatMap((written) =>
+          Effect.forEach(batch, (p, i) => Deferred.succeed(p.done, written[i] === true), { discard: true })
+        ),
+        Effect.catchAllCause(() =>
+          Effect.forEach(
+            batch,
+            (p) =>
+              sql.withTransaction(writeSubmissions([p.submission])).pipe(
+                Effect.flatMap(([written]) => Deferred.succeed(p.done, written === true)),
+                Effect.catchAllCause((cause) => Deferred.failCause(p.done, cause))
+              ),
+            { discard: true }
+          )
+        ),
+        Effect.zipRight(Effect.forEach(new Set(batch.map((p) => p.submission.queue.id)), wake, { discard: true }))
+      )
+    let carried: Array<PendingSubmission> = []
+    const submitLoop = Effect.gen(function* () {
+      const taken =
+        carried.length === 0
+          ? yield* Queue.takeBetween(submissions, 1, MAX_BATCH)
+          : yield* Queue.takeUpTo(submissions, MAX_BATCH)
+      const batch: Array<PendingSubmission> = []
+      const later: Array<PendingSubmission> = []
+      const keys = new Set<string>()
+      for (const p of [...carried, ...taken]) {
+        // the same PR twice goes into the next batch, after this one
+        const key = `${p.submission.queue.id}#${p.submission.prNumber}`
+        if (keys.has(key)) later.push(p)
+        else {
+          keys.add(key)
+          batch.push(p)
+        }
+      }
+      carried = later
+      yield* flush(batch)
+    })
+    yield* Effect.forkScoped(
+      Effect.forever(submitLoop).pipe(
+        Effect.ensuring(
+          Effect.flatMap(Queue.takeAll(submissions), (left) =>
+            Effect.forEach([...carried, ...left], (p) => Deferred.interrupt(p.done), { discard: true })
+          )
+        )
+      )
+    )
+
     const engine: EngineShape = {
       queueCreated: (queue) =>
         Effect.gen(function* () {
@@ -199,34 +398,27 @@ export const EngineLive = Layer.scopedContext(
         Effect.gen(function* () {
           const state = yield* runtimeOf(queue)
           const rows = yield* activeEntries(queue.id)
-          const byId = new Map(rows.map((r) => [r.id, r]))
-          const places = positions(state)
-          const enqueued: Array<EnqueuedPullRequest> = []
-          for (const e of state.entries) {
-            const row = byId.get(e.id)
-            const place = places.get(e.id)
-            if (row === undefined || place === undefined || row.state === "not_ready") continue
-            enqueued.push(entryRecord(queue, row, place))
-          }
-          // entries submitted but not yet seen by the runner: after the planner's, in submission order
-          const seen = new Set(state.entries.map((e: Entry) => e.id))
-          const fresh = rows
-            .filter((r) => !seen.has(r.id) && r.state !== "not_ready")
-            .sort(
-              (a, b) =>
-                a.priority - b.priority || new Date(a.submitted_at).getTime() - new Date(b.submitted_at).getTime()
-            )
-          for (const row of fresh) enqueued.push(entryRecord(queue, row, enqueued.length + 1))
-          // a mode change the runner has not stepped yet, with runs in flight, is a switch too (semantics.md §6):
-          // updateQueue and an immediate getQueue must not show the new mode as running
-          const busy =
-            state.merging !== null || state.runs.some((r) => r.status === "building" || r.status === "in_progress")
-          const unseenSwitch = queue.config.mode !== (state.switching?.mode ?? state.config.mode) && busy
-          const effective = {
-            ...queue.config,
-            state: state.switching !== null || unseenSwitch ? ("switching_modes" as const) : queue.config.state
-          }
-          return { config: effective, enqueued }
+          return viewOf(queue, state, rows)
+        }),
+
+      viewByKey: (key) =>
+        Effect.gen(function* () {
+          const rows = yield* sql<QueueColumns & { runtime_state: unknown; active: unknown }>`
+            select ${sql.unsafe(QUEUE_COLUMNS)}, rt.state as runtime_state,
+              (select coalesce(json_agg(e), '[]'::json) from entries e
+               where e.queue_id = q.id and e.state in ${sql.in(ACTIVE_STATES)}) as active
+            from queues q join repositories r on r.id = q.repo_id
+            left join queue_runtime rt on rt.queue_id = q.id
+            where r.host = ${key.repo.host} and r.owner = ${key.repo.owner} and r.name = ${key.repo.name}
+              and r.org_id = ${key.orgId} and q.branch = ${key.branch}`
+          const row = rows[0]
+          if (row === undefined) return yield* queueNotFound(key)
+          const queue = queueOfColumns(row)
+          const state =
+            row.runtime_state === null
+              ? initialState(plannerConfig(queue.config), null)
+              : upgradeState(parseJson<QueueState>(row.runtime_state))
+          return viewOf(queue, state, parseJson<ReadonlyArray<EntryRow>>(row.active))
         }),
 
       readPullRequest,
@@ -234,52 +426,15 @@ export const EngineLive = Layer.scopedContext(
       submit: (queue, prNumber, priority, noBatch, read) =>
         Effect.gen(function* () {
           const pr = read ?? (yield* readPullRequest(queue, prNumber))
-          const existing = yield* findEntry(queue.id, prNumber)
-          const now = new Date(yield* Clock.currentTimeMillis)
-          if (Option.isSome(existing) && !TERMINAL.has(existing.value.state)) {
-            const row = existing.value
-            const nextNoBatch = noBatch ?? row.no_batch
-            const nextPriority = priority ?? row.priority
-            yield* sql`update entries set priority = ${nextPriority}, no_batch = ${nextNoBatch} where id = ${row.id}`
-            yield* enqueueEvent(queue.id, {
-              _tag: "Planner",
-              event: {
-                _tag: "Submitted",
-                entryId: row.id,
-                prNumber,
-                headSha: row.head_sha,
-                priority: nextPriority,
-                noBatch: nextNoBatch,
-                ready: true
-              }
-            })
-            return
-          }
-          const id = Option.isSome(existing) ? existing.value.id : crypto.randomUUID()
-          const hasTargets = yield* targetsExist(queue.repo.id, prNumber, pr.headSha)
-          const initial = queue.config.mode === "parallel" && !hasTargets ? "not_ready" : "pending"
-          yield* sql`insert into entries (id, queue_id, pr_number, state, state_changed_at, submitted_at, priority, no_batch,
-                                          head_sha, title, author)
-                     values (${id}, ${queue.id}, ${prNumber}, ${initial}, ${now}, ${now}, ${priority ?? DEFAULT_PRIORITY}, ${noBatch ?? false},
-                             ${pr.headSha}, ${pr.title}, ${pr.author})
-                     on conflict (queue_id, pr_number) do update set state = excluded.state,
-                       state_changed_at = excluded.state_changed_at, submitted_at = excluded.submitted_at,
-                       priority = excluded.priority, no_batch = excluded.no_batch, head_sha = excluded.head_sha,
-                       title = excluded.title, author = excluded.author, run_id = null, verified_by_test_run = null,
-                       first_tested_at = null, ended_at = null, restarts = 0`
-          yield* enqueueEvent(queue.id, {
-            _tag: "Planner",
-            event: {
-              _tag: "Submitted",
-              entryId: id,
-              prNumber,
-              headSha: pr.headSha,
-              priority: priority ?? DEFAULT_PRIORITY,
-              noBatch: noBatch ?? false,
-              ready: true
-            }
-          })
-          if (hasTargets) yield* enqueueEvent(queue.id, { _tag: "TargetsSet", prNumber, sha: pr.headSha })
+          const [written] = yield* writeSubmissions([{ queue, prNumber, priority, noBatch, pr }])
+          if (written !== true) return yield* queueNotFound(keyOf(queue))
+        }),
+
+      submitBatched: (submission) =>
+        Effect.gen(function* () {
+          const done = yield* Deferred.make<boolean, SqlError>()
+          yield* Queue.offer(submissions, { submission, done })
+          return yield* Deferred.await(done)
         }),
 
       cancel: (queue, prNumber, reason = "API_REQUESTED") =>
@@ -304,12 +459,14 @@ export const EngineLive = Layer.scopedContext(
           yield* enqueueEvent(queue.id, { _tag: "Planner", event: { _tag: "RestartRequested", prNumber } })
         }),
 
-      getSubmitted: (queue, prNumber, includeTimeline) =>
+      getSubmitted: (key, prNumber, includeTimeline) =>
         Effect.gen(function* () {
-          const found = yield* findSubmitted(queue, prNumber)
-          if (Option.isNone(found))
+          const found = yield* findSubmitted(key, prNumber)
+          if (Option.isNone(found)) return yield* queueNotFound(key)
+          const queue = queueOfColumns(found.value)
+          if (found.value.id === null)
             return yield* notFound("PR_NOT_FOUND", `pull request #${prNumber} was never submitted to this queue`)
-          const row = found.value
+          const row = { ...found.value, id: found.value.id } as EntryRow & typeof found.value
           const active = !TERMINAL.has(row.state)
           const place = row.position
           const hasTargets = row.has_targets

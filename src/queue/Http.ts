@@ -5,7 +5,7 @@ import { ApiError, conflict, notFound } from "../http/errors.ts"
 import { CurrentOrg, handle } from "../http/router.ts"
 import { Tenancy } from "../tenancy/Tenancy.ts"
 import { applyUpdate, publicConfig } from "./config.ts"
-import { Engine, type EngineShape } from "./Engine.ts"
+import { Engine, type EngineShape, type QueueKey } from "./Engine.ts"
 import { QueueRepo, type QueueRow } from "./QueueRepo.ts"
 import { Statuses } from "./Statuses.ts"
 import { DEFAULT_PRIORITY, defaultQueueConfig, PRIORITY_VALUES, type PriorityName, type RepoRef } from "./schemas.ts"
@@ -28,6 +28,10 @@ export const requireQueue = (repo: RepoRef, branch: string) =>
       return queue.value
     })
   )
+
+/** The queue a request names, in the caller's organization. */
+const keyOf = (repo: RepoRef, branch: string) =>
+  Effect.map(CurrentOrg, (org): QueueKey => ({ orgId: org.id, repo, branch }))
 
 const transaction = <A, R>(effect: Effect.Effect<A, unknown, R>) =>
   Effect.flatMap(SqlClient.SqlClient, (sql) => orDie(sql.withTransaction(effect)))
@@ -81,9 +85,8 @@ export const queueRoutes = [
 
   handle(ops.getQueue, (req) =>
     Effect.gen(function* () {
-      const queue = yield* requireQueue(req.repo, req.targetBranch)
       const engine = yield* Engine
-      const view = yield* orDie(engine.view(queue))
+      const view = yield* orDie(engine.viewByKey(yield* keyOf(req.repo, req.targetBranch)))
       return { ...publicConfig(view.config), enqueuedPullRequests: view.enqueued }
     })
   ),
@@ -129,11 +132,36 @@ export const queueRoutes = [
   handle(ops.submitPullRequest, (req) =>
     Effect.gen(function* () {
       const engine = yield* Engine
-      const queue = yield* requireQueue(req.repo, req.targetBranch)
-      // the Git host is read before the transaction, so no connection waits on it
-      const pr = yield* engine.readPullRequest(queue, req.pr.number)
-      yield* transaction(engine.submit(queue, req.pr.number, priorityValue(req.priority), req.noBatch, pr))
-      yield* engine.wake(queue.id)
+      const queues = yield* QueueRepo
+      const org = yield* CurrentOrg
+      // the queue as remembered for a few seconds: the write checks it still exists (and reads its mode itself); when
+      // it is gone, the queue is looked up again once (it may have been made anew)
+      const attempt = (cached: boolean) =>
+        Effect.gen(function* () {
+          const found = yield* orDie(
+            (cached ? queues.findOwnedCached : queues.findOwned)(org.id, req.repo, req.targetBranch)
+          )
+          if (Option.isNone(found)) {
+            return yield* notFound("QUEUE_NOT_FOUND", `no queue ${describe(req.repo, req.targetBranch)}`)
+          }
+          const queue = found.value
+          // the Git host is read before the transaction, so no connection waits on it
+          const pr = yield* engine.readPullRequest(queue, req.pr.number)
+          const written = yield* orDie(
+            engine.submitBatched({
+              queue,
+              prNumber: req.pr.number,
+              priority: priorityValue(req.priority),
+              noBatch: req.noBatch,
+              pr
+            })
+          )
+          if (!written) queues.forget(queue.id)
+          return written
+        })
+      if (!(yield* attempt(true)) && !(yield* attempt(false))) {
+        return yield* notFound("QUEUE_NOT_FOUND", `no queue ${describe(req.repo, req.targetBranch)}`)
+      }
       return {}
     })
   ),
@@ -154,9 +182,9 @@ export const queueRoutes = [
 
   handle(ops.getSubmittedPullRequest, (req) =>
     Effect.gen(function* () {
-      const queue = yield* requireQueue(req.repo, req.targetBranch)
       const engine = yield* Engine
-      return yield* orDie(engine.getSubmitted(queue, req.pr.number, req.includeTimeline ?? false))
+      const key = yield* keyOf(req.repo, req.targetBranch)
+      return yield* orDie(engine.getSubmitted(key, req.pr.number, req.includeTimeline ?? false))
     })
   ),
 

@@ -1,6 +1,6 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Context, Effect, Layer, Option } from "effect"
+import { Clock, Context, Effect, Layer, Option } from "effect"
 import type { Repository } from "../tenancy/Tenancy.ts"
 import { defaultQueueConfig, type StoredQueueConfig } from "./schemas.ts"
 
@@ -24,6 +24,16 @@ export interface QueueRepoShape {
     branch: string
   ) => Effect.Effect<Option.Option<QueueRow>, SqlError>
   readonly findById: (id: string) => Effect.Effect<Option.Option<QueueRow>, SqlError>
+  /**
+   * `findOwned`, remembered for a few seconds (a queue's id and repository never change; its configuration may, so
+   * a caller uses only those). `forget` drops what is remembered of a queue that turned out to be gone.
+   */
+  readonly findOwnedCached: (
+    orgId: string,
+    repo: { readonly host: string; readonly owner: string; readonly name: string },
+    branch: string
+  ) => Effect.Effect<Option.Option<QueueRow>, SqlError>
+  readonly forget: (queueId: string) => void
   readonly create: (
     repo: Repository,
     branch: string,
@@ -54,6 +64,39 @@ const parseConfig = (branch: string, raw: StoredQueueConfig | string): StoredQue
   branch
 })
 
+/**
+ * The columns of an owned queue's row under `q_` names, for statements that read a queue together with something
+ * else (one round trip for a read endpoint): `from queues q join repositories r on r.id = q.repo_id`.
+ */
+export const QUEUE_COLUMNS = `q.id as q_id, q.branch as q_branch, q.config as q_config, r.id as q_repo_id,
+  r.org_id as q_org_id, r.host as q_host, r.owner as q_owner, r.name as q_name`
+
+export interface QueueColumns {
+  readonly q_id: string
+  readonly q_branch: string
+  readonly q_config: StoredQueueConfig | string
+  readonly q_repo_id: string
+  readonly q_org_id: string
+  readonly q_host: string
+  readonly q_owner: string
+  readonly q_name: string
+}
+
+export const queueOfColumns = (row: QueueColumns): QueueRow =>
+  toQueue({
+    id: row.q_id,
+    branch: row.q_branch,
+    config: row.q_config,
+    repo_id: row.q_repo_id,
+    org_id: row.q_org_id,
+    host: row.q_host,
+    owner: row.q_owner,
+    name: row.q_name
+  })
+
+/** How long `findOwnedCached` remembers a queue. */
+const OWNED_CACHE_MS = 5_000
+
 const toQueue = (row: Row): QueueRow => ({
   id: row.id,
   branch: row.branch,
@@ -70,14 +113,32 @@ export const QueueRepoLive = Layer.effect(
     const first = (rows: ReadonlyArray<Row>) => Option.map(Option.fromNullable(rows[0]), toQueue)
     const find = (repo: Repository, branch: string) =>
       Effect.map(sql<Row>`${select} where q.repo_id = ${repo.id} and q.branch = ${branch}`, first)
+    const findOwned: QueueRepoShape["findOwned"] = (orgId, repo, branch) =>
+      Effect.map(
+        sql<Row>`${select} where r.host = ${repo.host} and r.owner = ${repo.owner} and r.name = ${repo.name}
+                 and r.org_id = ${orgId} and q.branch = ${branch}`,
+        first
+      )
+    const owned = new Map<string, { readonly queue: QueueRow; readonly until: number }>()
+    const forget = (queueId: string) => {
+      for (const [key, hit] of owned) if (hit.queue.id === queueId) owned.delete(key)
+    }
     return {
       find,
-      findOwned: (orgId, repo, branch) =>
-        Effect.map(
-          sql<Row>`${select} where r.host = ${repo.host} and r.owner = ${repo.owner} and r.name = ${repo.name}
-                   and r.org_id = ${orgId} and q.branch = ${branch}`,
-          first
-        ),
+      findOwned,
+      findOwnedCached: (orgId, repo, branch) =>
+        Effect.gen(function* () {
+          const key = JSON.stringify([orgId, repo.host, repo.owner, repo.name, branch])
+          const now = yield* Clock.currentTimeMillis
+          const hit = owned.get(key)
+          if (hit !== undefined && hit.until > now) return Option.some(hit.queue)
+          const found = yield* findOwned(orgId, repo, branch)
+          if (owned.size > 10_000) owned.clear()
+          if (Option.isSome(found)) owned.set(key, { queue: found.value, until: now + OWNED_CACHE_MS })
+          else owned.delete(key)
+          return found
+        }),
+      forget,
       findById: (id) => Effect.map(sql<Row>`${select} where q.id = ${id}`, first),
       create: (repo, branch, config) =>
         Effect.gen(function* () {
@@ -92,7 +153,8 @@ export const QueueRepoLive = Layer.effect(
         sql`update queues set config = ${JSON.stringify(config)}::jsonb, updated_at = now() where id = ${id}`.pipe(
           Effect.asVoid
         ),
-      remove: (id) => sql`delete from queues where id = ${id}`.pipe(Effect.asVoid),
+      remove: (id) =>
+        sql`delete from queues where id = ${id}`.pipe(Effect.asVoid, Effect.ensuring(Effect.sync(() => forget(id)))),
       activeCount: (id) =>
         Effect.map(
           sql<{ n: number }>`select count(*)::int as n from entries

@@ -32,6 +32,11 @@ const SLUG = /^[a-z0-9][a-z0-9._-]{0,62}$/i
 
 export interface TenancyShape {
   readonly authenticate: (token: string) => Effect.Effect<Option.Option<Organization>, SqlError>
+  /**
+   * The organization `authenticate` found for `token` less than a few seconds before `now` (epoch ms), without
+   * running an effect: the HTTP front's path for a token it saw a moment ago. Undefined: ask `authenticate`.
+   */
+  readonly remembered: (token: string, now: number) => Organization | undefined
   /** Clears remembered tokens whenever any instance revokes one (runs until interrupted; the server runs it). */
   readonly followRevocations: Effect.Effect<void>
   readonly ensureBootstrap: (slug: string, token: string) => Effect.Effect<Organization, SqlError | TenancyError>
@@ -167,6 +172,12 @@ export const TenancyLive = Layer.effect(
         return Option.some(org)
       })
 
+    const remembered: TenancyShape["remembered"] = (token, now) => {
+      if (token.length < 16 || token.length > 512) return undefined
+      const cached = authCache.get(hashToken(token).toString("base64"))
+      return cached !== undefined && cached.until > now ? cached.org : undefined
+    }
+
     const findRepo: TenancyShape["findRepo"] = (org, repo, options) =>
       Effect.gen(function* () {
         const rows = yield* sql<RepoRow>`
@@ -188,6 +199,7 @@ export const TenancyLive = Layer.effect(
 
     return {
       authenticate,
+      remembered,
       followRevocations: db.listen(TOKENS_CHANNEL).pipe(Stream.runForEach(() => Effect.sync(() => authCache.clear()))),
       findRepo,
       findOrg,
