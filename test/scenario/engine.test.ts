@@ -9,6 +9,8 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test"
 import * as fs from "node:fs"
 import * as path from "node:path"
+import * as SqlClient from "@effect/sql/SqlClient"
+import { Effect } from "effect"
 import { openScenario, type Scenario, type ScenarioOptions } from "../support/scenario.ts"
 import { databases, startTestServer, type TestServer, tempDir } from "../support/server.ts"
 
@@ -717,6 +719,75 @@ describe("merge queue scenarios", () => {
         await s.waitState(1, "failed")
         expect((await reasons(s, 1)).at(-1)).toBe("failed:START_TEST_RUN_NO_REQUIRED_STATUSES")
         return undefined
+      })
+    },
+    TIMEOUT
+  )
+
+  test(
+    "many submissions at once (written together): each answered on its own, every PR in the queue once",
+    async () => {
+      await scenario({ concurrency: 1, config: { state: "paused" } }, async (s) => {
+        const prs = Array.from({ length: 30 }, (_, i) => i + 1)
+        for (const n of prs) s.createPr(n)
+        const [again, missing] = await Promise.all([
+          s.post("submitPullRequest", { pr: { number: 5 }, priority: "high" }),
+          s.post("submitPullRequest", { pr: { number: 99 } }),
+          ...prs.map((n) => s.submit(n))
+        ])
+        expect([again.status, missing.status]).toEqual([200, 404])
+        expect((missing.body as { error: { code: string } }).error.code).toBe("PR_NOT_FOUND")
+        const queue = await s.ok<{ enqueuedPullRequests: ReadonlyArray<{ prNumber: number; position: number }> }>(
+          "getQueue"
+        )
+        expect(queue.enqueuedPullRequests.map((e) => e.prNumber).sort((a, b) => a - b)).toEqual(prs)
+        expect(queue.enqueuedPullRequests.map((e) => e.position)).toEqual(prs)
+        for (const n of prs) {
+          expect((await reasons(s, n)).filter((r) => r.endsWith(":SUBMITTED")).length).toBeLessThanOrEqual(1)
+          expect((await s.pr(n)).state).toBe("pending")
+        }
+        // #5 was raised to high by its second submission (or came in high first): it goes first
+        expect(queue.enqueuedPullRequests[0]?.prNumber).toBe(5)
+        await s.updateQueue({ state: "running" })
+        await s.ciPass(5)
+        await s.ciPass(1)
+        await s.waitState(1, "merged")
+        for (const n of prs.slice(1)) if (n !== 5) await s.ok("cancelPullRequest", { pr: { number: n } })
+        for (const n of prs) await s.waitState(n, n === 1 || n === 5 ? "merged" : "cancelled")
+        return undefined
+      })
+    },
+    TIMEOUT
+  )
+
+  test(
+    "a queue deleted by another instance, then made anew: submissions reach the new queue, never a deleted one",
+    async () => {
+      await scenario({ concurrency: 1, config: { state: "paused" } }, async (s) => {
+        for (const n of [1, 2, 3]) s.createPr(n)
+        await s.submit(1)
+        await s.ok("cancelPullRequest", { pr: { number: 1 } })
+        await s.waitState(1, "cancelled")
+        // as another instance would: this server still remembers the queue it just wrote to
+        const dropQueue = () =>
+          s.server.run(
+            Effect.flatMap(
+              SqlClient.SqlClient,
+              (sql) => sql`delete from queues q using repositories r
+                           where r.id = q.repo_id and r.owner = ${s.key.repo.owner} and r.name = ${s.key.repo.name}`
+            )
+          )
+        await dropQueue()
+        await s.ok("createQueue")
+        await s.updateQueue({ requiredStatuses: ["ci"], state: "paused" })
+        await s.submit(2)
+        const queue = await s.ok<{ enqueuedPullRequests: ReadonlyArray<{ prNumber: number }> }>("getQueue")
+        expect(queue.enqueuedPullRequests.map((e) => e.prNumber)).toEqual([2])
+        await s.ok("cancelPullRequest", { pr: { number: 2 } })
+        await s.waitState(2, "cancelled")
+        await dropQueue()
+        await s.fails("submitPullRequest", { pr: { number: 3 } }, 404, "QUEUE_NOT_FOUND")
+        return { checked: true }
       })
     },
     TIMEOUT
