@@ -1,0 +1,86 @@
+import { describe, expect, test } from "bun:test"
+import fc from "fast-check"
+import type { EntryState, Transition } from "../../src/queue/planner/index.ts"
+import { entryPatches, iso } from "../../src/queue/store.ts"
+
+/** An entry row's columns that transitions write. */
+interface Row {
+  state: string
+  state_changed_at: string
+  run_id: string | null
+  verified_by_test_run: string | null
+  first_tested_at: string | null
+  ended_at: string | null
+}
+
+const TERMINAL = new Set(["merged", "failed", "cancelled"])
+
+/** What one UPDATE per transition did (the statement entryPatches replaced), applied in order. */
+const applyOne = (row: Row, t: Transition): Row => {
+  const at = iso(t.at)
+  const terminal = TERMINAL.has(t.to)
+  return {
+    state: t.to,
+    state_changed_at: at,
+    run_id: t.runId ?? (terminal ? row.run_id : null),
+    verified_by_test_run: t.verifiedByTestRun ?? row.verified_by_test_run,
+    first_tested_at: t.to === "testing" ? (row.first_tested_at ?? at) : row.first_tested_at,
+    ended_at: terminal ? at : null
+  }
+}
+
+/** The batched UPDATE's SET clause, on one row. */
+const applyPatch = (row: Row, p: ReturnType<typeof entryPatches>[number]): Row => ({
+  state: p.state,
+  state_changed_at: p.at,
+  run_id: p.run_id_set ? p.run_id : row.run_id,
+  verified_by_test_run: p.verified_by_test_run ?? row.verified_by_test_run,
+  first_tested_at: row.first_tested_at ?? p.first_tested_at,
+  ended_at: p.ended_at
+})
+
+const states: ReadonlyArray<EntryState> = [
+  "not_ready",
+  "pending",
+  "testing",
+  "tests_passed",
+  "pending_failure",
+  "merged",
+  "failed",
+  "cancelled"
+]
+
+const transitionArb = fc.record({
+  entryId: fc.constantFrom("a", "b", "c"),
+  to: fc.constantFrom(...states),
+  at: fc.integer({ min: 1_700_000_000_000, max: 1_700_000_100_000 }),
+  runId: fc.option(fc.constantFrom("r1", "r2", "r3"), { nil: null }),
+  verifiedByTestRun: fc.option(fc.constantFrom("r1", "r2"), { nil: null })
+})
+
+const rowArb = fc.record({
+  state: fc.constantFrom(...states),
+  state_changed_at: fc.constant(iso(1_600_000_000_000)),
+  run_id: fc.option(fc.constant("r0"), { nil: null }),
+  verified_by_test_run: fc.option(fc.constant("r0"), { nil: null }),
+  first_tested_at: fc.option(fc.constant(iso(1_600_000_000_000)), { nil: null }),
+  ended_at: fc.constant(null)
+})
+
+describe("entryPatches: a round's transitions folded into one patch per entry", () => {
+  test("the patch leaves each row as the transitions applied one by one did", () => {
+    fc.assert(
+      fc.property(fc.array(transitionArb, { maxLength: 12 }), rowArb, (raw, initial) => {
+        const transitions: ReadonlyArray<Transition> = raw.map((t) => ({ ...t, prNumber: 1, from: null, reason: "R" }))
+        const patches = entryPatches(transitions)
+        expect(new Set(patches.map((p) => p.id)).size).toBe(patches.length)
+        for (const id of ["a", "b", "c"]) {
+          const sequential = transitions.filter((t) => t.entryId === id).reduce(applyOne, initial)
+          const patch = patches.find((p) => p.id === id)
+          expect(patch === undefined ? initial : applyPatch(initial, patch)).toEqual(sequential)
+        }
+      }),
+      { numRuns: 500 }
+    )
+  })
+})
