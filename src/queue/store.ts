@@ -29,6 +29,34 @@ export const parseJson = <A>(value: unknown): A => (typeof value === "string" ? 
 
 export const TERMINAL = new Set(["merged", "failed", "cancelled"])
 
+/** The JSON of each entry object written (the planner never changes an entry in place: a change is a new object). */
+const entryJson = new WeakMap<Entry, string>()
+
+/**
+ * `JSON.stringify(state)`, with the entries' JSON remembered between rounds: a round rewrites the whole state, but
+ * only the entries it changed are serialised again.
+ */
+export const stateJson = (state: QueueState): string => {
+  const fields: Array<string> = []
+  for (const [key, value] of Object.entries(state)) {
+    if (value === undefined) continue
+    if (key !== "entries") {
+      fields.push(`${JSON.stringify(key)}:${JSON.stringify(value)}`)
+      continue
+    }
+    const parts = state.entries.map((e) => {
+      let json = entryJson.get(e)
+      if (json === undefined) {
+        json = JSON.stringify(e)
+        entryJson.set(e, json)
+      }
+      return json
+    })
+    fields.push(`"entries":[${parts.join(",")}]`)
+  }
+  return `{${fields.join(",")}}`
+}
+
 export const iso = (ms: number | Date) => new Date(ms).toISOString()
 
 export interface EntryRow {
@@ -183,7 +211,7 @@ export const makeStore = (sql: SqlClient.SqlClient) => {
     sql.withTransaction(
       Effect.gen(function* () {
         const updated = yield* sql<{ queue_id: string }>`
-            update queue_runtime set state = ${JSON.stringify(out.state)}::jsonb, outbox = ${JSON.stringify(out.outbox)}::jsonb,
+            update queue_runtime set state = ${stateJson(out.state)}::jsonb, outbox = ${JSON.stringify(out.outbox)}::jsonb,
                    version = version + 1
             where queue_id = ${queueId} and owner = ${owner} and fencing = ${fencing}
             returning queue_id`

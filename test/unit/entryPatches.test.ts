@@ -1,7 +1,8 @@
 import { describe, expect, test } from "bun:test"
 import fc from "fast-check"
-import type { EntryState, Transition } from "../../src/queue/planner/index.ts"
-import { entryPatches, iso } from "../../src/queue/store.ts"
+import { type EntryState, initialState, step, type Transition } from "../../src/queue/planner/index.ts"
+import { entryPatches, iso, stateJson } from "../../src/queue/store.ts"
+import { defaultConfig } from "../support/plannerKit.ts"
 
 /** An entry row's columns that transitions write. */
 interface Row {
@@ -82,5 +83,30 @@ describe("entryPatches: a round's transitions folded into one patch per entry", 
       }),
       { numRuns: 500 }
     )
+  })
+})
+
+describe("stateJson: the runner's state as JSON with the entries' JSON remembered", () => {
+  test("the same text as JSON.stringify, before and after entries change", () => {
+    let state = initialState({ ...defaultConfig, state: "paused" }, "base")
+    for (let n = 1; n <= 5; n++) {
+      state = step(
+        state,
+        {
+          _tag: "Submitted",
+          entryId: `e${n}`,
+          prNumber: n,
+          headSha: `h${n}`,
+          priority: 100,
+          noBatch: false,
+          ready: true
+        },
+        1_700_000_000_000 + n
+      ).state
+      expect(stateJson(state)).toBe(JSON.stringify(state))
+    }
+    state = step(state, { _tag: "Cancelled", prNumber: 3, reason: "API_REQUESTED" }, 1_700_000_001_000).state
+    expect(stateJson(state)).toBe(JSON.stringify(state))
+    expect(JSON.parse(stateJson(state))).toEqual(JSON.parse(JSON.stringify(state)))
   })
 })

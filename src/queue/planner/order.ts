@@ -7,14 +7,12 @@ import type { Entry, Run } from "./types.ts"
 
 /** Entries that a new, non-urgent entry may not overtake. */
 export const isLocked = (e: Entry): boolean =>
+  // the common case first, cheaply: a pending entry waiting for its first run (insertEntry scans many of them)
+  (e.state !== "pending" && e.state !== "not_ready") ||
   e.runId !== null ||
   e.merging ||
-  e.state === "testing" ||
-  e.state === "tests_passed" ||
-  e.state === "pending_failure" ||
   e.segment !== null ||
-  e.directMerge === "trying" ||
-  isTerminal(e)
+  e.directMerge === "trying"
 
 const before = (a: Entry, b: Entry): boolean => a.priority < b.priority || (a.priority === b.priority && a.seq < b.seq)
 
