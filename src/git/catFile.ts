@@ -68,7 +68,7 @@ class BatchProcess {
 
   /**
    * The object named `name` (e.g. `refs/pull/3/head^{commit}`), null when it does not exist. Reads are pipelined:
-   * each line is written at once (the lines of one tick flushed together) and git answers them in order.
+   * each line is written at once (the lines of one turn of the event loop flushed together) and git answers them in order.
    */
   read(name: string): Promise<CatFileObject | null> {
     if (this.closed) return Promise.reject(new Error("git cat-file closed"))
@@ -81,7 +81,7 @@ class BatchProcess {
       this.proc.stdin.write(encoder.encode(`${name}\n`))
       if (!this.flushing) {
         this.flushing = true
-        queueMicrotask(() => {
+        setImmediate(() => {
           this.flushing = false
           if (!this.closed) this.proc.stdin.flush()
         })
