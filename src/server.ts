@@ -109,7 +109,7 @@ export const startServer = async <E>(configLayer: Layer.Layer<AppConfig, E>): Pr
   const metricsToken = Option.map(config.metricsToken, Redacted.value)
 
   const extra = async (request: Request, url: URL): Promise<Response | undefined> => {
-    if (url.pathname === WEBHOOK_PATH) return webhook(request)
+    if (url.pathname === WEBHOOK_PATH) return webhook.handle(request)
     if (request.method !== "GET" && request.method !== "HEAD") return undefined
     switch (url.pathname) {
       case "/healthz":
@@ -196,6 +196,8 @@ export const startServer = async <E>(configLayer: Layer.Layer<AppConfig, E>): Pr
       stopping ??= (async () => {
         await server.stop(false)
         await runtime.runPromise(Fiber.interrupt(revocations))
+        // webhook follow-ups (reactions, replies) must not outlive the database
+        await runtime.runPromise(webhook.close)
         await runtime.dispose()
       })()
       return stopping

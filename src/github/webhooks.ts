@@ -24,7 +24,7 @@
 import { createHmac, timingSafeEqual } from "node:crypto"
 import * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Cause, Effect, Exit, Option, type ParseResult, Redacted, Runtime, Schema } from "effect"
+import { Cause, Effect, Exit, Fiber, Option, type ParseResult, Redacted, Runtime, Schema } from "effect"
 import { AppConfig } from "../config.ts"
 import { ApiError, errorResponse, internal, invalidRequest, unauthorized } from "../http/errors.ts"
 import { readBody } from "../http/router.ts"
@@ -581,16 +581,26 @@ export const processDelivery = (delivery: string, event: string, payload: unknow
 
 const DELIVERY_ID = /^[A-Za-z0-9._:-]{1,100}$/
 
-/** The endpoint, over the application's services (server.ts routes `WEBHOOK_PATH` here). */
+/**
+ * The endpoint, over the application's services (server.ts routes `WEBHOOK_PATH` here), and `close`, which stops the
+ * follow-ups still running in the background (the server calls it before closing the database).
+ */
 export const makeWebhookEndpoint = Effect.gen(function* () {
   const runtime = yield* Effect.runtime<Services>()
   const config = yield* AppConfig
   const runExit = Runtime.runPromiseExit(runtime)
-  const runFork = Runtime.runFork(runtime)
+  const fork = Runtime.runFork(runtime)
+  const background = new Set<Fiber.RuntimeFiber<unknown, unknown>>()
+  const runFork = (effect: Effect.Effect<unknown, never, Services>) => {
+    const fiber = fork(effect)
+    background.add(fiber)
+    fiber.addObserver(() => background.delete(fiber))
+  }
+  const close: Effect.Effect<void> = Effect.suspend(() => Fiber.interruptAll([...background]))
   const secret = Option.map(config.githubWebhookSecret, Redacted.value)
   let handled = 0
 
-  return async (request: Request): Promise<Response> => {
+  const handle = async (request: Request): Promise<Response> => {
     if (request.method !== "POST") {
       return errorResponse(
         new ApiError({ status: 405, code: "NOT_FOUND", message: `${request.method} is not allowed on ${WEBHOOK_PATH}` })
@@ -654,4 +664,5 @@ export const makeWebhookEndpoint = Effect.gen(function* () {
     await runExit(Effect.logError(`webhook ${event} ${delivery} failed`, exit.cause))
     return errorResponse(internal())
   }
+  return { handle, close }
 })
