@@ -409,19 +409,17 @@ export const makeLocalGit = (gitRootInput: string): GitHostService => {
   ): Effect.Effect<PullRequestInfo, PrNotFound | RepoNotFound | GitError> =>
     Effect.gen(function* () {
       const gitDir = yield* dirOf(repo)
-      const notFound = new PrNotFound({
-        repo,
-        prNumber,
-        message: `pull request #${prNumber} not found in ${formatRepo(repo)}`
-      })
-      if (!Number.isSafeInteger(prNumber) || prNumber <= 0) return yield* notFound
+      // made only when needed: an error captures a stack trace
+      const notFound = () =>
+        new PrNotFound({ repo, prNumber, message: `pull request #${prNumber} not found in ${formatRepo(repo)}` })
+      if (!Number.isSafeInteger(prNumber) || prNumber <= 0) return yield* notFound()
       // one line to the repository's cat-file process, not a git process per submission
       const object = yield* catFile.read(gitDir, `refs/pull/${prNumber}/head^{commit}`)
       if (object !== null && object.type === "commit") {
         const { subject, authorName } = summarizeCommit(object.content)
         return { number: prNumber, headSha: object.sha, title: subject, author: authorName }
       }
-      return yield* notFound
+      return yield* notFound()
     })
 
   const listPullHeads = (repo: RepoRef): Effect.Effect<ReadonlyMap<number, string>, RepoNotFound | GitError> =>
