@@ -531,12 +531,36 @@ const entityValue = (name: string): string => {
 const ATTR_RE = /&([^;]*);|\r\n?|[\n\t]/g
 const TEXT_RE = /&([^;]*);|\r\n?/g
 const CDATA_RE = /\r\n?/g
-const attrPart = (_m: string, entity: string | undefined): string => (entity !== undefined ? entityValue(entity) : " ")
-const textPart = (_m: string, entity: string | undefined): string => (entity !== undefined ? entityValue(entity) : "\n")
+// `entity` is the group of a reference; a line end has none (and CDATA_RE has no group at all: the offset comes)
+const attrPart = (_m: string, entity: unknown): string => (typeof entity === "string" ? entityValue(entity) : " ")
+const textPart = (_m: string, entity: unknown): string => (typeof entity === "string" ? entityValue(entity) : "\n")
 
 /** One native replace, so that the answer is one flat string (references were checked by the scanner). */
 const normalize = (s: string, attribute: boolean, entities: boolean): string =>
   attribute ? s.replace(ATTR_RE, attrPart) : s.replace(entities ? TEXT_RE : CDATA_RE, textPart)
+
+/** The value of hex digit `c` (checked by the scanner). */
+const hexDigit = (c: number): number => (c <= 0x39 ? c - 0x30 : (c | 0x20) - 0x57)
+
+/** Writes the UTF-8 bytes of the code point `c` at `o`; returns the end. */
+const putCodePoint = (out: Uint8Array, o: number, c: number): number => {
+  if (c < 0x80) {
+    out[o++] = c
+  } else if (c < 0x800) {
+    out[o++] = 0xc0 | (c >> 6)
+    out[o++] = 0x80 | (c & 0x3f)
+  } else if (c < 0x10000) {
+    out[o++] = 0xe0 | (c >> 12)
+    out[o++] = 0x80 | ((c >> 6) & 0x3f)
+    out[o++] = 0x80 | (c & 0x3f)
+  } else {
+    out[o++] = 0xf0 | (c >> 18)
+    out[o++] = 0x80 | ((c >> 12) & 0x3f)
+    out[o++] = 0x80 | ((c >> 6) & 0x3f)
+    out[o++] = 0x80 | (c & 0x3f)
+  }
+  return o
+}
 
 /**
  * A streaming JUnit parser over UTF-8 bytes, specialised to what JUnit files need: it checks well-formedness (tags
@@ -596,6 +620,8 @@ export class JunitByteParser {
   /** attribute values of the start tag being read */
   private readonly av: Array<string | undefined> = new Array(ATTR_NAMES.length).fill(undefined)
   private readonly attrPos = new Int32Array(128)
+  /** values with references or line ends, decoded (see `decoded`) */
+  private decodeBuf: Buffer = Buffer.allocUnsafe(1024)
   /** the text node being captured: whether it may add to the capture, and how many UTF-16 units it still may */
   private nodeOpen = false
   private nodeAllowed = false
@@ -683,8 +709,9 @@ export class JunitByteParser {
   }
 
   private attrValue(s: number, e: number, flags: number): string {
-    const raw = this.str(s, e, (flags & F_HIGH) !== 0)
-    return (flags & (F_AMP | F_WS)) === 0 ? raw : normalize(raw, true, true)
+    const high = (flags & F_HIGH) !== 0
+    if ((flags & (F_AMP | F_WS)) === 0) return this.str(s, e, high)
+    return high ? normalize(this.str(s, e, true), true, true) : this.asciiDecoded(s, e, true, true)
   }
 
   private textOf(s: number, e: number, entities: boolean): string {
@@ -696,8 +723,58 @@ export class JunitByteParser {
       else if (c === CR) flags |= F_CR
       else if (c === AMP) flags |= F_AMP
     }
-    const raw = this.str(s, e, (flags & F_HIGH) !== 0)
-    return (flags & (F_CR | F_AMP)) === 0 ? raw : normalize(raw, false, entities)
+    const high = (flags & F_HIGH) !== 0
+    if ((flags & F_CR) === 0 && ((flags & F_AMP) === 0 || !entities)) return this.str(s, e, high)
+    return high ? normalize(this.str(s, e, true), false, entities) : this.asciiDecoded(s, e, false, entities)
+  }
+
+  /**
+   * ASCII bytes [s, e) as a string with references expanded (when `entities`) and line ends normalized, as
+   * `normalize` does, but on the bytes (into `decodeBuf`) and decoded once: a string per value, not one per
+   * reference and line end. Not for bytes ≥ 0x80: those are decoded first (bad sequences, dropped characters).
+   */
+  private asciiDecoded(s: number, e: number, attribute: boolean, entities: boolean): string {
+    if (this.decodeBuf.length < e - s) {
+      this.decodeBuf = Buffer.allocUnsafe(Math.max(e - s, 2 * this.decodeBuf.length))
+    }
+    const b = this.buf
+    const out = this.decodeBuf
+    let high = false
+    let o = 0
+    for (let i = s; i < e; i++) {
+      const c = b[i] as number
+      if (c === AMP && entities) {
+        let j = i + 1
+        while (b[j] !== SEMI) j++
+        const c1 = b[i + 1] as number
+        if (c1 === 0x23) {
+          // &#123; or &#x1F; (above U+10FFFF: not a character)
+          const hex = b[i + 2] === 0x78
+          let code = 0
+          for (let k = hex ? i + 3 : i + 2; k < j && code <= 0x10ffff; k++) {
+            code = hex ? code * 16 + hexDigit(b[k] as number) : code * 10 + ((b[k] as number) - 0x30)
+          }
+          // one XML forbids is dropped
+          if (isXmlChar(code)) {
+            o = putCodePoint(out, o, code)
+            if (code >= 0x80) high = true
+          }
+        } else {
+          // lt, gt, amp, quot, apos
+          out[o++] = c1 === 0x6c ? LT : c1 === 0x67 ? GT : c1 === 0x71 ? QUOT : b[i + 2] === 0x6d ? AMP : APOS
+        }
+        i = j
+      } else if (c === CR) {
+        out[o++] = attribute ? SP : NL
+        if (i + 1 < e && b[i + 1] === NL) i++
+      } else if (attribute && (c === NL || c === TAB)) {
+        out[o++] = SP
+      } else {
+        out[o++] = c
+      }
+    }
+    // a reference may stand for a character ≥ U+0080 (never one XML forbids)
+    return high ? utf8Decoder.decode(out.subarray(0, o)) : out.toString("latin1", 0, o)
   }
 
   /** an element name at [s, e) */

@@ -455,6 +455,22 @@ describe("junit safety", () => {
     expect(results[0]?.name).toBe("<>&\"' A😀")
   })
 
+  test("line ends and references: attribute values, text and CDATA (CR LF from Windows too)", async () => {
+    const xml =
+      '<testsuite name="s">\r\n<testcase name="a\r\nb\rc\nd\te &amp;&#10;f" classname="k&#233;\r\n&#x1F600;">' +
+      '<failure message="m\r\n&lt;é&gt;\r">line 1\r\nline 2\r&lt;3&gt;&#13;<![CDATA[\r\nat x\r\n\rat &amp; é\r\n]]>' +
+      "</failure></testcase>\r\n</testsuite>"
+    const expected = {
+      name: "a b c d e &\nf",
+      classname: "ké 😀",
+      message: "m <é> ",
+      text: "line 1\nline 2\n<3>\r\nat x\n\nat &amp; é"
+    }
+    expect(parseJunitString(xml).results[0]).toMatchObject(expected)
+    const bytes = new TextEncoder().encode(xml)
+    for (const size of [1, 2, 7]) expect((await collect(chunked(bytes, size))).results[0]).toMatchObject(expected)
+  })
+
   test("a BOM and characters XML forbids are tolerated", async () => {
     const xml =
       '\uFEFF<?xml version="1.0" encoding="UTF-8"?>\n<testsuite name="s">\n' +
