@@ -6,11 +6,19 @@ import { GitHost } from "../git/GitHost.ts"
 import { ApiError, fromParseError, invalidRequest, notFound } from "../http/errors.ts"
 import type { RepoRef } from "../queue/schemas.ts"
 import { type Organization, type Repository, Tenancy } from "../tenancy/Tenancy.ts"
-import { classify, DAY, isInfraFailureUpload, isStableBranch } from "./classify.ts"
+import {
+  type ClassifyInput,
+  classify,
+  DAY,
+  isInfraFailureUpload,
+  isStableBranch,
+  type PreviousStatus
+} from "./classify.ts"
 import { type Codeowners, locations, ownersOf, parseCodeowners } from "./codeowners.ts"
 import { copyClient } from "./copy.ts"
 import {
   BATCH_ROWS,
+  type ClassifyInput as ClassifyCandidate,
   FAILURE_TIME_SLACK_MS,
   FlakyRepo,
   FlakyRepoLive,
@@ -20,9 +28,9 @@ import {
   type TestCaseRecord,
   type TestCaseStats
 } from "./FlakyRepo.ts"
-import { IdSet, testCaseDigests, uuidString, uuidV5String } from "./fastIds.ts"
+import { IdSet, testCaseDigests, uuidBytes, uuidString, uuidV5String } from "./fastIds.ts"
 import { isUuidV5, testCaseId, testCaseRawKey } from "./ids.ts"
-import { PartFailure, PartsReader, UploadRows } from "./ingest.ts"
+import { collectYoung, PartFailure, PartsReader, UploadRows } from "./ingest.ts"
 import { JunitError, type JunitResult } from "./junit.ts"
 import type * as F from "./schemas.ts"
 import { UploadMetadata } from "./schemas.ts"
@@ -160,19 +168,12 @@ export const testCaseIds = (orgUrlSlug: string, repo: RepoRef, variant: string) 
   return (x: JunitResult): string => uuidString(digests(x))
 }
 
+type Mutable<T> = { -readonly [K in keyof T]: T[K] }
+
 class Unexpected {
   readonly _tag = "Unexpected"
   constructor(readonly cause: unknown) {}
 }
-
-const sameStatus = (
-  u: StatusUpdate,
-  c: { status: string; statusReason: string; statusAt: Date; flakySignalAt: Date | null }
-) =>
-  u.status === c.status &&
-  u.reason === c.statusReason &&
-  u.statusAt.getTime() === c.statusAt.getTime() &&
-  (u.flakySignalAt?.getTime() ?? null) === (c.flakySignalAt?.getTime() ?? null)
 
 export interface FlakyOptions {
   readonly retentionDays?: number
@@ -290,50 +291,66 @@ export const makeFlaky = (options: FlakyOptions = {}) =>
      * Classifies the test cases of an upload that may not be healthy, from their 7-day history, and recomputes the
      * quarantine of those whose status changed. The database finds the repository's candidates (through partial
      * indexes) that the upload touched and returns each with its history as one compact string; the tests that
-     * failed in the upload but were no candidates yet are read by id. `last_failure_at` is advanced only for the
-     * failing tests whose value is not recent already.
+     * failed in the upload but were no candidates yet are read by id, `BATCH_ROWS` at a time (a first upload can
+     * have tens of thousands: only one batch of them is held at once, and a young-generation collection after each
+     * lets the next reuse its memory). `last_failure_at` is advanced only for the failing tests whose value is not
+     * recent already.
      */
     const reclassify = (r: Repository, upload: { readonly id: string; readonly runAt: Date }, failingIds: IdSet) =>
       Effect.gen(function* () {
         const at = yield* now
         const since = new Date(at.getTime() - WINDOW_7D)
         const touched = yield* repo.classifyInputs(r.id, upload, since)
-        const failing = new Set(failingIds.strings())
-        const candidateIds = new Set(touched.map((c) => c.id))
-        const newlyFailing: string[] = []
-        for (const id of failing) if (!candidateIds.has(id)) newlyFailing.push(id)
-        const more = newlyFailing.length === 0 ? [] : yield* repo.classifyInputs(r.id, upload, since, newlyFailing)
+        if (touched.length === 0 && failingIds.size === 0) return
         const recent = upload.runAt.getTime() - FAILURE_TIME_SLACK_MS
-        const stale = newlyFailing.slice()
+        const touchedIds = new IdSet(touched.length)
+        const key = new Uint8Array(16)
+        const stale: string[] = []
         for (const c of touched) {
-          if (failing.has(c.id) && (c.lastFailureAt === null || c.lastFailureAt.getTime() < recent)) stale.push(c.id)
+          touchedIds.add(uuidBytes(c.id, key))
+          if (failingIds.has(key) && (c.lastFailureAt === null || c.lastFailureAt.getTime() < recent)) stale.push(c.id)
         }
         yield* repo.recordFailures(r.id, stale, upload.runAt)
-        const candidates = more.length === 0 ? touched : [...touched, ...more]
-        if (candidates.length === 0) return
         const queueBranches = yield* repo.queueBranches(r.id)
         const stable = (branch: string) => isStableBranch(branch, queueBranches)
         const updates: StatusUpdate[] = []
-        for (const c of candidates) {
-          const result = classify({
-            now: at.getTime(),
-            results: c.history,
-            previous: {
-              value: c.status,
-              reason: c.statusReason,
-              since: c.statusAt.getTime(),
-              ...(c.flakySignalAt !== null ? { flakySignalAt: c.flakySignalAt.getTime() } : {})
-            },
-            stableBranches: stable
-          })
-          const update: StatusUpdate = {
-            id: c.id,
-            status: result.value,
-            reason: result.reason,
-            statusAt: new Date(result.timestamp),
-            flakySignalAt: result.flakySignalAt === undefined ? null : new Date(result.flakySignalAt)
+        // one input for every candidate (`classify` keeps nothing of it): most keep their status, and then nothing
+        // is made for them but the classification
+        const previous: Mutable<PreviousStatus> = { value: "healthy", reason: "", since: 0 }
+        const input: Mutable<ClassifyInput> = { now: at.getTime(), results: [], previous, stableBranches: stable }
+        const classifyAll = (candidates: ReadonlyArray<ClassifyCandidate>) => {
+          for (const c of candidates) {
+            const since = c.statusAt.getTime()
+            const signalAt = c.flakySignalAt === null ? undefined : c.flakySignalAt.getTime()
+            previous.value = c.status
+            previous.reason = c.statusReason
+            previous.since = since
+            previous.flakySignalAt = signalAt
+            input.results = c.history
+            const result = classify(input)
+            if (
+              result.value === c.status &&
+              result.reason === c.statusReason &&
+              result.timestamp === since &&
+              result.flakySignalAt === signalAt
+            ) {
+              continue
+            }
+            updates.push({
+              id: c.id,
+              status: result.value,
+              reason: result.reason,
+              statusAt: new Date(result.timestamp),
+              flakySignalAt: result.flakySignalAt === undefined ? null : new Date(result.flakySignalAt)
+            })
           }
-          if (!sameStatus(update, c)) updates.push(update)
+        }
+        classifyAll(touched)
+        // the tests that failed in the upload and were no candidates yet
+        for (const ids of failingIds.stringChunks(BATCH_ROWS, touchedIds)) {
+          classifyAll(yield* repo.classifyInputs(r.id, upload, since, ids))
+          yield* repo.recordFailures(r.id, ids, upload.runAt)
+          collectYoung()
         }
         yield* repo.saveStatuses(r.id, updates)
         yield* repo.refreshQuarantine(
@@ -355,10 +372,12 @@ export const makeFlaky = (options: FlakyOptions = {}) =>
         knownCount = 0
       }
       if (ids.size > MAX_KNOWN_IDS) return
-      let set = knownIds.get(repoId)
+      const set = knownIds.get(repoId)
       if (set === undefined) {
-        set = new IdSet(ids.size)
-        knownIds.set(repoId, set)
+        // the upload's own set (it is done with it): not a copy of it
+        knownIds.set(repoId, ids)
+        knownCount += ids.size
+        return
       }
       const before = set.size
       set.addAll(ids)
@@ -455,6 +474,7 @@ export const makeFlaky = (options: FlakyOptions = {}) =>
                   (e) => Effect.die(e.cause)
                 )
               )
+              rows.releaseBuffers()
               const infra = isInfraFailureUpload({ passed: rows.passed, failed: rows.failed })
               yield* repo.insertUpload({
                 id: uploadId,

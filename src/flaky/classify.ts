@@ -103,11 +103,38 @@ interface Signal {
   readonly at: number
 }
 
+const counts = (r: HistoryResult): boolean => !r.infra && r.status !== "skipped"
+
+/**
+ * The runs that count, oldest first (a stable sort: input order for equal times): the input itself when it holds
+ * only such runs, in order, as the stored histories do. Classification runs for every test an upload touched that
+ * may not be healthy, and most of those have a short history: it allocates only what it reports.
+ */
+const countedRuns = (results: readonly HistoryResult[]): readonly HistoryResult[] => {
+  let previous = Number.NEGATIVE_INFINITY
+  for (let i = 0; i < results.length; i++) {
+    const r = results[i] as HistoryResult
+    if (!counts(r) || r.at < previous) return results.filter(counts).sort((a, b) => a.at - b.at)
+    previous = r.at
+  }
+  return results
+}
+
 /** pass-on-retry: the most recent commit with both a failure and a pass in the window */
-const passOnRetry = (results: readonly HistoryResult[], now: number): Signal | undefined => {
+const passOnRetry = (runs: readonly HistoryResult[], now: number): Signal | undefined => {
   const since = now - PASS_ON_RETRY_WINDOW_MS
+  let anyFailed = false
+  let anyPassed = false
+  for (let i = 0; i < runs.length; i++) {
+    const r = runs[i] as HistoryResult
+    if (r.at < since) continue
+    if (r.status === "failed") anyFailed = true
+    else if (r.status === "passed") anyPassed = true
+  }
+  // no commit can have both
+  if (!(anyFailed && anyPassed)) return undefined
   const bySha = new Map<string, { failed: boolean; passed: boolean; last: number }>()
-  for (const r of results) {
+  for (const r of runs) {
     if (r.at < since) continue
     const e = bySha.get(r.sha) ?? { failed: false, passed: false, last: r.at }
     if (r.status === "failed") e.failed = true
@@ -124,20 +151,24 @@ const passOnRetry = (results: readonly HistoryResult[], now: number): Signal | u
   return best
 }
 
-const rateIn = (
-  results: readonly HistoryResult[],
-  since: number
-): { runs: number; failed: number; rate: number; last: number } => {
-  let runs = 0
-  let failed = 0
-  let last = Number.NEGATIVE_INFINITY
-  for (const r of results) {
-    if (r.at < since) continue
-    runs++
-    if (r.status === "failed") failed++
-    last = Math.max(last, r.at)
+/** the 5 most recent counted runs on stable branches all failed */
+const brokenStreak = (runs: readonly HistoryResult[], isStable: (branch: string) => boolean): Signal | undefined => {
+  let n = 0
+  let at = 0
+  let branch = ""
+  let oneBranch = true
+  for (let i = runs.length - 1; i >= 0 && n < BROKEN_STREAK; i--) {
+    const r = runs[i] as HistoryResult
+    if (!isStable(r.branch)) continue
+    if (r.status !== "failed") return undefined
+    if (n === 0) {
+      at = r.at
+      branch = r.branch
+    } else if (r.branch !== branch) oneBranch = false
+    n++
   }
-  return { runs, failed, rate: runs === 0 ? 0 : failed / runs, last }
+  if (n < BROKEN_STREAK) return undefined
+  return { reason: `failed the last ${BROKEN_STREAK} runs on ${oneBranch ? branch : "stable branches"}`, at }
 }
 
 /** Classifies one test. Pure: the same input always gives the same output. */
@@ -145,40 +176,52 @@ export const classify = (input: ClassifyInput): Classification => {
   const { now, previous } = input
   const stableBranches = input.stableBranches
   const isStable = typeof stableBranches === "function" ? stableBranches : (b: string) => stableBranches.has(b)
-  // the runs that count, oldest first (stable sort keeps input order for equal times)
-  const runs = input.results
-    .filter((r) => !r.infra && r.status !== "skipped")
-    .slice()
-    .sort((a, b) => a.at - b.at)
-  const stable = runs.filter((r) => isStable(r.branch))
+  const runs = countedRuns(input.results)
   const wasFlaky = previous?.value === "flaky"
 
-  // ---- broken signals
-  let broken: Signal | undefined
-  const recent = rateIn(runs, now - BROKEN_RATE_WINDOW_MS)
-  if (recent.runs >= BROKEN_RATE_MIN_RUNS && recent.rate >= BROKEN_RATE) {
-    broken = { reason: `failure rate ${percent(recent.rate)} over ${BROKEN_RATE_WINDOW_LABEL}`, at: recent.last }
-  }
-  const lastStable = stable.slice(-BROKEN_STREAK)
-  if (broken === undefined && lastStable.length === BROKEN_STREAK && lastStable.every((r) => r.status === "failed")) {
-    const branches = new Set(lastStable.map((r) => r.branch))
-    const where = branches.size === 1 ? [...branches][0] : "stable branches"
-    broken = {
-      reason: `failed the last ${BROKEN_STREAK} runs on ${where}`,
-      at: lastStable[BROKEN_STREAK - 1]?.at ?? now
+  // the rate windows: every counted run over the last 6 h, the stable branches' over the last 72 h
+  const brokenSince = now - BROKEN_RATE_WINDOW_MS
+  const flakySince = now - FLAKY_RATE_WINDOW_MS
+  let recentRuns = 0
+  let recentFailed = 0
+  let recentLast = Number.NEGATIVE_INFINITY
+  let stableRuns = 0
+  let stableFailed = 0
+  let stableLast = Number.NEGATIVE_INFINITY
+  for (let i = 0; i < runs.length; i++) {
+    const r = runs[i] as HistoryResult
+    const failed = r.status === "failed"
+    if (r.at >= brokenSince) {
+      recentRuns++
+      if (failed) recentFailed++
+      recentLast = Math.max(recentLast, r.at)
+    }
+    if (r.at >= flakySince && isStable(r.branch)) {
+      stableRuns++
+      if (failed) stableFailed++
+      stableLast = Math.max(stableLast, r.at)
     }
   }
 
-  // ---- flaky signals
-  const signals: Signal[] = []
-  const retry = passOnRetry(runs, now)
-  if (retry !== undefined) signals.push(retry)
-  const window = rateIn(stable, now - FLAKY_RATE_WINDOW_MS)
-  const threshold = wasFlaky ? FLAKY_RATE_EXIT : FLAKY_RATE_ENTER
-  if (window.runs >= FLAKY_RATE_MIN_RUNS && window.rate >= threshold) {
-    signals.push({ reason: `failure rate ${percent(window.rate)} over ${FLAKY_RATE_WINDOW_LABEL}`, at: window.last })
+  // ---- broken signals
+  let broken: Signal | undefined
+  const recentRate = recentRuns === 0 ? 0 : recentFailed / recentRuns
+  if (recentRuns >= BROKEN_RATE_MIN_RUNS && recentRate >= BROKEN_RATE) {
+    broken = { reason: `failure rate ${percent(recentRate)} over ${BROKEN_RATE_WINDOW_LABEL}`, at: recentLast }
   }
-  const freshest = signals.reduce<Signal | undefined>((a, s) => (a === undefined || s.at > a.at ? s : a), undefined)
+  broken ??= brokenStreak(runs, isStable)
+
+  // ---- flaky signals: the freshest of pass-on-retry and the stable branches' rate (the first on a tie)
+  let freshest = passOnRetry(runs, now)
+  const stableRate = stableRuns === 0 ? 0 : stableFailed / stableRuns
+  const threshold = wasFlaky ? FLAKY_RATE_EXIT : FLAKY_RATE_ENTER
+  if (
+    stableRuns >= FLAKY_RATE_MIN_RUNS &&
+    stableRate >= threshold &&
+    (freshest === undefined || stableLast > freshest.at)
+  ) {
+    freshest = { reason: `failure rate ${percent(stableRate)} over ${FLAKY_RATE_WINDOW_LABEL}`, at: stableLast }
+  }
   const carried = previous?.flakySignalAt ?? (previous?.value === "flaky" ? previous.since : undefined)
   const flakySignalAt = Math.max(freshest?.at ?? Number.NEGATIVE_INFINITY, carried ?? Number.NEGATIVE_INFINITY)
   const hasFlakySignalAt = Number.isFinite(flakySignalAt)
@@ -209,15 +252,19 @@ export const classify = (input: ClassifyInput): Classification => {
           : ""
   }
 
-  const base = hasFlakySignalAt ? { flakySignalAt } : {}
+  let timestamp = now
   if (previous !== null && previous.value === value) {
-    return { value, reason: previous.reason, timestamp: previous.since, ...base }
+    reason = previous.reason
+    timestamp = previous.since
   }
-  return { value, reason, timestamp: now, ...base }
+  return hasFlakySignalAt ? { value, reason, timestamp, flakySignalAt } : { value, reason, timestamp }
 }
 
 /** the last 5 counted runs (any branch) all passed */
 const recoveredFromBroken = (runs: readonly HistoryResult[]): boolean => {
-  const last = runs.slice(-BROKEN_RECOVERY_PASSES)
-  return last.length === BROKEN_RECOVERY_PASSES && last.every((r) => r.status === "passed")
+  if (runs.length < BROKEN_RECOVERY_PASSES) return false
+  for (let i = runs.length - BROKEN_RECOVERY_PASSES; i < runs.length; i++) {
+    if (runs[i]?.status !== "passed") return false
+  }
+  return true
 }

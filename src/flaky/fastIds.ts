@@ -60,10 +60,20 @@ export const uuidString = (b: Uint8Array): string => {
   return textBuf.toString("latin1")
 }
 
-/** The 16 bytes of a UUID in text form. */
+/** The value of the hex digit at `s[i]` (0 for anything else). */
+const hexAt = (s: string, i: number): number => {
+  const c = s.charCodeAt(i) | 0x20
+  return c >= 0x30 && c <= 0x39 ? c - 0x30 : c >= 0x61 && c <= 0x66 ? c - 0x57 : 0
+}
+
+/** The 16 bytes of a UUID in text form (with or without its hyphens), without making a string. */
 export const uuidBytes = (uuid: string, out: Uint8Array = new Uint8Array(16)): Uint8Array => {
-  const hex = uuid.replace(/-/g, "")
-  for (let i = 0; i < 16; i++) out[i] = Number.parseInt(hex.slice(2 * i, 2 * i + 2), 16)
+  let i = 0
+  for (let k = 0; k < 16; k++) {
+    if (uuid.charCodeAt(i) === 45) i++
+    out[k] = (hexAt(uuid, i) << 4) | hexAt(uuid, i + 1)
+    i += 2
+  }
   return out
 }
 
@@ -145,20 +155,26 @@ export const testCaseDigests = (orgUrlSlug: string, repo: RepoRef, variant: stri
 const word = (b: Uint8Array, i: number): number =>
   ((b[i] as number) | ((b[i + 1] as number) << 8) | ((b[i + 2] as number) << 16) | ((b[i + 3] as number) << 24)) >>> 0
 
+/** The share of an `IdSet`'s slots in use above which it doubles (16 bytes a slot: 23 to 46 bytes an id). */
+const MAX_LOAD = 0.7
+
 /**
  * A set of UUIDs (version 5: their second word is never 0, which marks an empty slot), 16 bytes a slot, open
- * addressing with linear probing, grown at half full.
+ * addressing with linear probing, grown (doubled) when more than 70% of its slots are in use. Ids are SHA-1 bytes,
+ * evenly spread: probe sequences stay short at that load.
  */
 export class IdSet {
   private slots: Uint32Array
   private mask: number
+  private limit: number
   size = 0
 
   constructor(capacity = 1024) {
     let n = 16
-    while (n < capacity * 2) n *= 2
+    while (n * MAX_LOAD < capacity) n *= 2
     this.slots = new Uint32Array(n * 4)
     this.mask = n - 1
+    this.limit = Math.floor(n * MAX_LOAD)
   }
 
   private find(w0: number, w1: number, w2: number, w3: number): number {
@@ -190,7 +206,7 @@ export class IdSet {
     this.slots[at + 1] = w1
     this.slots[at + 2] = w2
     this.slots[at + 3] = w3
-    if (++this.size * 2 > this.mask + 1) this.grow()
+    if (++this.size > this.limit) this.grow()
     return true
   }
 
@@ -198,6 +214,7 @@ export class IdSet {
     const old = this.slots
     this.slots = new Uint32Array(old.length * 2)
     this.mask = this.mask * 2 + 1
+    this.limit = Math.floor((this.mask + 1) * MAX_LOAD)
     for (let at = 0; at < old.length; at += 4) {
       const w1 = old[at + 1] as number
       if (w1 === 0) continue
@@ -221,17 +238,22 @@ export class IdSet {
     }
   }
 
-  /** The ids as strings. */
-  strings(): string[] {
-    const out: string[] = []
+  /** The ids that are not in `except`, as strings, `size` at a time (only those of one chunk are made at once). */
+  *stringChunks(size: number, except?: IdSet): Generator<string[], void, undefined> {
+    let out: string[] = []
     const b = new Uint8Array(16)
     const v = new DataView(b.buffer)
     const s = this.slots
     for (let at = 0; at < s.length; at += 4) {
       if (s[at + 1] === 0) continue
       for (let k = 0; k < 4; k++) v.setUint32(4 * k, s[at + k] as number, true)
+      if (except?.has(b)) continue
       out.push(uuidString(b))
+      if (out.length >= size) {
+        yield out
+        out = []
+      }
     }
-    return out
+    if (out.length > 0) yield out
   }
 }

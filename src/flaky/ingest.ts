@@ -31,6 +31,15 @@ export const COPY_CHUNK = 256 * 1024
 /** Staged new test cases (COPY bytes) that end a COPY segment. */
 export const CASES_LIMIT = 2 * 1024 * 1024
 
+/**
+ * A young-generation collection, for the later steps of an upload that make and drop many objects a batch at a
+ * time (one after each batch): left alone, the collector comes back only after about as many bytes as the heap
+ * holds (the upload's input included), and the process keeps the memory it grew to.
+ */
+export const collectYoung = (): void => {
+  edenGC()
+}
+
 const TAB = 9
 const NL = 10
 
@@ -38,7 +47,15 @@ const NL = 10
 export class ByteWriter {
   private buf: Buffer
   private off = 0
-  constructor(size = 64 * 1024) {
+  /**
+   * @param size the first buffer's size
+   * @param expected the size the writer is expected to reach: doubling stops there (a buffer filled up to a limit
+   *   is not grown to twice the limit for the last row); past it, doubling goes on
+   */
+  constructor(
+    size = 64 * 1024,
+    private readonly expected = 0
+  ) {
     this.buf = Buffer.allocUnsafe(size)
   }
   get length(): number {
@@ -46,7 +63,9 @@ export class ByteWriter {
   }
   private room(n: number): void {
     if (this.off + n <= this.buf.length) return
-    const next = Buffer.allocUnsafe(Math.max(this.buf.length * 2, this.off + n))
+    const size = this.buf.length
+    const grown = size < this.expected ? Math.min(size * 2, this.expected) : size * 2
+    const next = Buffer.allocUnsafe(Math.max(grown, this.off + n))
     this.buf.copy(next, 0, 0, this.off)
     this.buf = next
   }
@@ -151,6 +170,11 @@ export class ByteWriter {
   }
   reset(): void {
     this.off = 0
+  }
+  /** Empties the writer and lets its buffer go (it gets a new one if written to again). */
+  release(): void {
+    this.off = 0
+    this.buf = Buffer.allocUnsafe(0)
   }
 }
 
@@ -275,8 +299,8 @@ export class UploadRows {
   readonly failing = new IdSet()
   /** COPY text rows of `test_results` (copy mode) */
   readonly rows = new ByteWriter(COPY_CHUNK + 64 * 1024)
-  /** COPY text rows of the staging table of new test cases (copy mode) */
-  readonly cases = new ByteWriter()
+  /** COPY text rows of the staging table of new test cases (copy mode): a COPY segment ends past `CASES_LIMIT` */
+  readonly cases = new ByteWriter(64 * 1024, CASES_LIMIT + 256 * 1024)
   private columns = emptyColumns()
   private caseColumns = emptyCases()
   private ord = 0
@@ -291,6 +315,12 @@ export class UploadRows {
   ) {
     // the upload's constant fields, after the per-row ones
     this.suffix = binarySuffix(context)
+  }
+
+  /** Lets the COPY buffers go once every row was sent (the counts and id sets stay). */
+  releaseBuffers(): void {
+    this.rows.release()
+    this.cases.release()
   }
 
   /** rows gathered in batch mode */

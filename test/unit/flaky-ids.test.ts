@@ -1,5 +1,6 @@
 import { describe, expect, test } from "bun:test"
 import fc from "fast-check"
+import { IdSet, uuidBytes, uuidString } from "../../src/flaky/fastIds.ts"
 import { isUuidV5, testCaseId, testCaseIdFromRaw, testCaseRawKey, URL_NAMESPACE, uuidV5 } from "../../src/flaky/ids.ts"
 
 const VECTOR = "example_org#example_repo#src/lib.rs#ExampleClass#parent/fact/path#example_name#JUNIT_TESTCASE"
@@ -55,5 +56,33 @@ describe("test case ids", () => {
         return isUuidV5(id) && id === testCaseIdFromRaw(s) && id === id.toLowerCase()
       })
     )
+  })
+})
+
+describe("id bytes and IdSet", () => {
+  test("uuidBytes reads a UUID with or without hyphens, either case; uuidString writes it back", () => {
+    const id = "06cb6db5-f807-5198-b072-af67a0636f8a"
+    const bytes = uuidBytes(id)
+    expect(Buffer.from(bytes).toString("hex")).toBe(id.replace(/-/g, ""))
+    expect(uuidBytes(id.toUpperCase())).toEqual(bytes)
+    expect(uuidBytes(id.replace(/-/g, ""))).toEqual(bytes)
+    expect(uuidString(bytes)).toBe(id)
+  })
+
+  test("a set of 20,000 ids grows, finds each once, and hands out the ids not in another set in chunks", () => {
+    const ids = Array.from({ length: 20_000 }, (_, i) => testCaseIdFromRaw(`t${i}`))
+    const set = new IdSet(16)
+    const except = new IdSet()
+    for (const [i, id] of ids.entries()) {
+      expect(set.add(uuidBytes(id))).toBe(true)
+      if (i % 3 === 0) except.add(uuidBytes(id))
+    }
+    for (const id of ids) expect(set.add(uuidBytes(id))).toBe(false)
+    expect(set.size).toBe(20_000)
+    expect(set.has(uuidBytes(testCaseIdFromRaw("not added")))).toBe(false)
+    const chunks = [...set.stringChunks(5000, except)]
+    expect(chunks.map((c) => c.length)).toEqual([5000, 5000, 3333])
+    expect(chunks.flat().sort()).toEqual(ids.filter((_, i) => i % 3 !== 0).sort())
+    expect([...set.stringChunks(5000)].flat().length).toBe(20_000)
   })
 })
