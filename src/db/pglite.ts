@@ -3,7 +3,7 @@ import * as SqlClient from "@effect/sql/SqlClient"
 import type { Connection } from "@effect/sql/SqlConnection"
 import { SqlError } from "@effect/sql/SqlError"
 import { makeCompiler } from "@effect/sql-pg/PgClient"
-import { PGlite } from "@electric-sql/pglite"
+import type { PGlite } from "@electric-sql/pglite"
 import { Effect, Layer, Stream } from "effect"
 
 /**
@@ -95,7 +95,8 @@ export const layerPglite = (dataDir: string | undefined, use?: PgliteUse): Layer
     Effect.gen(function* () {
       const db = yield* Effect.acquireRelease(
         Effect.tryPromise({
-          try: () => PGlite.create(dataDir),
+          // loaded only here: a process on PostgreSQL does not carry PGlite's modules
+          try: () => import("@electric-sql/pglite").then(({ PGlite }) => PGlite.create(dataDir)),
           catch: toSqlError(`Failed to open the embedded database${dataDir ? ` in ${dataDir}` : ""}`)
         }),
         (db) => Effect.promise(() => db.close()).pipe(Effect.ignore)
