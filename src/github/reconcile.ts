@@ -92,7 +92,8 @@ export const reconcileOnce = (client: GitHubClientService) =>
       select q.id as queue_id, q.branch, coalesce(q.config->>'directMergeMode', 'off') = 'always' as direct,
              r.id as repo_id, r.host, r.owner, r.name, rt.state->'entries' as entries, rt.state->'runs' as runs,
              rt.state->>'targetSha' as target_sha, (rt.state->'merging') is not null and rt.state->'merging' <> 'null'::jsonb as merging
-      from queues q join repositories r on r.id = q.repo_id left join queue_runtime rt on rt.queue_id = q.id
+      from queues q join repositories r on r.id = q.repo_id
+      left join lateral (select state::jsonb as state from queue_runtime where queue_id = q.id) rt on true
       where lower(r.host) = ${config.githubHost.toLowerCase()}
       order by r.id, q.id`
     const byRepo = new Map<string, Array<QueueRow>>()

@@ -166,13 +166,8 @@ export const EngineLive = Layer.scopedContext(
           select ${sql.unsafe(QUEUE_COLUMNS)}, e.*,
             exists (select 1 from impacted_targets t
                     where t.repo_id = r.id and t.pr_number = e.pr_number and t.sha = e.head_sha) as has_targets,
-            case when e.state in ('pending', 'testing', 'tests_passed', 'pending_failure') then (
-              select p.pos::int from (
-                select x.value->>'id' as id, row_number() over (order by x.ord) as pos
-                from queue_runtime rt cross join lateral jsonb_array_elements(rt.state->'entries') with ordinality as x(value, ord)
-                where rt.queue_id = q.id
-                  and x.value->>'state' not in ('not_ready', 'merged', 'failed', 'cancelled')
-              ) p where p.id = e.id::text)
+            case when e.state in ('pending', 'testing', 'tests_passed', 'pending_failure') then
+              (select array_position(rt.positions, e.id) from queue_runtime rt where rt.queue_id = q.id)
             end as position
           from queues q join repositories r on r.id = q.repo_id
           left join entries e on e.queue_id = q.id and e.pr_number = ${prNumber}

@@ -29,6 +29,16 @@ export const parseJson = <A>(value: unknown): A => (typeof value === "string" ? 
 
 export const TERMINAL = new Set(["merged", "failed", "cancelled"])
 
+/**
+ * The ids of the entries that have a position (active, not not_ready) in testing order, as a PostgreSQL array
+ * literal: what getSubmittedPullRequest reads a position from.
+ */
+export const positionsOf = (state: QueueState): string => {
+  const ids: Array<string> = []
+  for (const e of state.entries) if (e.state !== "not_ready" && !TERMINAL.has(e.state)) ids.push(e.id)
+  return `{${ids.join(",")}}`
+}
+
 /** The JSON of each entry object written (the planner never changes an entry in place: a change is a new object). */
 const entryJson = new WeakMap<Entry, string>()
 
@@ -175,7 +185,8 @@ export const makeStore = (sql: SqlClient.SqlClient) => {
     )
 
   const insertRuntime = (queueId: string, state: QueueState) =>
-    sql`insert into queue_runtime (queue_id, state) values (${queueId}, ${JSON.stringify(state)}::jsonb)
+    sql`insert into queue_runtime (queue_id, state, positions)
+        values (${queueId}, ${stateJson(state)}::json, ${positionsOf(state)}::uuid[])
           on conflict (queue_id) do nothing`.pipe(Effect.asVoid)
 
   const enqueueEvent = (queueId: string, event: InboxEvent) =>
@@ -211,7 +222,8 @@ export const makeStore = (sql: SqlClient.SqlClient) => {
     sql.withTransaction(
       Effect.gen(function* () {
         const updated = yield* sql<{ queue_id: string }>`
-            update queue_runtime set state = ${stateJson(out.state)}::jsonb, outbox = ${JSON.stringify(out.outbox)}::jsonb,
+            update queue_runtime set state = ${stateJson(out.state)}::json, positions = ${positionsOf(out.state)}::uuid[],
+                   outbox = ${JSON.stringify(out.outbox)}::jsonb,
                    version = version + 1
             where queue_id = ${queueId} and owner = ${owner} and fencing = ${fencing}
             returning queue_id`
