@@ -46,6 +46,12 @@ export interface Ctx {
   /** reason given to entries whose runs are invalidated in this step */
   reason: string
   wakeAt: number | null
+  /**
+   * Set by stepMany for a run of new submissions: where the last one went, so that the next one of the same
+   * priority goes right behind it without scanning the queue (nothing locks or moves in between). A position of -1:
+   * unknown (any other change of the entries' order resets it).
+   */
+  burst: { lastPos: number; lastPriority: number } | null
 }
 
 export const makeCtx = (
@@ -74,7 +80,8 @@ export const makeCtx = (
   idPos: 0,
   outOfIds: false,
   reason,
-  wakeAt: null
+  wakeAt: null,
+  burst: null
 })
 
 export const TERMINAL: ReadonlySet<EntryState> = new Set<EntryState>(["merged", "failed", "cancelled"])

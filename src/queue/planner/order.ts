@@ -37,6 +37,9 @@ export const insertEntry = (ctx: Ctx, e: Entry): void => {
       if (x.merging || isTerminal(x) || (x.priority === 0 && x.seq < e.seq)) pos++
       else break
     }
+  } else if (ctx.burst !== null && ctx.burst.lastPos >= 0 && ctx.burst.lastPriority === e.priority) {
+    // the previous submission of the run had this priority and went to lastPos; this one is newer: right behind it
+    pos = ctx.burst.lastPos + 1
   } else {
     const parallel = ctx.config.mode === "parallel"
     let last = -1
@@ -52,9 +55,14 @@ export const insertEntry = (ctx: Ctx, e: Entry): void => {
   }
   es.splice(pos, 0, e)
   reindexFrom(ctx, pos, null)
+  if (ctx.burst !== null) {
+    ctx.burst.lastPos = e.priority === 0 ? -1 : pos
+    ctx.burst.lastPriority = e.priority
+  }
 }
 
 export const removeEntryAt = (ctx: Ctx, i: number): Entry => {
+  if (ctx.burst !== null) ctx.burst.lastPos = -1
   const [e] = ctx.entries.splice(i, 1)
   reindexFrom(ctx, i, e!.id)
   return e!

@@ -45,6 +45,8 @@ const eligible = (ctx: Ctx, e: Entry): boolean => e.ready && (ctx.config.mode !=
 const onSubmitted = (ctx: Ctx, ev: Extract<PlannerEvent, { _tag: "Submitted" }>): void => {
   const i = findActiveByPr(ctx, ev.prNumber)
   if (i >= 0) {
+    // an entry changes in place (its lock may go): the next submission of a run scans again
+    if (ctx.burst !== null) ctx.burst.lastPos = -1
     const e = ctx.entries[i]!
     let next: Entry = { ...e, noBatch: ev.noBatch, ready: ev.ready }
     if (ev.headSha !== e.headSha) {
@@ -644,7 +646,10 @@ export const step = (state: QueueState, event: PlannerEvent, now: number): StepR
 export const stepMany = (state: QueueState, events: ReadonlyArray<PlannerEvent>, now: number): StepResult => {
   const ids = events.flatMap((e) => e.newIds ?? [])
   const ctx = makeCtx(state, ids, now, Reasons.prerequisiteFailed)
+  // a run of submissions only: each new entry of the same priority goes behind the one before (order.ts)
+  if (events.every((e) => e._tag === "Submitted")) ctx.burst = { lastPos: -1, lastPriority: 0 }
   for (const event of events) handle(ctx, event)
+  ctx.burst = null
   reconcile(ctx)
   return finish(ctx)
 }
