@@ -23,7 +23,7 @@
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { Effect, Either, Layer } from "effect"
+import { Clock, Effect, Either, Layer } from "effect"
 import { makeCatFile, summarizeCommit } from "./catFile.ts"
 import {
   type BuildTestBranchInput,
@@ -403,22 +403,46 @@ export const makeLocalGit = (gitRootInput: string): GitHostService => {
   const dirOf = (repo: RepoRef) => existingGitDir(gitRoot, repo)
   const catFile = makeCatFile()
 
+  // submissions read PR heads of the same few repositories over and over: a repository seen a moment ago is not
+  // looked for on disk again (a read that then fails looks again, so a repository removed meanwhile is still 404)
+  const seen = new Map<string, number>()
+  const SEEN_MS = 1_000
+  const recentDirOf = (repo: RepoRef) =>
+    Effect.flatMap(Clock.currentTimeMillis, (now) => {
+      const key = formatRepo(repo)
+      const until = seen.get(key)
+      if (until !== undefined && until > now) return repoGitDir(gitRoot, repo)
+      return Effect.tap(dirOf(repo), () => {
+        if (seen.size > 1_000) seen.clear()
+        seen.set(key, now + SEEN_MS)
+      })
+    })
+
   const getPullRequest = (
     repo: RepoRef,
     prNumber: number
   ): Effect.Effect<PullRequestInfo, PrNotFound | RepoNotFound | GitError> =>
     Effect.gen(function* () {
-      const gitDir = yield* dirOf(repo)
+      const gitDir = yield* recentDirOf(repo)
       // made only when needed: an error captures a stack trace
       const notFound = () =>
         new PrNotFound({ repo, prNumber, message: `pull request #${prNumber} not found in ${formatRepo(repo)}` })
       if (!Number.isSafeInteger(prNumber) || prNumber <= 0) return yield* notFound()
       // one line to the repository's cat-file process, not a git process per submission
-      const object = yield* catFile.read(gitDir, `refs/pull/${prNumber}/head^{commit}`)
+      const object = yield* catFile.read(gitDir, `refs/pull/${prNumber}/head^{commit}`).pipe(
+        // a repository removed meanwhile is a 404 (RepoNotFound), not a failed read
+        Effect.catchAll((error) => {
+          seen.delete(formatRepo(repo))
+          return Effect.flatMap(dirOf(repo), () => Effect.fail(error))
+        })
+      )
       if (object !== null && object.type === "commit") {
         const { subject, authorName } = summarizeCommit(object.content)
         return { number: prNumber, headSha: object.sha, title: subject, author: authorName }
       }
+      // not there: because the repository itself is gone (RepoNotFound)?
+      seen.delete(formatRepo(repo))
+      yield* dirOf(repo)
       return yield* notFound()
     })
 

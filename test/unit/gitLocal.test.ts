@@ -1,4 +1,5 @@
 import { afterEach, beforeEach, describe, expect, test } from "bun:test"
+import * as fs from "node:fs"
 import { Effect } from "effect"
 import { GitHost, type GitHostService, type RepoRef } from "../../src/git/GitHost.ts"
 import { LocalGitLayer, makeLocalGit, repoGitDir, validateRepoRef } from "../../src/git/LocalGit.ts"
@@ -86,6 +87,13 @@ describe("pull requests and branches", () => {
     expect(again).toMatchObject({ headSha: moved, title: "Moved" })
     expect(other).toMatchObject({ number: 10, title: "Other" })
     expect((await runFail(host.getPullRequest(repo.repo, 9)))._tag).toBe("PrNotFound")
+  })
+
+  test("getPullRequest right after the repository was removed is RepoNotFound, not a failed read", async () => {
+    repo.createPr(11, { files: { "d.txt": "d\n" }, title: "Eleven" })
+    expect(await run(host.getPullRequest(repo.repo, 11))).toMatchObject({ number: 11, title: "Eleven" })
+    fs.rmSync(repo.gitDir, { recursive: true, force: true })
+    expect((await runFail(host.getPullRequest(repo.repo, 11)))._tag).toBe("RepoNotFound")
   })
 
   test("getPullRequest of a missing ref is PrNotFound", async () => {
