@@ -39,12 +39,43 @@ export const positionsOf = (state: QueueState): string => {
   return `{${ids.join(",")}}`
 }
 
+/** Entry fields stored only when they differ from these (stateJson), put back when a state is read (upgradeState). */
+const ENTRY_DEFAULTS = {
+  noBatch: false,
+  runId: null,
+  verifiedByTestRun: null,
+  ready: true,
+  failure: null,
+  segment: null,
+  merging: false,
+  cancelRequested: null,
+  directMerge: "none"
+} as const satisfies Partial<Entry>
+const DEFAULT_KEYS = Object.keys(ENTRY_DEFAULTS) as ReadonlyArray<keyof typeof ENTRY_DEFAULTS>
+
+const isWhole = (e: object) => "lane" in e && DEFAULT_KEYS.every((k) => k in e)
+
+/** A stored entry with its default fields back; `lane` is null unless it is a state stored before lanes. */
+const withDefaults = <E extends object>(e: E): E =>
+  ({ ...ENTRY_DEFAULTS, ...("impactedTargets" in e || "lane" in e ? {} : { lane: null }), ...e }) as E
+
+/** An entry's JSON without the fields that have their default value (a state of thousands is 40% smaller). */
+const compactJson = (e: Entry): string => {
+  const out: Record<string, unknown> = {}
+  for (const [key, value] of Object.entries(e)) {
+    if (key === "lane" && value === null) continue
+    if (key in ENTRY_DEFAULTS && ENTRY_DEFAULTS[key as keyof typeof ENTRY_DEFAULTS] === value) continue
+    out[key] = value
+  }
+  return JSON.stringify(out)
+}
+
 /** The JSON of each entry object written (the planner never changes an entry in place: a change is a new object). */
 const entryJson = new WeakMap<Entry, string>()
 
 /**
- * `JSON.stringify(state)`, with the entries' JSON remembered between rounds: a round rewrites the whole state, but
- * only the entries it changed are serialised again.
+ * The state's JSON as stored: entries without their default fields (upgradeState puts them back), and their JSON
+ * remembered between rounds: a round rewrites the whole state, but only the entries it changed are serialised again.
  */
 export const stateJson = (state: QueueState): string => {
   const fields: Array<string> = []
@@ -57,7 +88,7 @@ export const stateJson = (state: QueueState): string => {
     const parts = state.entries.map((e) => {
       let json = entryJson.get(e)
       if (json === undefined) {
-        json = JSON.stringify(e)
+        json = compactJson(e)
         entryJson.set(e, json)
       }
       return json
@@ -152,8 +183,10 @@ export const entryPatches = (transitions: ReadonlyArray<Transition>) => {
  */
 export const upgradeState = (state: QueueState): QueueState => {
   type Stored = Entry & { readonly impactedTargets?: ImpactedTargets | null }
-  const entries = state.entries as ReadonlyArray<Stored>
-  if (entries.every((e) => e.lane !== undefined)) return state
+  const stored = state.entries as ReadonlyArray<Stored>
+  // entries are stored without their default fields (stateJson)
+  const entries = stored.every(isWhole) ? stored : stored.map((e) => (isWhole(e) ? e : withDefaults(e)))
+  if (entries.every((e) => e.lane !== undefined)) return entries === stored ? state : { ...state, entries }
   const listOf = new Map(entries.map((e) => [e.id, e.impactedTargets ?? null]))
   const upgraded = entries.map(({ impactedTargets: _dropped, ...e }): Entry => {
     if (e.lane !== undefined) return e
