@@ -17,7 +17,7 @@ const TOKEN = "bench-token-0123456789abcdefghijklmnopqrstuvwxyz"
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 8)
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 32)
 const PG = process.env.BENCH_DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test"
-const SUBMIT_PRS = Number(process.env.BENCH_SUBMIT_PRS ?? 6000)
+const SUBMIT_PRS = Number(process.env.BENCH_SUBMIT_PRS ?? 15000)
 const ROOT = path.join(import.meta.dir, "..", "..")
 
 if (Bun.which("wrk") === null) {
