@@ -163,12 +163,21 @@ export const startServer = async <E>(configLayer: Layer.Layer<AppConfig, E>): Pr
     extra
   })
 
+  // requests being answered: stopping waits for them before the database closes under them
+  let inFlight = 0
   const server = Bun.serve({
     port: config.port,
     hostname: config.host,
     maxRequestBodySize: 1024 * 1024 * 1024,
     idleTimeout: 120,
-    fetch: app,
+    fetch: async (request) => {
+      inFlight++
+      try {
+        return await app(request)
+      } finally {
+        inFlight--
+      }
+    },
     error: (error) => {
       logError("unhandled server error", error)
       return Response.json(
@@ -195,6 +204,7 @@ export const startServer = async <E>(configLayer: Layer.Layer<AppConfig, E>): Pr
     stop: () => {
       stopping ??= (async () => {
         await server.stop(false)
+        for (let waited = 0; inFlight > 0 && waited < 5_000; waited += 10) await Bun.sleep(10)
         await runtime.runPromise(Fiber.interrupt(revocations))
         // webhook follow-ups (reactions, replies) must not outlive the database
         await runtime.runPromise(webhook.close)
