@@ -348,6 +348,7 @@ export const EngineLive = Layer.scopedContext(
         Effect.zipRight(Effect.forEach(new Set(batch.map((p) => p.submission.queue.id)), wake, { discard: true }))
       )
     let carried: Array<PendingSubmission> = []
+    let current: ReadonlyArray<PendingSubmission> = []
     const submitLoop = Effect.gen(function* () {
       const taken =
         carried.length === 0
@@ -366,13 +367,15 @@ export const EngineLive = Layer.scopedContext(
         }
       }
       carried = later
+      current = batch
       yield* flush(batch)
     })
     yield* Effect.forkScoped(
       Effect.forever(submitLoop).pipe(
         Effect.ensuring(
+          // at shutdown, what waits is told so (a submission already answered is not touched)
           Effect.flatMap(Queue.takeAll(submissions), (left) =>
-            Effect.forEach([...carried, ...left], (p) => Deferred.interrupt(p.done), { discard: true })
+            Effect.forEach([...current, ...carried, ...left], (p) => Deferred.interrupt(p.done), { discard: true })
           )
         )
       )
