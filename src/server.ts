@@ -13,6 +13,7 @@ import { InstallationClaimGuardLive } from "./github/installations.ts"
 import { GitHubReconcileLive } from "./github/reconcile.ts"
 import { makeWebhookEndpoint, WEBHOOK_PATH } from "./github/webhooks.ts"
 import { renderDocs } from "./http/docs.ts"
+import { ApiError, errorResponse } from "./http/errors.ts"
 import { makeApp, RateLimiter, type Route } from "./http/router.ts"
 import { metricsRoutes } from "./metrics/Http.ts"
 import { DbPoolMetricsLive, Metrics, MetricsLive } from "./metrics/Metrics.ts"
@@ -165,12 +166,24 @@ export const startServer = async <E>(configLayer: Layer.Layer<AppConfig, E>): Pr
 
   // requests being answered: stopping waits for them before the database closes under them
   let inFlight = 0
+  let stopping: Promise<void> | undefined
   const server = Bun.serve({
     port: config.port,
     hostname: config.host,
     maxRequestBodySize: 1024 * 1024 * 1024,
     idleTimeout: 120,
     fetch: async (request) => {
+      // a request on a connection kept open after the stop began (keep-alive) is not served any more
+      if (stopping !== undefined) {
+        return errorResponse(
+          new ApiError({
+            status: 503,
+            code: "INTERNAL",
+            message: "the server is shutting down",
+            headers: { connection: "close" }
+          })
+        )
+      }
       inFlight++
       try {
         return await app(request)
@@ -196,7 +209,6 @@ export const startServer = async <E>(configLayer: Layer.Layer<AppConfig, E>): Pr
     startupMs: Math.round(performance.now() - started)
   })
 
-  let stopping: Promise<void> | undefined
   return {
     url: `http://127.0.0.1:${port}`,
     port,
