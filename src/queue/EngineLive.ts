@@ -112,7 +112,12 @@ const viewOf = (queue: QueueRow, state: QueueState, rows: ReadonlyArray<EntryRow
   const seen = new Set(state.entries.map((e: Entry) => e.id))
   const fresh = rows
     .filter((r) => !seen.has(r.id) && r.state !== "not_ready")
-    .sort((a, b) => a.priority - b.priority || new Date(a.submitted_at).getTime() - new Date(b.submitted_at).getTime())
+    .sort(
+      (a, b) =>
+        a.priority - b.priority ||
+        new Date(a.submitted_at).getTime() - new Date(b.submitted_at).getTime() ||
+        (a.id < b.id ? -1 : a.id > b.id ? 1 : 0)
+    )
   for (const row of fresh) enqueued.push(entryRecord(queue, row, enqueued.length + 1))
   // a mode change the runner has not stepped yet, with runs in flight, is a switch too (semantics.md §6):
   // updateQueue and an immediate getQueue must not show the new mode as running
@@ -166,10 +171,17 @@ export const EngineLive = Layer.scopedContext(
           select ${sql.unsafe(QUEUE_COLUMNS)}, e.*,
             exists (select 1 from impacted_targets t
                     where t.repo_id = r.id and t.pr_number = e.pr_number and t.sha = e.head_sha) as has_targets,
-            case when e.state in ('pending', 'testing', 'tests_passed', 'pending_failure') then
-              (select array_position(rt.positions, e.id) from queue_runtime rt where rt.queue_id = q.id)
+            case when e.state in ('pending', 'testing', 'tests_passed', 'pending_failure') then coalesce(
+              array_position(rt.positions, e.id),
+              -- not placed by the runner yet: after the placed ones, by priority and submission, as getQueue shows it
+              coalesce(cardinality(rt.positions), 0) + (
+                select count(*)::int from entries f
+                where f.queue_id = q.id and f.state in ('pending', 'testing', 'tests_passed', 'pending_failure')
+                  and not (f.id = any(coalesce(rt.positions, '{}')))
+                  and (f.priority, f.submitted_at, f.id) <= (e.priority, e.submitted_at, e.id)))
             end as position
           from queues q join repositories r on r.id = q.repo_id
+          left join queue_runtime rt on rt.queue_id = q.id
           left join entries e on e.queue_id = q.id and e.pr_number = ${prNumber}
           where r.host = ${key.repo.host} and r.owner = ${key.repo.owner} and r.name = ${key.repo.name}
             and r.org_id = ${key.orgId} and q.branch = ${key.branch}`,

@@ -742,6 +742,9 @@ describe("merge queue scenarios", () => {
         )
         expect(queue.enqueuedPullRequests.map((e) => e.prNumber).sort((a, b) => a - b)).toEqual(prs)
         expect(queue.enqueuedPullRequests.map((e) => e.position)).toEqual(prs)
+        // placed by the runner or not yet, every active PR has a position
+        const places = await Promise.all(prs.map(async (n) => (await s.pr(n)).position))
+        expect(places.every((p) => p !== null && p >= 1 && p <= prs.length)).toBe(true)
         for (const n of prs) {
           expect((await reasons(s, n)).filter((r) => r.endsWith(":SUBMITTED")).length).toBeLessThanOrEqual(1)
           expect((await s.pr(n)).state).toBe("pending")
