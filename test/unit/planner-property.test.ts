@@ -442,6 +442,23 @@ describe("planner properties", () => {
     )
   })
 
+  test("a passed run that can no longer merge does not hold a mode switch forever (found by the purity run)", () => {
+    // run2 (PR 3 on top of PR 2) passed; PR 2's own run was restarted, so run2 waits for a new run of PR 2, which
+    // the switch held back while it waited for run2 to merge
+    run(
+      { mode: "single", concurrency: 2, bisectionConcurrency: 0, canOptimisticallyMerge: false, batch: false },
+      [
+        { t: "submit", pr: 2, prio: 0, noBatch: false },
+        { t: "submit", pr: 3, prio: 0, noBatch: false },
+        { t: "toggle", field: "mode" },
+        { t: "restart", pr: 2 }
+      ],
+      new Set([1]),
+      new Set(),
+      true
+    )
+  })
+
   test("step is pure: same input, same output, input untouched (also from an old state)", () => {
     fc.assert(
       fc.property(configArb, fc.array(actionArb, { minLength: 1, maxLength: 80 }), (config, actions) => {

@@ -482,8 +482,12 @@ const pendingFailurePass = (ctx: Ctx): void => {
 const switchingPass = (ctx: Ctx): boolean => {
   const sw = ctx.switching
   // running runs finish and passed runs merge first: a run of the new mode must not be built on a merge to come
-  if (sw === null || ctx.merging !== null || ctx.runs.some((r) => isRunActive(r) || r.status === "succeeded")) {
-    return false
+  if (sw === null || ctx.merging !== null || ctx.runs.some(isRunActive)) return false
+  // ...unless no passed run can merge any more without a new run (an entry ahead of it went back to pending, and the
+  // switch holds new runs back): waiting for it would never end
+  if (ctx.runs.some((r) => r.status === "succeeded")) {
+    const plan = ctx.config.mode === "single" ? planMergeSingle(ctx) : planMergeParallel(ctx)
+    if (!mergeAllowed(ctx) || plan !== null) return false
   }
   ctx.switching = null
   ctx.config = { ...ctx.config, mode: sw.mode, state: sw.resumeState }
