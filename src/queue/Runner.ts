@@ -65,7 +65,7 @@ const commitStatusOf = (state: PrStatusState) =>
  * Rounds shorter than MIN_SPACED_ROUND_MS are not spaced out; a longer one delays the next by ROUND_SPACING times
  * its own length, up to the maximum (the runner then spends at most a third of its time in rounds).
  */
-const MIN_SPACED_ROUND_MS = 2
+const MIN_SPACED_ROUND_MS = 20
 const ROUND_SPACING = 2
 const MAX_ROUND_SPACING_MS = 250
 
