@@ -76,7 +76,14 @@ const spawnBaseline = async (target: string) => {
     if (done) throw new Error("baseline exited")
     text += new TextDecoder().decode(value)
     const m = /baseline listening (\d+)/.exec(text)
-    if (m?.[1]) return { url: `http://127.0.0.1:${m[1]}`, kill: () => child.kill() }
+    if (m?.[1]) {
+      // PGlite's data belongs to one process: the server opens it again only once the baseline has exited
+      const kill = async () => {
+        child.kill()
+        await child.exited
+      }
+      return { url: `http://127.0.0.1:${m[1]}`, kill }
+    }
   }
 }
 
@@ -136,7 +143,7 @@ const benchDatabase = async (kind: "postgres" | "pglite") => {
   if (kind === "pglite") await server.kill("SIGTERM")
   const baseline = await spawnBaseline(kind === "pglite" ? path.join(dataDir, "pg") : (databaseUrl as string))
   const base = reads.map(([op, b]) => wrk(`${baseline.url}/v1/${op}`, b))
-  baseline.kill()
+  await baseline.kill()
   if (kind === "pglite") server = await spawnServer(env, TOKEN)
   reads.forEach(([op], k) => {
     report(kind, op, ours[k] as Result, base[k] as Result)
