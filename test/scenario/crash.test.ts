@@ -55,11 +55,18 @@ describe.if(pgUrl !== undefined)("crash and takeover (PostgreSQL)", () => {
       server = await spawnServer(env, TEST_TOKEN)
       try {
         for (let n = 1; n <= 20; n++) {
+          const restarted = server
           await eventually(
-            async () => ((await stateOf(server.post, key, n)) === "merged" ? true : undefined),
+            async () => ((await stateOf(restarted.post, key, n)) === "merged" ? true : undefined),
             90_000,
             `#${n} merged`
-          )
+          ).catch(async (e) => {
+            // what each PR shows and what the restarted server said, for a runner that stopped progressing
+            const states = await Promise.all(Array.from({ length: 20 }, (_, k) => stateOf(restarted.post, key, k + 1)))
+            throw new Error(
+              `${e} (after the restart)\nstates: ${states.join(" ")}\n--- server stderr ---\n${restarted.stderr()}`
+            )
+          })
         }
         checkHistory(repo.git, 20)
       } finally {
