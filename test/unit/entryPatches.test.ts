@@ -1,6 +1,7 @@
 import { describe, expect, test } from "bun:test"
 import fc from "fast-check"
 import { type EntryState, initialState, step, type Transition } from "../../src/queue/planner/index.ts"
+import { EntryStateValue } from "../../src/queue/schemas.ts"
 import { entryPatches, iso, stateJson, upgradeState } from "../../src/queue/store.ts"
 import { defaultConfig } from "../support/plannerKit.ts"
 
@@ -40,16 +41,7 @@ const applyPatch = (row: Row, p: ReturnType<typeof entryPatches>[number]): Row =
   ended_at: p.ended_at
 })
 
-const states: ReadonlyArray<EntryState> = [
-  "not_ready",
-  "pending",
-  "testing",
-  "tests_passed",
-  "pending_failure",
-  "merged",
-  "failed",
-  "cancelled"
-]
+const states: ReadonlyArray<EntryState> = EntryStateValue.literals
 
 const transitionArb = fc.record({
   entryId: fc.constantFrom("a", "b", "c"),
