@@ -8,6 +8,7 @@ import Pg from "pg"
 import { AppConfig } from "../config.ts"
 import { runMigrations } from "./migrations.ts"
 import { layerPglite, type PgliteUse } from "./pglite.ts"
+import { makeStatementNamer, prepareStatements } from "./prepare.ts"
 
 /** Connections of the pool right now (PGlite: its one connection, guarded by a semaphore). */
 export interface PoolUse {
@@ -103,7 +104,7 @@ const MAX_CONNECTIONS = 20
 
 /**
  * The `pg` pool, made here rather than inside `PgClient.layer` (the same settings and start-up check), so that its
- * counts can be read for `GET /metrics`.
+ * counts can be read for `GET /metrics` and its connections prepare the statements they send repeatedly.
  */
 const makePool = (url: Redacted.Redacted<string>) =>
   Effect.acquireRelease(
@@ -114,6 +115,9 @@ const makePool = (url: Redacted.Redacted<string>) =>
         application_name: "greenline"
       })
       pool.on("error", () => {})
+      // statements sent again and again are prepared once per connection (prepare.ts)
+      const namer = makeStatementNamer({ minUses: 2, maxNames: 500 })
+      pool.on("connect", (client) => prepareStatements(client, namer))
       return pool
     }),
     (pool) => Effect.promise(() => pool.end()).pipe(Effect.interruptible, Effect.timeoutOption(1000))
