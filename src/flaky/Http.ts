@@ -2,7 +2,7 @@ import { Effect, Schema } from "effect"
 import { ops } from "../Api.ts"
 import { ApiError, invalidRequest } from "../http/errors.ts"
 import type { Op } from "../http/op.ts"
-import { CurrentOrg, CurrentRequest, handle, type Route } from "../http/router.ts"
+import { CurrentOrg, handle, type Route } from "../http/router.ts"
 import { Flaky, type UploadPart } from "./Flaky.ts"
 import type { UploadSummary } from "./schemas.ts"
 
@@ -43,15 +43,14 @@ export const readUploadForm = (request: Request, body: Uint8Array) =>
   })
 
 /**
- * The upload route. Its payload is the raw multipart body (read from `CurrentRequest`), so it is served without the
+ * The upload route. Its payload is the raw multipart body (the request's, handed to `run`), so it is served without the
  * schema decode of `handle` (the op's `UploadForm` schema only documents the form).
  */
 const encodeSummary = Schema.encode(ops.uploadTestResults.success)
 const uploadRoute: Route<Flaky> = {
   op: ops.uploadTestResults as unknown as Op<string, unknown, unknown, unknown, unknown>,
-  run: () =>
+  run: (_, { request, body }) =>
     Effect.gen(function* () {
-      const { request, body } = yield* CurrentRequest
       const { metadataText, parts } = yield* readUploadForm(request, body)
       const summary: UploadSummary = yield* withOrg((flaky, org) => flaky.upload(org, metadataText, parts))
       return yield* Effect.mapError(

@@ -1,5 +1,4 @@
-import { Cause, Context, Effect, Exit, Option, type ParseResult, type Runtime, Schema } from "effect"
-import * as RuntimeM from "effect/Runtime"
+import { Cause, Context, Effect, Exit, Option, type ParseResult, Runtime, Schema } from "effect"
 import type { Organization } from "../tenancy/Tenancy.ts"
 import { ApiError, errorResponse, fromParseError, internal, invalidRequest, unauthorized } from "./errors.ts"
 import type { Op } from "./op.ts"
@@ -8,22 +7,22 @@ import type { Op } from "./op.ts"
 export class CurrentOrg extends Context.Tag("greenline/CurrentOrg")<CurrentOrg, Organization>() {}
 
 /** The raw request, for the few handlers that read it themselves (the multipart upload). */
-export class CurrentRequest extends Context.Tag("greenline/CurrentRequest")<
-  CurrentRequest,
-  { readonly request: Request; readonly body: Uint8Array }
->() {}
+export interface RawRequest {
+  readonly request: Request
+  readonly body: Uint8Array
+}
 
 export const MAX_BODY_BYTES = 20 * 1024 * 1024
 
 export interface Route<R> {
   readonly op: Op<string, unknown, unknown, unknown, unknown>
-  readonly run: (payload: unknown) => Effect.Effect<unknown, ApiError, R | CurrentOrg | CurrentRequest>
+  readonly run: (payload: unknown, raw: RawRequest) => Effect.Effect<unknown, ApiError, R | CurrentOrg>
 }
 
 /** Serves `op` with `handler`; the payload is decoded by the op's schema before the handler sees it. */
 export const handle = <Name extends string, P, PI, S, SI, R>(
   op: Op<Name, P, PI, S, SI>,
-  handler: (payload: P) => Effect.Effect<S, ApiError, R | CurrentOrg | CurrentRequest>
+  handler: (payload: P) => Effect.Effect<S, ApiError, R | CurrentOrg>
 ): Route<R> => {
   const decode = Schema.decodeUnknown(op.payload, { errors: "all", onExcessProperty: "ignore" })
   const encode = Schema.encode(op.success)
@@ -195,7 +194,28 @@ export const makeApp = <R>(options: AppOptions<R>) => {
   const table = new Map<string, Route<R>>()
   for (const route of options.routes) table.set(`${route.op.method} /v1${route.op.path}`, route)
   const paths = new Set(options.routes.map((r) => `/v1${r.op.path}`))
-  const runExit = RuntimeM.runPromiseExit(options.runtime)
+  // one runtime per organization, with CurrentOrg in its context: a request provides nothing (providing a service
+  // copies the whole context), it runs on its token's organization's runtime (a new organization object, after the
+  // token cache renewed it, gets a new one; the old one is collected with it)
+  const runtimes = new WeakMap<
+    Organization,
+    (effect: Effect.Effect<unknown, ApiError, R | CurrentOrg>) => Promise<Exit.Exit<unknown, ApiError>>
+  >()
+  const runnerOf = (org: Organization) => {
+    let run = runtimes.get(org)
+    if (run === undefined) {
+      const base = options.runtime
+      run = Runtime.runPromiseExit(
+        Runtime.make({
+          context: Context.add(base.context, CurrentOrg, org),
+          fiberRefs: base.fiberRefs,
+          runtimeFlags: base.runtimeFlags
+        })
+      )
+      runtimes.set(org, run)
+    }
+    return run
+  }
 
   const fail = (error: ApiError) => errorResponse(error)
 
@@ -261,10 +281,8 @@ export const makeApp = <R>(options: AppOptions<R>) => {
       }
     }
 
-    const effect = route
-      .run(payload)
-      .pipe(Effect.provideService(CurrentOrg, org.value), Effect.provideService(CurrentRequest, { request, body }))
-    const exit = await runExit(span === undefined ? effect : span.wrap(effect))
+    const effect = route.run(payload, { request, body })
+    const exit = await runnerOf(org.value)(span === undefined ? effect : span.wrap(effect))
     if (Exit.isSuccess(exit)) {
       const value = exit.value
       if (route.op.contentType !== undefined) {
