@@ -31,10 +31,17 @@ export class Counter implements Family {
     readonly help: string
   ) {}
   inc(labels: Labels = {}, by = 1) {
+    this.seriesOf(labels).value += by
+  }
+  /** The series of `labels`: hold on to it to count without formatting its labels again. */
+  seriesOf(labels: Labels): { value: number } {
     const key = formatLabels(labels)
-    const entry = this.values.get(key)
-    if (entry) entry.value += by
-    else this.values.set(key, { labels, value: by })
+    let entry = this.values.get(key)
+    if (entry === undefined) {
+      entry = { labels, value: 0 }
+      this.values.set(key, entry)
+    }
+    return entry
   }
   render() {
     return [...this.values.values()].map((e) => `${this.name}${formatLabels(e.labels)} ${formatNumber(e.value)}`)
@@ -62,16 +69,25 @@ export class Histogram implements Family {
     readonly buckets: ReadonlyArray<number>
   ) {}
   observe(labels: Labels, value: number) {
+    this.seriesOf(labels).observe(value)
+  }
+  /** The series of `labels`: hold on to it to observe without formatting its labels again. */
+  seriesOf(labels: Labels): { readonly observe: (value: number) => void } {
     const key = formatLabels(labels)
     let s = this.series.get(key)
     if (!s) {
       s = { labels, counts: this.buckets.map(() => 0), sum: 0, count: 0 }
       this.series.set(key, s)
     }
-    for (let i = 0; i < this.buckets.length; i++)
-      if (value <= (this.buckets[i] ?? 0)) s.counts[i] = (s.counts[i] ?? 0) + 1
-    s.sum += value
-    s.count += 1
+    const series = s
+    return {
+      observe: (value) => {
+        for (let i = 0; i < this.buckets.length; i++)
+          if (value <= (this.buckets[i] ?? 0)) series.counts[i] = (series.counts[i] ?? 0) + 1
+        series.sum += value
+        series.count += 1
+      }
+    }
   }
   render() {
     return renderHistogram(this.name, [...this.series.values()], this.buckets)
@@ -154,11 +170,22 @@ export const makeProcessMetrics = () => {
       ]
     })
   )
+  // each route and status's two series, found once (formatting their labels on every request cost more than counting)
+  const requestSeries = new Map<string, { count: { value: number }; duration: { observe: (s: number) => void } }>()
   return {
     registry,
     observeRequest: (route: string, status: number, seconds: number) => {
-      requests.inc({ route, status: String(status) })
-      durations.observe({ route }, seconds)
+      const key = `${status} ${route}`
+      let series = requestSeries.get(key)
+      if (series === undefined) {
+        series = {
+          count: requests.seriesOf({ route, status: String(status) }),
+          duration: durations.seriesOf({ route })
+        }
+        requestSeries.set(key, series)
+      }
+      series.count.value += 1
+      series.duration.observe(seconds)
     },
     runnerLag,
     runnerRestarts,
