@@ -658,13 +658,12 @@ export const runQueue = (
         if (now >= nextWake) nextWake = Number.POSITIVE_INFINITY
         apply({ _tag: "Tick" })
 
-        const last = inbox.at(-1)
         const saved = yield* persistStep(queueId, owner, fencing, {
           state,
           outbox: commands,
           transitions,
           runChanges: [...runChanges.values()],
-          processedUpTo: last?.seq ?? null
+          processed: inbox.map((item) => item.seq)
         })
         if (!saved) return yield* hooks.lostLease(queueId).pipe(Effect.zipRight(Effect.interrupt))
         pendingCommands = []

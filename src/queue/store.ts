@@ -122,7 +122,12 @@ export interface StepOutput {
   readonly outbox: ReadonlyArray<Command>
   readonly transitions: ReadonlyArray<Transition>
   readonly runChanges: ReadonlyArray<RunRecord>
-  readonly processedUpTo: number | null
+  /**
+   * The sequence numbers of the inbox events the round read, removed with it. Not "everything up to the last one":
+   * a number is taken when an event is inserted, not when its transaction commits, so an event with a lower number
+   * than one read may become visible only after the read; it waits for the next round.
+   */
+  readonly processed: ReadonlyArray<number>
 }
 
 /**
@@ -299,8 +304,9 @@ export const makeStore = (sql: SqlClient.SqlClient) => {
                      on conflict (id) do update set record = excluded.record, status = excluded.status,
                        test_branch_sha = excluded.test_branch_sha, ended_at = excluded.ended_at`
         }
-        if (out.processedUpTo !== null) {
-          yield* sql`delete from queue_events where queue_id = ${queueId} and seq <= ${out.processedUpTo}`
+        if (out.processed.length > 0) {
+          yield* sql`delete from queue_events
+                     where queue_id = ${queueId} and seq = any(${`{${out.processed.join(",")}}`}::bigint[])`
         }
         return true
       })
