@@ -10,7 +10,7 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import type { Scope } from "effect"
-import { Context, Effect, Layer } from "effect"
+import { Context, Effect, Layer, Schedule } from "effect"
 import { GitError, type RepoNotFound, type RepoRef } from "../git/GitHost.ts"
 import { existingGitDir, formatRepo, git, runGit } from "../git/LocalGit.ts"
 
@@ -53,6 +53,24 @@ const commandEnv = (extra: Readonly<Record<string, string>>): Record<string, str
 }
 
 /**
+ * Git's worktree commands are not safe side by side on one repository: each reads the administrative files of every
+ * worktree, and one that reads them while another `worktree add` is writing its own fails ("failed to read
+ * .../worktrees/<id>/commondir"), which failed CI runs at random. Here they take turns per repository.
+ */
+const worktreeLocks = new Map<string, Effect.Semaphore>()
+const withWorktreeLock = <A, E, R>(gitDir: string, effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> => {
+  let lock = worktreeLocks.get(gitDir)
+  if (lock === undefined) {
+    lock = Effect.unsafeMakeSemaphore(1)
+    worktreeLocks.set(gitDir, lock)
+  }
+  return lock.withPermits(1)(effect)
+}
+
+/** Attempts of `worktree add` (another process, e.g. a second instance on the same GIT_ROOT, may still collide). */
+const ADD_ATTEMPTS = 3
+
+/**
  * A detached worktree of `gitDir` at `sha` in a new temporary folder, removed (worktree metadata included) when the
  * scope closes.
  */
@@ -62,23 +80,31 @@ export const temporaryCheckout = (gitDir: string, sha: string): Effect.Effect<st
       if (!/^[0-9a-f]{40,64}$/.test(sha)) {
         return yield* new GitError({ args: [], exitCode: null, stderr: "", message: `not a full sha: '${sha}'` })
       }
-      const parent = yield* Effect.sync(() => fs.mkdtempSync(path.join(os.tmpdir(), "greenline-ci-")))
-      const dir = path.join(parent, path.basename(parent))
-      yield* git(gitDir, ["worktree", "add", "--detach", "--force", dir, sha]).pipe(
-        Effect.tapError(() =>
-          Effect.zipRight(
-            Effect.sync(() => fs.rmSync(parent, { recursive: true, force: true })),
-            Effect.ignore(runGit(gitDir, ["worktree", "prune"]))
+      const add = Effect.gen(function* () {
+        const parent = yield* Effect.sync(() => fs.mkdtempSync(path.join(os.tmpdir(), "greenline-ci-")))
+        const dir = path.join(parent, path.basename(parent))
+        yield* git(gitDir, ["worktree", "add", "--detach", "--force", dir, sha]).pipe(
+          Effect.tapError(() =>
+            Effect.zipRight(
+              Effect.sync(() => fs.rmSync(parent, { recursive: true, force: true })),
+              Effect.ignore(runGit(gitDir, ["worktree", "prune"]))
+            )
           )
         )
+        return dir
+      })
+      return yield* withWorktreeLock(gitDir, add).pipe(
+        Effect.retry({ times: ADD_ATTEMPTS - 1, schedule: Schedule.spaced("100 millis") })
       )
-      return dir
     }),
     (dir) =>
       Effect.gen(function* () {
-        const removed = yield* runGit(gitDir, ["worktree", "remove", "--force", "--force", dir])
+        const removed = yield* withWorktreeLock(
+          gitDir,
+          runGit(gitDir, ["worktree", "remove", "--force", "--force", dir])
+        )
         yield* Effect.sync(() => fs.rmSync(path.dirname(dir), { recursive: true, force: true }))
-        if (removed.exitCode !== 0) yield* runGit(gitDir, ["worktree", "prune"])
+        if (removed.exitCode !== 0) yield* withWorktreeLock(gitDir, runGit(gitDir, ["worktree", "prune"]))
       }).pipe(Effect.ignore)
   )
 
