@@ -60,7 +60,9 @@ const CUMULATIVE = (prefix: string) =>
  * the work here depend on the number of queues, not on the number of entries (a histogram is counted per bucket
  * first, then made cumulative over those few rows: cheaper than one filtered count per bucket over every row).
  * The time-bounded parts read the indexes on `entry_timeline (at)`, `entries (state_changed_at)`,
- * `entries (first_tested_at)`, `entries (ended_at)` and `test_runs (ended_at)`.
+ * `entries (first_tested_at)`, `entries (ended_at)` and `test_runs (ended_at)`. Durations are taken with
+ * `date_part('epoch', …)`, a float: `extract` answers a numeric since PostgreSQL 14, and computing and summing those
+ * took a third of the statement's time.
  */
 export const renderQueueMetrics = (
   scope: MetricsScope,
@@ -106,14 +108,14 @@ export const renderQueueMetrics = (
       ),
       wait_counts as (
         select queue_id, ${bucketOf} as b, count(*) as n, sum(s) as total
-        from (select queue_id, extract(epoch from (first_tested_at - submitted_at))::float8 as s from entries
+        from (select queue_id, date_part('epoch', first_tested_at - submitted_at) as s from entries
               where first_tested_at >= ${since} and queue_id in (select id from q)) x
         group by 1, 2
       ),
       waits as (select queue_id, ${sql.literal(CUMULATIVE("wait"))} from wait_counts group by queue_id),
       in_queue_counts as (
         select queue_id, ${bucketOf} as b, count(*) as n, sum(s) as total
-        from (select queue_id, extract(epoch from (ended_at - submitted_at))::float8 as s from entries
+        from (select queue_id, date_part('epoch', ended_at - submitted_at) as s from entries
               where ended_at >= ${since} and queue_id in (select id from q)) x
         group by 1, 2
       ),
@@ -121,7 +123,7 @@ export const renderQueueMetrics = (
       test_counts as (
         select queue_id, queue_type, ${bucketOf} as b, count(*) as n, sum(s) as total
         from (select queue_id, coalesce(record->>'queueType', 'main') as queue_type,
-                     extract(epoch from (ended_at - created_at))::float8 as s from test_runs
+                     date_part('epoch', ended_at - created_at) as s from test_runs
               where ended_at >= ${since} and status in ('succeeded','failed') and queue_id in (select id from q)) x
         group by 1, 2, 3
       ),
