@@ -612,13 +612,22 @@ export const EngineLive = Layer.scopedContext(
       return q
     }
 
+    /**
+     * Forgets the token of a runner that ends, unless the queue is already another runner's: the lease loop replaces a
+     * runner found under a new token while the old one still runs, and the old one ends after the new one started.
+     * Without its token the queue's wake-ups would go to the lease loop, which would replace the runner at each one.
+     */
+    const forget = (queueId: string, fencing: number) => {
+      if (fencings.get(queueId) === fencing) fencings.delete(queueId)
+    }
+
     const hooks = {
       observeLag: (seconds: number) => metrics.runnerLag.observe({}, seconds),
       observeStep: (seconds: number) => metrics.observeStep(seconds),
-      lostLease: (queueId: string) =>
-        Effect.sync(() => {
-          fencings.delete(queueId)
-        }).pipe(Effect.zipRight(Effect.logWarning(`lost the lease of queue ${queueId}`)))
+      lostLease: (queueId: string, fencing: number) =>
+        Effect.sync(() => forget(queueId, fencing)).pipe(
+          Effect.zipRight(Effect.logWarning(`lost the lease of queue ${queueId}`))
+        )
     }
 
     const supervised = (queueId: string, fencing: number) =>
@@ -629,7 +638,7 @@ export const EngineLive = Layer.scopedContext(
           )
         ),
         Effect.retry(Schedule.exponential("200 millis").pipe(Schedule.either(Schedule.spaced("10 seconds")))),
-        Effect.ensuring(Effect.sync(() => fencings.delete(queueId))),
+        Effect.ensuring(Effect.sync(() => forget(queueId, fencing))),
         Effect.provide(runnerContext)
       )
 

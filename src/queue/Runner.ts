@@ -82,8 +82,8 @@ export interface RunnerHooks {
   readonly observeLag: (seconds: number) => void
   /** Wall time of one planner step (a measurement of the shell, not an input of the planner). */
   readonly observeStep: (seconds: number) => void
-  /** Report a built-in CI status (goes through the same path as POST /reportStatus). */
-  readonly lostLease: (queueId: string) => Effect.Effect<void>
+  /** The round could not be saved: the queue is under another token (`fencing` is this runner's); it stops. */
+  readonly lostLease: (queueId: string, fencing: number) => Effect.Effect<void>
 }
 
 export const repoRefOf = (repo: Repository): RepoRef => ({ host: repo.host, owner: repo.owner, name: repo.name })
@@ -665,7 +665,7 @@ export const runQueue = (
           runChanges: [...runChanges.values()],
           processed: inbox.map((item) => item.seq)
         })
-        if (!saved) return yield* hooks.lostLease(queueId).pipe(Effect.zipRight(Effect.interrupt))
+        if (!saved) return yield* hooks.lostLease(queueId, fencing).pipe(Effect.zipRight(Effect.interrupt))
         pendingCommands = []
         failed = []
         const notes = commands.filter((c): c is Comment | SetStatus => c._tag === "Comment" || c._tag === "SetStatus")

@@ -1,0 +1,56 @@
+import { describe, expect, test } from "bun:test"
+import { SQL } from "bun"
+import { createTestRepo } from "../support/git.ts"
+import { eventually, freshPostgres, pgUrl, startTestServer } from "../support/server.ts"
+
+/**
+ * The lease of a queue (src/queue/EngineLive.ts): when an instance finds its queue under a new fencing token (another
+ * instance held it in between), it replaces its runner, and the runner it replaced must not take the new one's
+ * token with it when it ends: without it wake-ups went to the lease loop, which replaced the runner again at each
+ * one, killing its CI jobs every time (a runner that never made progress).
+ */
+
+const stateOf = async (post: (op: string, body: unknown) => Promise<{ body: unknown }>, key: object, n: number) =>
+  ((await post("getSubmittedPullRequest", { ...key, pr: { number: n } })).body as { state?: string }).state
+
+describe.if(pgUrl !== undefined)("queue lease (PostgreSQL)", () => {
+  test("a runner replaced under a new fencing token keeps making progress", async () => {
+    const repo = createTestRepo({ repo: { host: "local", owner: "acme", name: "lease" } })
+    const pg = await freshPostgres()
+    const db = new SQL(pg.url)
+    const server = await startTestServer({
+      db: "postgres",
+      databaseUrl: pg.url,
+      gitRoot: repo.root,
+      ciCommand: "sleep 0.5",
+      // the runner idles between events (it notices a new token only when it next saves a round)
+      gitPollMs: 60_000
+    })
+    const key = { repo: repo.repo, targetBranch: "main" }
+    try {
+      await server.post("createQueue", { ...key, concurrency: 2 })
+      await server.post("updateQueue", { ...key, requiredStatuses: ["ci"] })
+      repo.createPr(1, { files: { "pr-1.txt": "1\n" } })
+      expect((await server.post("submitPullRequest", { ...key, pr: { number: 1 } })).status).toBe(200)
+      await eventually(async () => ((await stateOf(server.post, key, 1)) === "merged" ? true : undefined), 30_000)
+      // another instance held the queue between two rounds of this one's lease loop (5 s apart)
+      await db`update queue_runtime set fencing = fencing + 1`
+      await Bun.sleep(6_000)
+      repo.createPr(2, { files: { "pr-2.txt": "2\n" } })
+      expect((await server.post("submitPullRequest", { ...key, pr: { number: 2 } })).status).toBe(200)
+      await eventually(
+        async () => ((await stateOf(server.post, key, 2)) === "merged" ? true : undefined),
+        30_000,
+        "#2 merged"
+      )
+      // its CI ran once: the runner was not replaced again (which kills the CI jobs it started)
+      const outputs = await db`select run_id from ci_outputs`
+      expect(outputs.length).toBe(2)
+    } finally {
+      await server.close()
+      await db.close()
+      await pg.drop()
+      repo.cleanup()
+    }
+  }, 90_000)
+})
