@@ -1,7 +1,7 @@
 import * as os from "node:os"
 import * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Clock, Context, Deferred, Effect, FiberMap, Layer, Option, Queue, Schedule, Stream } from "effect"
+import { Cause, Clock, Context, Deferred, Effect, FiberMap, Layer, Option, Queue, Schedule, Stream } from "effect"
 import type { CommandCi } from "../ci/CommandCi.ts"
 import { AppConfig } from "../config.ts"
 import { Database } from "../db/Database.ts"
@@ -632,10 +632,13 @@ export const EngineLive = Layer.scopedContext(
 
     const supervised = (queueId: string, fencing: number) =>
       runQueue(queueId, owner, fencing, signalOf(queueId), hooks).pipe(
+        // a runner that lost its lease ends by interruption: that is no failure, and it is not restarted
         Effect.tapErrorCause((cause) =>
-          Effect.sync(() => metrics.runnerRestarts.inc()).pipe(
-            Effect.zipRight(Effect.logError(`runner of queue ${queueId} failed; restarting`, cause))
-          )
+          Cause.isInterruptedOnly(cause)
+            ? Effect.void
+            : Effect.sync(() => metrics.runnerRestarts.inc()).pipe(
+                Effect.zipRight(Effect.logError(`runner of queue ${queueId} failed; restarting`, cause))
+              )
         ),
         Effect.retry(Schedule.exponential("200 millis").pipe(Schedule.either(Schedule.spaced("10 seconds")))),
         Effect.ensuring(Effect.sync(() => forget(queueId, fencing))),

@@ -53,4 +53,54 @@ describe.if(pgUrl !== undefined)("queue lease (PostgreSQL)", () => {
       repo.cleanup()
     }
   }, 90_000)
+
+  test("a runner that finds its lease gone stops without counting a failure, and the queue goes on", async () => {
+    const repo = createTestRepo({ repo: { host: "local", owner: "acme", name: "lease-lost" } })
+    const pg = await freshPostgres()
+    const db = new SQL(pg.url)
+    const server = await startTestServer({
+      db: "postgres",
+      databaseUrl: pg.url,
+      gitRoot: repo.root,
+      metricsToken: "lease-metrics-token",
+      gitPollMs: 60_000
+    })
+    const key = { repo: repo.repo, targetBranch: "main" }
+    const restarts = async () => {
+      const r = await fetch(`${server.url}/metrics`, { headers: { authorization: "Bearer lease-metrics-token" } })
+      return /^greenline_queue_runner_restarts_total (\d+)/m.exec(await r.text())?.[1] ?? "0"
+    }
+    try {
+      await server.post("createQueue", key)
+      await server.post("updateQueue", { ...key, state: "paused" })
+      // once this instance runs the queue, another one takes it: the runner's next round is refused (fenced) and the
+      // runner stops
+      await eventually(
+        async () =>
+          (await db`select owner from queue_runtime where owner is not null`).length === 1 ? true : undefined,
+        10_000,
+        "the queue leased"
+      )
+      await Bun.sleep(200)
+      await db`update queue_runtime set fencing = fencing + 1`
+      repo.createPr(1, { files: { "pr-1.txt": "1\n" } })
+      expect((await server.post("submitPullRequest", { ...key, pr: { number: 1 } })).status).toBe(200)
+      // the lease loop (every 5 s) takes the queue back under the new token and a new runner places the PR
+      await eventually(
+        async () => {
+          const body = (await server.post("getQueue", key)).body as { enqueuedPullRequests?: ReadonlyArray<unknown> }
+          const placed = await db`select array_length(positions, 1) as n from queue_runtime`
+          return body.enqueuedPullRequests?.length === 1 && placed[0]?.n === 1 ? true : undefined
+        },
+        30_000,
+        "#1 placed by the new runner"
+      )
+      expect(await restarts()).toBe("0")
+    } finally {
+      await server.close()
+      await db.close()
+      await pg.drop()
+      repo.cleanup()
+    }
+  }, 90_000)
 })
