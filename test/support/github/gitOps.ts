@@ -1,6 +1,13 @@
 /**
- * The simulated GitHub's Git content: asynchronous plumbing over one real bare repository per simulated repository
- * (merge-tree, commit-tree, update-ref, cat-file, merge-base), so merges and conflicts behave as Git decides.
+ * The simulated GitHub's Git content: plumbing over one real bare repository per simulated repository (merge-tree,
+ * commit-tree, update-ref, cat-file, merge-base), so merges and conflicts behave as Git decides.
+ *
+ * Git runs synchronously (`Bun.spawnSync`, about 1.5 ms a command). Reading a subprocess's pipes asynchronously
+ * costs Bun a fresh ArrayBuffer of about 300 KB per pipe, even for the 41 bytes of a `rev-parse`: a scenario file
+ * makes about 100 git commands a second, and the collector of that big process (the OpenAPI description, PGlite) left
+ * gigabytes of them for minutes. ArrayBuffers and PGlite's WebAssembly memory share one 64 GB address range in Bun,
+ * so when it filled up every allocation failed with "RangeError: Out of memory", first here: every simulated request
+ * failed (test/unit/githubSim.test.ts, "git output").
  */
 import type { CommitInfo } from "./shapes.ts"
 
@@ -37,19 +44,19 @@ export const gitHubTime = (d: Date | number) => new Date(d).toISOString().replac
 export class GitOps {
   constructor(readonly gitDir: string) {}
 
+  /** Runs git to the end (see the module comment for why synchronously); async for the callers. */
   async run(args: ReadonlyArray<string>, extraEnv: Record<string, string> = {}): Promise<GitResult> {
-    const proc = Bun.spawn(["git", `--git-dir=${this.gitDir}`, ...args], {
+    const r = this.spawn(args, extraEnv)
+    return { code: r.exitCode, stdout: r.stdout.toString(), stderr: r.stderr.toString() }
+  }
+
+  private spawn(args: ReadonlyArray<string>, extraEnv: Record<string, string> = {}) {
+    return Bun.spawnSync(["git", `--git-dir=${this.gitDir}`, ...args], {
       env: { ...env(), ...extraEnv },
       stdout: "pipe",
       stderr: "pipe",
       stdin: "ignore"
     })
-    const [stdout, stderr, code] = await Promise.all([
-      new Response(proc.stdout).text(),
-      new Response(proc.stderr).text(),
-      proc.exited
-    ])
-    return { code, stdout, stderr }
   }
 
   async ok(args: ReadonlyArray<string>, extraEnv: Record<string, string> = {}): Promise<string> {
@@ -211,13 +218,7 @@ export class GitOps {
     const oid = r.stdout.trim()
     const type = await this.objectType(oid)
     if (type === "blob") {
-      const proc = Bun.spawn(["git", `--git-dir=${this.gitDir}`, "cat-file", "blob", oid], {
-        env: env(),
-        stdout: "pipe"
-      })
-      const content = Buffer.from(await new Response(proc.stdout).arrayBuffer())
-      await proc.exited
-      return { type: "blob", sha: oid, content }
+      return { type: "blob", sha: oid, content: Buffer.from(this.spawn(["cat-file", "blob", oid]).stdout) }
     }
     if (type === "tree") {
       const out = await this.ok(["ls-tree", "-l", oid])
