@@ -48,18 +48,20 @@ const cpuSeconds = (pid: number) => {
   return (Number(fields[11]) + Number(fields[12])) / 100
 }
 
-const wrk = (url: string, body: string, pid: number): Result => {
+/** One wrk run, without blocking this process: the OTLP receiver below must answer the server meanwhile. */
+const wrk = async (url: string, body: string, pid: number): Promise<Result> => {
   const cpuBefore = cpuSeconds(pid)
   const script = path.join(tmp, `wrk-${Math.random().toString(36).slice(2)}.lua`)
   fs.writeFileSync(
     script,
     `wrk.method = "POST"\nwrk.body = ${JSON.stringify(body)}\nwrk.headers["content-type"] = "application/json"\nwrk.headers["x-api-token"] = "${TOKEN}"\n`
   )
-  const r = Bun.spawnSync(["wrk", "-t2", `-c${CONNECTIONS}`, `-d${SECONDS}s`, "--latency", "-s", script, url], {
+  const r = Bun.spawn(["wrk", "-t2", `-c${CONNECTIONS}`, `-d${SECONDS}s`, "--latency", "-s", script, url], {
     stdout: "pipe",
-    stderr: "pipe"
+    stderr: "ignore"
   })
-  const text = r.stdout.toString()
+  const text = await new Response(r.stdout).text()
+  await r.exited
   const cpu = cpuSeconds(pid) - cpuBefore
   const non2xx = Number(/Non-2xx or 3xx responses:\s+(\d+)/.exec(text)?.[1] ?? 0)
   if (non2xx > 0) throw new Error(`${url}: ${non2xx} answers were not 2xx`)
@@ -134,7 +136,7 @@ try {
         ["getSubmittedPullRequest", JSON.stringify({ ...key, pr: { number: 1 } })],
         ["getQueue", JSON.stringify(key)]
       ] as const) {
-        const r = wrk(`${server.url}/v1/${op}`, body, server.pid)
+        const r = await wrk(`${server.url}/v1/${op}`, body, server.pid)
         results[op]?.[setting].push(r)
         served += r.requests
       }
