@@ -119,6 +119,11 @@ export interface GitHubClientConfig {
   readonly userAgent?: string
   /** The fetch implementation (default the global one). */
   readonly fetch?: typeof fetch
+  /**
+   * How long one HTTP request may take before it is abandoned and fails (default 60 s): a request GitHub never
+   * answers must not hold a queue's runner (it runs the command again later).
+   */
+  readonly requestTimeoutMs?: number
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -172,6 +177,7 @@ export const makeGitHubClient = (config: GitHubClientConfig): Effect.Effect<GitH
     const apiUrl = config.apiUrl.replace(/\/+$/, "")
     const maxWaitMs = config.maxRateLimitWaitMs ?? 60_000
     const maxAttempts = Math.max(1, config.maxAttempts ?? 4)
+    const requestTimeoutMs = config.requestTimeoutMs ?? 60_000
     const appId = config.appId?.trim()
     const token = config.token?.trim()
     let key: LoadedKey | undefined
@@ -229,6 +235,11 @@ export const makeGitHubClient = (config: GitHubClientConfig): Effect.Effect<GitH
             }),
           catch: (e) => (e instanceof RequestError || e instanceof Error ? e : new Error(String(e)))
         }).pipe(
+          // interrupting the request aborts it (its signal)
+          Effect.timeoutFail({
+            duration: Duration.millis(requestTimeoutMs),
+            onTimeout: () => new Error(`${route}: GitHub did not answer within ${requestTimeoutMs / 1000} s`)
+          }),
           Effect.map((value): Attempt<OctokitResponse<unknown>> => ({ _tag: "Ok", value })),
           Effect.catchAll((error) => Effect.succeed<Attempt<OctokitResponse<unknown>>>({ _tag: "Failed", error }))
         )

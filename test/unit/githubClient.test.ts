@@ -296,4 +296,24 @@ describe("GitHubClient", () => {
     expect(sim.requests()).toHaveLength(1)
     sim.setRateLimitRemaining(5000)
   })
+
+  test("a request GitHub never answers is abandoned after the request timeout, its connection aborted", async () => {
+    let aborted = 0
+    // GitHub answers everything but the pull request list, which it leaves hanging
+    const hanging = ((input: string | URL | Request, init?: RequestInit) => {
+      const url = input instanceof Request ? input.url : String(input)
+      if (!new URL(url).pathname.endsWith("/pulls")) return fetch(input, init)
+      return new Promise<Response>((_, reject) => {
+        init?.signal?.addEventListener("abort", () => {
+          aborted++
+          reject(new DOMException("aborted", "AbortError"))
+        })
+      })
+    }) as typeof fetch
+    const c = await client({ fetch: hanging, requestTimeoutMs: 300 })
+    const result = await run(Effect.either(listPulls(c)))
+    expect(Either.isLeft(result) && result.left).toMatchObject({ _tag: "GitHubApiError", status: 0 })
+    expect(Either.isLeft(result) && result.left.message).toContain("did not answer within 0.3 s")
+    expect(aborted).toBe(1)
+  })
 })
