@@ -1,7 +1,14 @@
 import { describe, expect, test } from "bun:test"
 import { SQL } from "bun"
 import { createTestRepo } from "../support/git.ts"
-import { eventually, freshPostgres, pgUrl, startTestServer } from "../support/server.ts"
+import {
+  eventually,
+  freshPostgres,
+  pgUrl,
+  startTestServer,
+  type TestServer,
+  type TestServerOptions
+} from "../support/server.ts"
 
 /**
  * The lease of a queue (src/queue/EngineLive.ts): when an instance finds its queue under a new fencing token (another
@@ -13,21 +20,41 @@ import { eventually, freshPostgres, pgUrl, startTestServer } from "../support/se
 const stateOf = async (post: (op: string, body: unknown) => Promise<{ body: unknown }>, key: object, n: number) =>
   ((await post("getSubmittedPullRequest", { ...key, pr: { number: n } })).body as { state?: string }).state
 
+/** A server on a fresh PostgreSQL database and repository, `db` a connection of the test's own to that database. */
+const withServer = async (
+  name: string,
+  options: Partial<TestServerOptions>,
+  body: (s: {
+    server: TestServer
+    db: SQL
+    repo: ReturnType<typeof createTestRepo>
+    key: { repo: { host: string; owner: string; name: string }; targetBranch: string }
+  }) => Promise<void>
+) => {
+  const repo = createTestRepo({ repo: { host: "local", owner: "acme", name } })
+  const pg = await freshPostgres()
+  const db = new SQL(pg.url)
+  // the runner idles between events (it notices a new token only when it next saves a round)
+  const server = await startTestServer({
+    db: "postgres",
+    databaseUrl: pg.url,
+    gitRoot: repo.root,
+    gitPollMs: 60_000,
+    ...options
+  })
+  try {
+    await body({ server, db, repo, key: { repo: repo.repo, targetBranch: "main" } })
+  } finally {
+    await server.close()
+    await db.close()
+    await pg.drop()
+    repo.cleanup()
+  }
+}
+
 describe.if(pgUrl !== undefined)("queue lease (PostgreSQL)", () => {
   test("a runner replaced under a new fencing token keeps making progress", async () => {
-    const repo = createTestRepo({ repo: { host: "local", owner: "acme", name: "lease" } })
-    const pg = await freshPostgres()
-    const db = new SQL(pg.url)
-    const server = await startTestServer({
-      db: "postgres",
-      databaseUrl: pg.url,
-      gitRoot: repo.root,
-      ciCommand: "sleep 0.5",
-      // the runner idles between events (it notices a new token only when it next saves a round)
-      gitPollMs: 60_000
-    })
-    const key = { repo: repo.repo, targetBranch: "main" }
-    try {
+    await withServer("lease", { ciCommand: "sleep 0.5" }, async ({ server, db, repo, key }) => {
       await server.post("createQueue", { ...key, concurrency: 2 })
       await server.post("updateQueue", { ...key, requiredStatuses: ["ci"] })
       repo.createPr(1, { files: { "pr-1.txt": "1\n" } })
@@ -46,31 +73,15 @@ describe.if(pgUrl !== undefined)("queue lease (PostgreSQL)", () => {
       // its CI ran once: the runner was not replaced again (which kills the CI jobs it started)
       const outputs = await db`select run_id from ci_outputs`
       expect(outputs.length).toBe(2)
-    } finally {
-      await server.close()
-      await db.close()
-      await pg.drop()
-      repo.cleanup()
-    }
+    })
   }, 90_000)
 
   test("a runner that finds its lease gone stops without counting a failure, and the queue goes on", async () => {
-    const repo = createTestRepo({ repo: { host: "local", owner: "acme", name: "lease-lost" } })
-    const pg = await freshPostgres()
-    const db = new SQL(pg.url)
-    const server = await startTestServer({
-      db: "postgres",
-      databaseUrl: pg.url,
-      gitRoot: repo.root,
-      metricsToken: "lease-metrics-token",
-      gitPollMs: 60_000
-    })
-    const key = { repo: repo.repo, targetBranch: "main" }
-    const restarts = async () => {
-      const r = await fetch(`${server.url}/metrics`, { headers: { authorization: "Bearer lease-metrics-token" } })
-      return /^greenline_queue_runner_restarts_total (\d+)/m.exec(await r.text())?.[1] ?? "0"
-    }
-    try {
+    await withServer("lease-lost", { metricsToken: "lease-metrics-token" }, async ({ server, db, repo, key }) => {
+      const restarts = async () => {
+        const r = await fetch(`${server.url}/metrics`, { headers: { authorization: "Bearer lease-metrics-token" } })
+        return /^greenline_queue_runner_restarts_total (\d+)/m.exec(await r.text())?.[1] ?? "0"
+      }
       await server.post("createQueue", key)
       await server.post("updateQueue", { ...key, state: "paused" })
       // once this instance runs the queue, another one takes it: the runner's next round is refused (fenced) and the
@@ -96,11 +107,6 @@ describe.if(pgUrl !== undefined)("queue lease (PostgreSQL)", () => {
         "#1 placed by the new runner"
       )
       expect(await restarts()).toBe("0")
-    } finally {
-      await server.close()
-      await db.close()
-      await pg.drop()
-      repo.cleanup()
-    }
+    })
   }, 90_000)
 })
