@@ -130,7 +130,8 @@ export const startServer = async <E>(configLayer: Layer.Layer<AppConfig, E>): Pr
       case "/metrics": {
         const given =
           request.headers.get("x-api-token") ?? /^Bearer\s+(.+)$/i.exec(request.headers.get("authorization") ?? "")?.[1]
-        if (Option.isNone(metricsToken) || given?.trim() !== metricsToken.value) return unauthorizedMetrics()
+        // guarded by METRICS_TOKEN when it is set (contract.md §5); without it, open like any Prometheus target
+        if (Option.isSome(metricsToken) && given?.trim() !== metricsToken.value) return unauthorizedMetrics()
         return new Response(metrics.registry.render(), {
           headers: { "content-type": "text/plain; version=0.0.4; charset=utf-8" }
         })

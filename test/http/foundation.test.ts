@@ -58,6 +58,12 @@ for (const db of databases) {
       expect(await docs.text()).toContain("/v1/submitPullRequest")
     })
 
+    test("without METRICS_TOKEN, GET /metrics needs no token (contract.md §5: guarded when set)", async () => {
+      const metrics = await fetch(`${server.url}/metrics`)
+      expect(metrics.status).toBe(200)
+      expect(await metrics.text()).toContain("# TYPE greenline_http_requests_total counter")
+    })
+
     test("authentication: missing, wrong, Bearer alias, revoked", async () => {
       const missing = await server.post("getQueue", key, { "x-api-token": "" })
       expect(missing.status).toBe(401)
