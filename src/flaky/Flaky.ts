@@ -2,8 +2,9 @@ import { createHash } from "node:crypto"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { Clock, Context, Effect, Layer, Option, Schema } from "effect"
 import { AppConfig } from "../config.ts"
-import { GitHost } from "../git/GitHost.ts"
+import { copyClient } from "../db/pgCopy.ts"
 import { ApiError, fromParseError, invalidRequest, notFound } from "../http/errors.ts"
+import { GitHost } from "../queue/GitHost.ts"
 import type { RepoRef } from "../queue/schemas.ts"
 import { type Organization, type Repository, Tenancy } from "../tenancy/Tenancy.ts"
 import {
@@ -15,7 +16,6 @@ import {
   type PreviousStatus
 } from "./classify.ts"
 import { type Codeowners, locations, ownersOf, parseCodeowners } from "./codeowners.ts"
-import { copyClient } from "./copy.ts"
 import {
   BATCH_ROWS,
   type ClassifyInput as ClassifyCandidate,
@@ -28,12 +28,12 @@ import {
   type TestCaseRecord,
   type TestCaseStats
 } from "./FlakyRepo.ts"
-import { IdSet, testCaseDigests, uuidBytes, uuidString, uuidV5String } from "./fastIds.ts"
-import { isUuidV5, testCaseId, testCaseRawKey } from "./ids.ts"
 import { collectYoung, PartFailure, PartsReader, UploadRows } from "./ingest.ts"
 import { JunitError, type JunitResult } from "./junit.ts"
 import type * as F from "./schemas.ts"
 import { UploadMetadata } from "./schemas.ts"
+import { isUuidV5, testCaseId, testCaseRawKey } from "./testCaseIds.ts"
+import { IdSet, testCaseDigests, uuidBytes, uuidString, uuidV5String } from "./testCaseIdsBinary.ts"
 
 /**
  * The flaky-test service (semantics §8, contract §3): the upload pipeline and the queries.

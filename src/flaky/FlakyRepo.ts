@@ -1,8 +1,8 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Context, Effect, Layer, Option } from "effect"
+import { copyClient, copyIn, copyInStream, copyText } from "../db/pgCopy.ts"
 import type { HistoryResult, ResultStatus, TestStatusValue } from "./classify.ts"
-import { copyClient, copyIn, copyInStream, copyText } from "./copy.ts"
 
 /**
  * Storage of the flaky-test service: uploads, test cases, results and per-repository settings (tables in

@@ -1,9 +1,9 @@
 import { edenGC } from "bun:jsc"
-import { copyText } from "./copy.ts"
+import { copyText } from "../db/pgCopy.ts"
 import type { NewTestCases, ResultBatch, ResultContext } from "./FlakyRepo.ts"
-import { IdSet, uuidString, writeUuid } from "./fastIds.ts"
 import { gunzipIfNeeded, type JunitResult, JunitStreamParser } from "./junit.ts"
 import { failureGroupKey } from "./normalize.ts"
+import { IdSet, uuidString, writeUuid } from "./testCaseIdsBinary.ts"
 
 /**
  * The upload pipeline's JavaScript side: parts → gunzip → JUnit parser → one stored row per result, made while the

@@ -28,6 +28,7 @@
  * refusal in the middle of a batch leaves the pull requests merged before it merged.
  */
 import { Effect } from "effect"
+import { GREENLINE_EMAIL, GREENLINE_NAME, invalidBranchName } from "../git-local/LocalGit.ts"
 import {
   type BuildTestBranchInput,
   type BuildTestBranchResult,
@@ -41,8 +42,7 @@ import {
   type RebaseOntoInput,
   RepoNotFound,
   type RepoRef
-} from "../git/GitHost.ts"
-import { GREENLINE_EMAIL, GREENLINE_NAME, invalidBranchName } from "../git/LocalGit.ts"
+} from "../queue/GitHost.ts"
 import {
   type GitHubApiError,
   GitHubAuth,

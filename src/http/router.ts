@@ -1,7 +1,7 @@
 import { Cause, Context, Effect, Exit, Option, type ParseResult, Runtime, Schema } from "effect"
 import type { Organization } from "../tenancy/Tenancy.ts"
 import { ApiError, errorResponse, fromParseError, internal, invalidRequest, unauthorized } from "./errors.ts"
-import type { Op } from "./op.ts"
+import type { Op } from "./operation.ts"
 
 /** The organization of the API token that made the current request. */
 export class CurrentOrg extends Context.Tag("greenline/CurrentOrg")<CurrentOrg, Organization>() {}

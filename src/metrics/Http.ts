@@ -1,5 +1,5 @@
 import { Clock, Effect, Option } from "effect"
-import { ops } from "../Api.ts"
+import { ops } from "../http/Api.ts"
 import { invalidRequest, notFound } from "../http/errors.ts"
 import { CurrentOrg, handle } from "../http/router.ts"
 import { Tenancy } from "../tenancy/Tenancy.ts"

@@ -1,7 +1,7 @@
 import type { SqlError } from "@effect/sql/SqlError"
 import { Context, type Effect, type Option } from "effect"
-import type { PullRequestInfo } from "../git/GitHost.ts"
 import type { ApiError } from "../http/errors.ts"
+import type { PullRequestInfo } from "./GitHost.ts"
 import type { QueueRow } from "./QueueRepo.ts"
 import type { EnqueuedPullRequest, StoredQueueConfig, SubmittedPullRequest, TestingDetails } from "./schemas.ts"
 

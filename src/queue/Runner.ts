@@ -1,11 +1,10 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import { Clock, Duration, Effect, type Fiber, FiberMap, Option, Queue } from "effect"
-import { CommandCi } from "../ci/CommandCi.ts"
 import { AppConfig } from "../config.ts"
-import { GitHost, type RepoRef } from "../git/GitHost.ts"
-import { readRequiredStatuses } from "../git/trunkConfig.ts"
+import { CommandCi } from "../git-local/CommandCi.ts"
 import { PrFeedback } from "../github/feedback.ts"
 import type { Repository } from "../tenancy/Tenancy.ts"
+import { GitHost, type RepoRef } from "./GitHost.ts"
 import {
   activePrNumbers,
   type Command,
@@ -29,6 +28,7 @@ import { Statuses } from "./Statuses.ts"
 import type { StoredQueueConfig } from "./schemas.ts"
 import { type InboxEvent, makeStore } from "./store.ts"
 import { hashTargets, sharesTarget } from "./targetSets.ts"
+import { readRequiredStatuses } from "./trunkConfig.ts"
 
 /**
  * The runner of one queue: it owns the queue's planner state while its instance holds the lease. Each round it

@@ -23,7 +23,7 @@ import { makeAppConfig } from "../../src/config.ts"
 import { layerPostgres } from "../../src/db/Database.ts"
 import { Flaky, FlakyLive } from "../../src/flaky/Flaky.ts"
 import { flakyMigration, flakyResultsByTime } from "../../src/flaky/migration.ts"
-import { GitError, GitHost, type GitHostService } from "../../src/git/GitHost.ts"
+import { GitError, GitHost, type GitHostService } from "../../src/queue/GitHost.ts"
 import { Tenancy, TenancyLive } from "../../src/tenancy/Tenancy.ts"
 import { generate } from "./junitGen.ts"
 

@@ -17,7 +17,7 @@
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import type { RepoRef } from "../../src/git/GitHost.ts"
+import type { RepoRef } from "../../src/queue/GitHost.ts"
 
 /** path -> new content; `null` deletes the file. */
 export type FileChanges = Readonly<Record<string, string | null>>

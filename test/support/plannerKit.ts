@@ -4,7 +4,7 @@
  * BuildRun / Merge / TryDirectMerge, and pre-generated run ids. Not used by the service.
  */
 
-import { isTerminal } from "../../src/queue/planner/ctx.ts"
+import { isTerminal } from "../../src/queue/planner/context.ts"
 import { laneOf } from "../../src/queue/planner/lanes.ts"
 import { initialState, step, stepMany } from "../../src/queue/planner/step.ts"
 import type {

@@ -1,6 +1,6 @@
 import { afterAll, describe, expect, test } from "bun:test"
 import { Effect } from "effect"
-import { makeCatFile, summarizeCommit } from "../../src/git/catFile.ts"
+import { makeCatFile, summarizeCommit } from "../../src/git-local/catFile.ts"
 import { createTestRepo } from "../support/git.ts"
 
 /** The long-lived `git cat-file --batch` reader: pipelined reads must each get their own answer. */

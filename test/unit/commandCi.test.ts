@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test"
 import * as fs from "node:fs"
 import { Effect, Fiber } from "effect"
-import { CommandCi, type CommandCiInput, CommandCiLayer, makeCommandCi } from "../../src/ci/CommandCi.ts"
+import { CommandCi, type CommandCiInput, CommandCiLayer, makeCommandCi } from "../../src/git-local/CommandCi.ts"
 import { createTestRepo, type TestRepo } from "../support/git.ts"
 
 let repo: TestRepo

@@ -1,7 +1,14 @@
 import { describe, expect, test } from "bun:test"
 import fc from "fast-check"
-import { IdSet, uuidBytes, uuidString } from "../../src/flaky/fastIds.ts"
-import { isUuidV5, testCaseId, testCaseIdFromRaw, testCaseRawKey, URL_NAMESPACE, uuidV5 } from "../../src/flaky/ids.ts"
+import {
+  isUuidV5,
+  testCaseId,
+  testCaseIdFromRaw,
+  testCaseRawKey,
+  URL_NAMESPACE,
+  uuidV5
+} from "../../src/flaky/testCaseIds.ts"
+import { IdSet, uuidBytes, uuidString } from "../../src/flaky/testCaseIdsBinary.ts"
 
 const VECTOR = "example_org#example_repo#src/lib.rs#ExampleClass#parent/fact/path#example_name#JUNIT_TESTCASE"
 

@@ -12,12 +12,12 @@ import { type Database, layerPgliteMemory, layerPostgres } from "../../src/db/Da
 import { Flaky, FlakyLive, fastTestCaseId, testCaseIds } from "../../src/flaky/Flaky.ts"
 import { FlakyRepo } from "../../src/flaky/FlakyRepo.ts"
 import { flakyRoutes } from "../../src/flaky/Http.ts"
-import { testCaseId } from "../../src/flaky/ids.ts"
 import { flakyMigration, flakyResultsByTime } from "../../src/flaky/migration.ts"
+import { testCaseId } from "../../src/flaky/testCaseIds.ts"
 import { runUpload, type UploadIo } from "../../src/flaky/uploadCli.ts"
-import { GitError, GitHost, type GitHostService } from "../../src/git/GitHost.ts"
 import type { ApiError } from "../../src/http/errors.ts"
 import { makeApp, RateLimiter } from "../../src/http/router.ts"
+import { GitError, GitHost, type GitHostService } from "../../src/queue/GitHost.ts"
 import { type Organization, Tenancy, TenancyLive } from "../../src/tenancy/Tenancy.ts"
 
 const FIXTURES = new URL("../fixtures/junit/", import.meta.url)

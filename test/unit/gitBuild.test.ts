@@ -1,7 +1,7 @@
 import { afterEach, beforeEach, describe, expect, test } from "bun:test"
 import { Effect } from "effect"
-import type { GitHostService, MergeMethod, TestBranchItem } from "../../src/git/GitHost.ts"
-import { makeLocalGit } from "../../src/git/LocalGit.ts"
+import { makeLocalGit } from "../../src/git-local/LocalGit.ts"
+import type { GitHostService, MergeMethod, TestBranchItem } from "../../src/queue/GitHost.ts"
 import { createTestRepo, type TestRepo } from "../support/git.ts"
 
 const run = <A, E>(effect: Effect.Effect<A, E>): Promise<A> => Effect.runPromise(effect)

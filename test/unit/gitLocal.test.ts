@@ -1,8 +1,8 @@
 import { afterEach, beforeEach, describe, expect, test } from "bun:test"
 import * as fs from "node:fs"
 import { Effect } from "effect"
-import { GitHost, type GitHostService, type RepoRef } from "../../src/git/GitHost.ts"
-import { LocalGitLayer, makeLocalGit, repoGitDir, validateRepoRef } from "../../src/git/LocalGit.ts"
+import { LocalGitLayer, makeLocalGit, repoGitDir, validateRepoRef } from "../../src/git-local/LocalGit.ts"
+import { GitHost, type GitHostService, type RepoRef } from "../../src/queue/GitHost.ts"
 import { createTestRepo, type TestRepo } from "../support/git.ts"
 
 const run = <A, E>(effect: Effect.Effect<A, E>): Promise<A> => Effect.runPromise(effect)

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test"
 import { Effect } from "effect"
-import { LocalGitLayer } from "../../src/git/LocalGit.ts"
-import { parseTrunkYaml, readRequiredStatuses, readTrunkConfig } from "../../src/git/trunkConfig.ts"
+import { LocalGitLayer } from "../../src/git-local/LocalGit.ts"
+import { parseTrunkYaml, readRequiredStatuses, readTrunkConfig } from "../../src/queue/trunkConfig.ts"
 import { createTestRepo, type TestRepo } from "../support/git.ts"
 
 describe("parseTrunkYaml", () => {

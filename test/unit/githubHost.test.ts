@@ -8,10 +8,10 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test"
 import * as path from "node:path"
 import { Effect, Either } from "effect"
-import type { GitHostService, MergeMethod, RepoRef, TestBranchItem } from "../../src/git/GitHost.ts"
-import { makeLocalGit } from "../../src/git/LocalGit.ts"
+import { makeLocalGit } from "../../src/git-local/LocalGit.ts"
 import { GitHubAuth, type GitHubClientService, makeGitHubClient } from "../../src/github/GitHubClient.ts"
 import { type GitHubHostService, makeGitHubHost } from "../../src/github/GitHubHost.ts"
+import type { GitHostService, MergeMethod, RepoRef, TestBranchItem } from "../../src/queue/GitHost.ts"
 import { type GitHubSim, type SimRepoKey, startGitHubSim } from "../support/github/sim.ts"
 
 let sim: GitHubSim

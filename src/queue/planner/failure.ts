@@ -8,7 +8,7 @@
  * run would have exactly the content of a run already known to fail is not run: it is split again, and a single
  * entry in it fails (through pending_failure) without a new run.
  */
-import { type Ctx, entryIndex, isRunActive, setState, unmergedItems } from "./ctx.ts"
+import { type Ctx, entryIndex, isRunActive, setState, unmergedItems } from "./context.ts"
 import type { Entry, KnownFailure, Run, RunItem, Segment } from "./types.ts"
 import { Reasons } from "./types.ts"
 

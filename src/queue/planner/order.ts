@@ -2,7 +2,7 @@
  * Queue order and chains: where a new entry goes, which entries a run must contain (single mode: the chain
  * ahead; parallel mode: the entries ahead it depends on, transitively).
  */
-import { type Ctx, entryIndex, isChainable, isTerminal, reindexFrom } from "./ctx.ts"
+import { type Ctx, entryIndex, isChainable, isTerminal, reindexFrom } from "./context.ts"
 import type { Entry, Run } from "./types.ts"
 
 /** Entries that a new, non-urgent entry may not overtake. */

@@ -3,7 +3,7 @@
  * (intersecting impacted targets, transitively). Disjoint lanes test and merge independently; a lane whose run
  * was built on an older tip merges with `rebaseOnto` (the shell combines it with the current tip).
  */
-import { type Ctx, entryIndex, isChainable, runsAllowed, takeId, unmergedItems } from "./ctx.ts"
+import { type Ctx, entryIndex, isChainable, runsAllowed, takeId, unmergedItems } from "./context.ts"
 import { parallelDeps } from "./order.ts"
 import { countActive, createRun } from "./runs.ts"
 import type { MergePlan } from "./single.ts"

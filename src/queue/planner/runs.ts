@@ -2,7 +2,17 @@
  * Runs: creation, cancellation, the validity check every step performs (a run is kept only while its content is
  * exactly what its entries will be merged with), and the bookkeeping after a merge.
  */
-import { addRun, type Ctx, endRun, entryIndex, isRunActive, itemOf, runIndex, setState, unmergedItems } from "./ctx.ts"
+import {
+  addRun,
+  type Ctx,
+  endRun,
+  entryIndex,
+  isRunActive,
+  itemOf,
+  runIndex,
+  setState,
+  unmergedItems
+} from "./context.ts"
 import { lastTestedIndex, parallelDeps, singleExpected } from "./order.ts"
 import type { Entry, Run, RunItem } from "./types.ts"
 import { Reasons } from "./types.ts"

@@ -3,7 +3,17 @@
  * ahead of it that has not failed; batches and bisection segments are groups of that chain. Merges happen in
  * queue order (or, with optimistic merging, up to the deepest passing run).
  */
-import { type Ctx, entryIndex, getRun, isChainable, itemOf, runsAllowed, takeId, unmergedItems, wakeAt } from "./ctx.ts"
+import {
+  type Ctx,
+  entryIndex,
+  getRun,
+  isChainable,
+  itemOf,
+  runsAllowed,
+  takeId,
+  unmergedItems,
+  wakeAt
+} from "./context.ts"
 import { bisectionRunId, failEntry, isSuspect, matchesKnown, splitGroup } from "./failure.ts"
 import { countActive, createRun } from "./runs.ts"
 import type { Entry, Run, RunItem } from "./types.ts"

@@ -18,7 +18,7 @@ import {
   patchRun,
   runIndex,
   setState
-} from "./ctx.ts"
+} from "./context.ts"
 import { aheadInRun, bisectGroup, failEntry, failedBehindSuspect } from "./failure.ts"
 import { insertEntry, isLocked, removeEntryAt } from "./order.ts"
 import { aloneInLane, chainableCount, createRunsParallel, planMergeParallel } from "./parallel.ts"

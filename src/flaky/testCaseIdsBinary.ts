@@ -4,8 +4,9 @@
  * string, and remembered in `IdSet`, an open-addressing set of 128-bit keys in a typed array (a `Set` of id strings
  * costs ~90 bytes an id and a string per lookup).
  */
-import { isUuidV5, type RepoRef, repoPath, testCaseId } from "./ids.ts"
+
 import type { JunitResult } from "./junit.ts"
+import { isUuidV5, type RepoRef, repoPath, testCaseId } from "./testCaseIds.ts"
 
 const URL_NAMESPACE_BYTES = Buffer.from("6ba7b8119dad11d180b400c04fd430c8", "hex")
 const HEX_CODES = new TextEncoder().encode("0123456789abcdef")

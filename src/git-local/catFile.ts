@@ -6,7 +6,7 @@
  */
 import * as os from "node:os"
 import { Effect } from "effect"
-import { GitError } from "./GitHost.ts"
+import { GitError } from "../queue/GitHost.ts"
 import { gitEnvironment } from "./LocalGit.ts"
 
 export interface CatFileObject {

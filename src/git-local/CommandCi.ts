@@ -11,8 +11,8 @@ import * as os from "node:os"
 import * as path from "node:path"
 import type { Scope } from "effect"
 import { Context, Effect, Layer, Schedule } from "effect"
-import { GitError, type RepoNotFound, type RepoRef } from "../git/GitHost.ts"
-import { existingGitDir, formatRepo, git, runGit } from "../git/LocalGit.ts"
+import { GitError, type RepoNotFound, type RepoRef } from "../queue/GitHost.ts"
+import { existingGitDir, formatRepo, git, runGit } from "./LocalGit.ts"
 
 export const OUTPUT_LIMIT_BYTES = 1024 * 1024
 

@@ -5,11 +5,11 @@
  * under GIT_ROOT), as before the GitHub provider existed.
  */
 import { Effect, Layer } from "effect"
-import { AppConfig } from "../config.ts"
-import { GitHubClient, githubConfigured } from "../github/GitHubClient.ts"
-import { makeGitHubHost } from "../github/GitHubHost.ts"
-import { GitHost, type GitHostService, type RepoRef } from "./GitHost.ts"
-import { makeLocalGit } from "./LocalGit.ts"
+import { AppConfig } from "./config.ts"
+import { makeLocalGit } from "./git-local/LocalGit.ts"
+import { GitHubClient, githubConfigured } from "./github/GitHubClient.ts"
+import { makeGitHubHost } from "./github/GitHubHost.ts"
+import { GitHost, type GitHostService, type RepoRef } from "./queue/GitHost.ts"
 
 /** A GitHostService that sends each call to `github` for repositories on `githubHost`, else to `local`. */
 export const routeByHost = (options: {

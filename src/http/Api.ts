@@ -5,9 +5,9 @@ import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
 import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
 import * as OpenApi from "@effect/platform/OpenApi"
 import * as Schema from "effect/Schema"
-import * as F from "./flaky/schemas.ts"
-import { Authentication, EmptyObject, endpointOf, type Op, post } from "./http/op.ts"
-import * as Q from "./queue/schemas.ts"
+import * as F from "../flaky/schemas.ts"
+import * as Q from "../queue/schemas.ts"
+import { Authentication, EmptyObject, endpointOf, type Op, post } from "./operation.ts"
 
 /** Every operation of the v1 API (contract.md), grouped as the OpenAPI document shows them. */
 export const ops = {

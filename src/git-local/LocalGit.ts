@@ -24,7 +24,6 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { Clock, Effect, Either, Layer } from "effect"
-import { makeCatFile, summarizeCommit } from "./catFile.ts"
 import {
   type BuildTestBranchInput,
   type BuildTestBranchResult,
@@ -38,7 +37,8 @@ import {
   type RebaseOntoInput,
   RepoNotFound,
   type RepoRef
-} from "./GitHost.ts"
+} from "../queue/GitHost.ts"
+import { makeCatFile, summarizeCommit } from "./catFile.ts"
 
 // ---------------------------------------------------------------------------------------------------------------
 // Validation and paths
