@@ -22,6 +22,7 @@ import { Engine, EngineRunner } from "./queue/Engine.ts"
 import { EngineLive } from "./queue/EngineLive.ts"
 import { queueRoutes } from "./queue/Http.ts"
 import { QueueRepoLive } from "./queue/QueueRepo.ts"
+import { RunnerHealthLive } from "./queue/RunnerHealth.ts"
 import { StatusesLive } from "./queue/Statuses.ts"
 import { Tenancy, TenancyLive } from "./tenancy/Tenancy.ts"
 
@@ -49,7 +50,7 @@ export const AppLayer = <E>(config: Layer.Layer<AppConfig, E>) => {
   )
   // GitHub: the PR comment and status the runners write, and which repositories may be claimed (the App's)
   const github = Layer.mergeAll(GitHubFeedbackLive, InstallationClaimGuardLive)
-  const services = Layer.mergeAll(TenancyLive, QueueRepoLive, StatusesLive, DbPoolMetricsLive).pipe(
+  const services = Layer.mergeAll(TenancyLive, QueueRepoLive, StatusesLive, DbPoolMetricsLive, RunnerHealthLive).pipe(
     Layer.provideMerge(github),
     Layer.provideMerge(base)
   )
@@ -121,7 +122,14 @@ export const startServer = async <E>(configLayer: Layer.Layer<AppConfig, E>): Pr
             Effect.as(sql`select 1 from greenline_migrations limit 1`, true).pipe(Effect.orElseSucceed(() => false))
           )
           .catch(() => false)
-        return Response.json({ status: ok ? "ready" : "unavailable" }, { status: ok ? 200 : 503 })
+        // queues whose runner keeps failing: the instance still serves, so it stays ready, but says so
+        const failing = ok
+          ? await runtime.runPromise(engine.runnerErrors.pipe(Effect.orElseSucceed(() => []))).catch(() => [])
+          : []
+        return Response.json(
+          { status: ok ? "ready" : "unavailable", runners: { failing: failing.length, errors: failing } },
+          { status: ok ? 200 : 503 }
+        )
       }
       case "/v1/openapi.json":
         return new Response(openApiJson, { headers: { "content-type": "application/json" } })

@@ -84,6 +84,8 @@ export interface RunnerHooks {
   readonly observeStep: (seconds: number) => void
   /** The round could not be saved: the queue is under another token (`fencing` is this runner's); it stops. */
   readonly lostLease: (queueId: string, fencing: number) => Effect.Effect<void>
+  /** A round of the queue's runner completed (RunnerHealth.clearRunnerError: the runner runs). */
+  readonly roundCompleted?: (queueId: string) => Effect.Effect<void>
 }
 
 export const repoRefOf = (repo: Repository): RepoRef => ({ host: repo.host, owner: repo.owner, name: repo.name })
@@ -689,6 +691,7 @@ export const runQueue = (
           // (the state is the one just saved: only the outbox is written)
           yield* saveOutbox(queueId, owner, fencing, pendingCommands)
         }
+        if (hooks.roundCompleted !== undefined) yield* hooks.roundCompleted(queueId)
         return inbox.length === INBOX_BATCH || memEvents.length > 0
       })
 
