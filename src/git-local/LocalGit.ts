@@ -30,6 +30,9 @@ import {
   GitError,
   GitHost,
   type GitHostService,
+  GREENLINE_EMAIL,
+  GREENLINE_NAME,
+  invalidBranchName,
   MergeConflict,
   type MergeInput,
   PrNotFound,
@@ -39,6 +42,7 @@ import {
   type RepoRef
 } from "../queue/GitHost.ts"
 import { makeCatFile, summarizeCommit } from "./catFile.ts"
+import { gitEnvironment } from "./gitEnv.ts"
 
 // ---------------------------------------------------------------------------------------------------------------
 // Validation and paths
@@ -100,23 +104,6 @@ export const existingGitDir = (gitRoot: string, repo: RepoRef): Effect.Effect<st
       : Effect.fail(new RepoNotFound({ repo, invalid: false, message: `repository ${formatRepo(repo)} not found` }))
   )
 
-/** Null when `branch` is an acceptable branch name (a subset of git check-ref-format), else the reason. */
-export const invalidBranchName = (branch: string): string | null => {
-  if (branch.length === 0) return "empty branch name"
-  if (branch.length > 250) return "branch name too long"
-  if (branch.startsWith("-") || branch.startsWith("/") || branch.endsWith("/") || branch.endsWith(".")) {
-    return `invalid branch name '${branch}'`
-  }
-  if (branch === "@" || branch.includes("..") || branch.includes("//") || branch.includes("@{")) {
-    return `invalid branch name '${branch}'`
-  }
-  if (CONTROL.test(branch) || /[ ~^:?*[\\]/.test(branch)) return `invalid branch name '${branch}'`
-  for (const part of branch.split("/")) {
-    if (part.startsWith(".") || part.endsWith(".lock")) return `invalid branch name '${branch}'`
-  }
-  return null
-}
-
 const SHA_RE = /^(?:[0-9a-f]{40}|[0-9a-f]{64})$/
 
 const checkSha = (sha: string, what: string): Effect.Effect<string, GitError> =>
@@ -150,24 +137,6 @@ export interface GitRunResult {
   readonly stdout: string
   readonly stdoutBytes: Uint8Array
   readonly stderr: string
-}
-
-/**
- * The environment of every git process: the parent's environment without any `GIT_*` variable, plus
- * `GIT_TERMINAL_PROMPT=0`, no system/global configuration and the C locale.
- */
-export const gitEnvironment = (extra?: Readonly<Record<string, string>>): Record<string, string> => {
-  const env: Record<string, string> = {}
-  for (const [key, value] of Object.entries(process.env)) {
-    if (value !== undefined && !key.startsWith("GIT_")) env[key] = value
-  }
-  env.GIT_TERMINAL_PROMPT = "0"
-  env.GIT_CONFIG_NOSYSTEM = "1"
-  env.GIT_CONFIG_GLOBAL = "/dev/null"
-  env.GIT_OPTIONAL_LOCKS = "0"
-  env.LC_ALL = "C"
-  if (extra !== undefined) Object.assign(env, extra)
-  return env
 }
 
 const encoder = new TextEncoder()
@@ -297,10 +266,6 @@ const listCommits = (
     git(gitDir, ["log", "--reverse", "--topo-order", ...flags, "-z", "--date=raw", META_FORMAT, ...rangeArgs, "--"]),
     parseMeta
   )
-
-/** The committer of every commit Greenline writes (both providers, so they build the same commits). */
-export const GREENLINE_NAME = "Greenline"
-export const GREENLINE_EMAIL = "greenline@greenline.invalid"
 
 const identityEnv = (
   authorName: string,

@@ -28,12 +28,14 @@
  * refusal in the middle of a batch leaves the pull requests merged before it merged.
  */
 import { Effect } from "effect"
-import { GREENLINE_EMAIL, GREENLINE_NAME, invalidBranchName } from "../git-local/LocalGit.ts"
 import {
   type BuildTestBranchInput,
   type BuildTestBranchResult,
   GitError,
   type GitHostService,
+  GREENLINE_EMAIL,
+  GREENLINE_NAME,
+  invalidBranchName,
   MergeConflict,
   type MergeInput,
   MergeRefused,

@@ -19,7 +19,7 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import { Duration, Effect, Layer } from "effect"
 import { AppConfig } from "../config.ts"
-import { Database } from "../db/Database.ts"
+import { Database } from "../kernel/Database.ts"
 import type { RepoRef } from "../queue/GitHost.ts"
 import { Statuses, WAKE_CHANNEL } from "../queue/Statuses.ts"
 import { type InboxEvent, makeStore, TERMINAL } from "../queue/store.ts"

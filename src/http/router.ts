@@ -2,6 +2,7 @@ import { Cause, Context, Effect, Exit, Option, type ParseResult, Runtime, Schema
 import type { Organization } from "../tenancy/Tenancy.ts"
 import { ApiError, errorResponse, fromParseError, internal, invalidRequest, unauthorized } from "./errors.ts"
 import type { Op } from "./operation.ts"
+import type { RequestSpan, RequestTracer } from "./tracing.ts"
 
 /** The organization of the API token that made the current request. */
 export class CurrentOrg extends Context.Tag("greenline/CurrentOrg")<CurrentOrg, Organization>() {}
@@ -52,17 +53,6 @@ export interface Authenticator {
 
 export interface RequestObserver {
   readonly observe: (route: string, status: number, seconds: number) => void
-}
-
-/** A request's trace span (only when tracing is on): the handler runs under it, `end` records route and status. */
-export interface RequestSpan {
-  readonly wrap: <A, E, Env>(effect: Effect.Effect<A, E, Env>) => Effect.Effect<A, E, Env>
-  readonly end: (route: string | undefined, status: number) => void
-}
-
-export interface RequestTracer {
-  /** `route` is the API route's path when the request matched one. */
-  readonly start: (method: string, route: string | undefined) => RequestSpan
 }
 
 /** Per-token token bucket: `perSecond` requests a second, bursts up to the same number. */

@@ -1,10 +1,10 @@
 import { Effect, Schema } from "effect"
-import { ops } from "../http/Api.ts"
-import { ApiError, invalidRequest } from "../http/errors.ts"
-import type { Op } from "../http/operation.ts"
-import { CurrentOrg, handle, type Route } from "../http/router.ts"
-import { Flaky, type UploadPart } from "./Flaky.ts"
-import type { UploadSummary } from "./schemas.ts"
+import { Flaky, type UploadPart } from "../../flaky/Flaky.ts"
+import type { UploadSummary } from "../../flaky/schemas.ts"
+import { ops } from "../Api.ts"
+import { ApiError, invalidRequest } from "../errors.ts"
+import type { Op } from "../operation.ts"
+import { CurrentOrg, handle, type Route } from "../router.ts"
 
 /** Handlers of the flaky-test endpoints (contract.md §3): thin, the work is in `Flaky`. */
 
