@@ -1,6 +1,15 @@
 import { Cause, Context, Effect, Exit, Option, type ParseResult, Runtime, Schema } from "effect"
 import type { Organization } from "../tenancy/Tenancy.ts"
-import { ApiError, errorResponse, fromParseError, internal, invalidRequest, unauthorized } from "./errors.ts"
+import {
+  ApiError,
+  type DomainError,
+  errorResponse,
+  fromParseError,
+  internal,
+  invalidRequest,
+  toApiError,
+  unauthorized
+} from "./errors.ts"
 import type { Op } from "./operation.ts"
 import type { RequestSpan, RequestTracer } from "./tracing.ts"
 
@@ -23,7 +32,7 @@ export interface Route<R> {
 /** Serves `op` with `handler`; the payload is decoded by the op's schema before the handler sees it. */
 export const handle = <Name extends string, P, PI, S, SI, R>(
   op: Op<Name, P, PI, S, SI>,
-  handler: (payload: P) => Effect.Effect<S, ApiError, R | CurrentOrg>
+  handler: (payload: P) => Effect.Effect<S, ApiError | DomainError, R | CurrentOrg>
 ): Route<R> => {
   const decode = Schema.decodeUnknown(op.payload, { errors: "all", onExcessProperty: "ignore" })
   const encode = Schema.encode(op.success)
@@ -32,7 +41,7 @@ export const handle = <Name extends string, P, PI, S, SI, R>(
     run: (input) =>
       decode(input).pipe(
         Effect.mapError(fromParseError),
-        Effect.flatMap(handler),
+        Effect.flatMap((payload) => Effect.mapError(handler(payload), toApiError)),
         Effect.flatMap((answer) =>
           Effect.mapError(encode(answer), (e: ParseResult.ParseError) => {
             return new ApiError({

@@ -2,7 +2,7 @@ import { Effect, Schema } from "effect"
 import { Flaky, type UploadPart } from "../../flaky/Flaky.ts"
 import type { UploadSummary } from "../../flaky/schemas.ts"
 import { ops } from "../Api.ts"
-import { ApiError, invalidRequest } from "../errors.ts"
+import { ApiError, fromDomainError, invalidRequest } from "../errors.ts"
 import type { Op } from "../operation.ts"
 import { CurrentOrg, handle, type Route } from "../router.ts"
 
@@ -52,7 +52,9 @@ const uploadRoute: Route<Flaky> = {
   run: (_, { request, body }) =>
     Effect.gen(function* () {
       const { metadataText, parts } = yield* readUploadForm(request, body)
-      const summary: UploadSummary = yield* withOrg((flaky, org) => flaky.upload(org, metadataText, parts))
+      const summary: UploadSummary = yield* withOrg((flaky, org) => flaky.upload(org, metadataText, parts)).pipe(
+        Effect.mapError(fromDomainError)
+      )
       return yield* Effect.mapError(
         encodeSummary(summary),
         () => new ApiError({ status: 500, code: "INTERNAL", message: "the answer did not match its schema" })
