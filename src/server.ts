@@ -12,7 +12,7 @@ import { makeWebhookEndpoint, WEBHOOK_PATH } from "./github/webhooks.ts"
 import { openApiDocument } from "./http/Api.ts"
 import { renderDocs } from "./http/docs.ts"
 import { ApiError, errorResponse } from "./http/errors.ts"
-import { makeApp, RateLimiter, type Route } from "./http/router.ts"
+import { makeApp, RateLimiter, servesEveryOp } from "./http/router.ts"
 import { flakyRoutes } from "./http/routes/flaky.ts"
 import { metricsRoutes } from "./http/routes/metrics.ts"
 import { queueRoutes } from "./http/routes/queue.ts"
@@ -58,7 +58,12 @@ export const AppLayer = <E>(config: Layer.Layer<AppConfig, E>) => {
   return Layer.mergeAll(EngineLive, FlakyLive, GitHubReconcileLive).pipe(Layer.provideMerge(services))
 }
 
-const routes = [...queueRoutes, ...metricsRoutes, ...flakyRoutes] as unknown as ReadonlyArray<Route<never>>
+/**
+ * Every operation of `Api.ts` with its handler. The compiler checks that none is missing (`servesEveryOp`) and that
+ * every handler's requirements are among the application's services (`makeApp` over the application's runtime);
+ * `makeApp` refuses two handlers for one operation at start-up.
+ */
+const routes = servesEveryOp([...queueRoutes, ...metricsRoutes, ...flakyRoutes])
 
 export type AppServices = Layer.Layer.Success<ReturnType<typeof AppLayer>>
 

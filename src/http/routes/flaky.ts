@@ -3,7 +3,6 @@ import { Flaky, type UploadPart } from "../../flaky/Flaky.ts"
 import type { UploadSummary } from "../../flaky/schemas.ts"
 import { ops } from "../Api.ts"
 import { ApiError, fromDomainError, invalidRequest } from "../errors.ts"
-import type { Op } from "../operation.ts"
 import { CurrentOrg, handle, type Route } from "../router.ts"
 
 /** Handlers of the flaky-test endpoints (contract.md §3): thin, the work is in `Flaky`. */
@@ -47,8 +46,8 @@ export const readUploadForm = (request: Request, body: Uint8Array) =>
  * schema decode of `handle` (the op's `UploadForm` schema only documents the form).
  */
 const encodeSummary = Schema.encode(ops.uploadTestResults.success)
-const uploadRoute: Route<Flaky> = {
-  op: ops.uploadTestResults as unknown as Op<string, unknown, unknown, unknown, unknown>,
+const uploadRoute: Route<Flaky, "uploadTestResults"> = {
+  op: ops.uploadTestResults,
   run: (_, { request, body }) =>
     Effect.gen(function* () {
       const { metadataText, parts } = yield* readUploadForm(request, body)
@@ -62,7 +61,7 @@ const uploadRoute: Route<Flaky> = {
     })
 }
 
-export const flakyRoutes: ReadonlyArray<Route<Flaky>> = [
+export const flakyRoutes = [
   handle(ops.listFailingTests, (req) => withOrg((flaky, org) => flaky.listFailingTests(org, req))),
   handle(ops.listQuarantinedTests, (req) => withOrg((flaky, org) => flaky.listQuarantinedTests(org, req))),
   handle(ops.getTestDetails, (req) => withOrg((flaky, org) => flaky.getTestDetails(org, req))),
@@ -72,4 +71,4 @@ export const flakyRoutes: ReadonlyArray<Route<Flaky>> = [
   handle(ops.getFlakySettings, (req) => withOrg((flaky, org) => flaky.getSettings(org, req))),
   handle(ops.updateFlakySettings, (req) => withOrg((flaky, org) => flaky.updateSettings(org, req))),
   uploadRoute
-]
+] as const
