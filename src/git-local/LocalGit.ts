@@ -1,25 +1,4 @@
-/**
- * The local Git provider: GitHost over bare repositories `$GIT_ROOT/<host>/<owner>/<name>.git`, driving the real
- * `git` executable (contract.md §6).
- *
- * Every git call gets an explicit `--git-dir`, `GIT_TERMINAL_PROMPT=0`, no system/global configuration, hooks
- * disabled, `LC_ALL=C`, and no inherited `GIT_*` variables. No working tree is ever touched: merges are computed with
- * `git merge-tree --write-tree` and recorded with `git commit-tree` + `git update-ref`.
- *
- * Determinism (so that a chain built twice, or a run built on top of an earlier run's chain, shares its commits):
- * - merge_commit / squash: author = the PR head commit's author (name, email, date); committer =
- *   "Greenline <greenline@greenline.invalid>" with the PR head commit's committer date (a valid address that
- *   can never be anyone's: GitHub's payloads require emails to be well formed).
- * - rebase: each replayed commit keeps its original author (name, email, date) and message; committer = Greenline
- *   with the original commit's committer date. Commits that become empty are dropped (as `git rebase` does).
- * - rebaseOnto: same as rebase, per commit of the lane's first-parent chain; merge commits stay merge commits (first
- *   parent replaced, other parents kept).
- * The commit therefore depends only on (parent, item, method).
- *
- * Cherry-picks on git 2.39 (no `merge-tree --merge-base`): to apply commit C (parent P) onto O we create a throwaway
- * commit O' = (tree of O, parent P) with a fixed identity and date; merge-base(O', C) is exactly P, so
- * `git merge-tree --write-tree O' C` is the 3-way merge with base P — cherry-pick semantics, including renames.
- */
+/** The local Git provider: bare repositories driven by the real `git` (design notes: docs/architecture.md). */
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
