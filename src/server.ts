@@ -19,14 +19,30 @@ import { queueRoutes } from "./http/routes/queue.ts"
 import { makeRequestTracer } from "./http/tracing.ts"
 import { Database } from "./kernel/Database.ts"
 import { DbPoolMetricsLive, Metrics, MetricsLive } from "./metrics/Metrics.ts"
+import { Gauge } from "./metrics/registry.ts"
 import { TracingLive } from "./metrics/Tracing.ts"
 import { ProvidersLayer } from "./providers.ts"
 import { Engine, EngineRunner } from "./queue/Engine.ts"
 import { EngineLive } from "./queue/EngineLive.ts"
 import { QueueRepoLive } from "./queue/QueueRepo.ts"
-import { RunnerHealthLive } from "./queue/RunnerHealth.ts"
+import { RunnerHealth, RunnerHealthLive } from "./queue/RunnerHealth.ts"
 import { StatusesLive } from "./queue/Statuses.ts"
 import { Tenancy, TenancyLive } from "./tenancy/Tenancy.ts"
+
+/** `greenline_queue_runner_error{queue}`: 1 while the runner of a queue on this instance keeps failing. */
+const RunnerErrorGaugeLive: Layer.Layer<never, never, Metrics | RunnerHealth> = Layer.effectDiscard(
+  Effect.gen(function* () {
+    const { registry } = yield* Metrics
+    const health = yield* RunnerHealth
+    registry.register(
+      new Gauge(
+        "greenline_queue_runner_error",
+        "1 while the runner of a queue on this instance keeps failing (its error: getQueue runnerError, /readyz)",
+        () => health.failingHere().map((queue) => [{ queue }, 1] as const)
+      )
+    )
+  })
+)
 
 /** Every service of the running application, over the configured database. */
 export const AppLayer = <E>(config: Layer.Layer<AppConfig, E>) => {
@@ -56,7 +72,9 @@ export const AppLayer = <E>(config: Layer.Layer<AppConfig, E>) => {
     Layer.provideMerge(github),
     Layer.provideMerge(base)
   )
-  return Layer.mergeAll(EngineLive, FlakyLive, GitHubReconcileLive).pipe(Layer.provideMerge(services))
+  return Layer.mergeAll(EngineLive, FlakyLive, GitHubReconcileLive, RunnerErrorGaugeLive).pipe(
+    Layer.provideMerge(services)
+  )
 }
 
 /**

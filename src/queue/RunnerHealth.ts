@@ -1,13 +1,11 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Context, Effect, Layer } from "effect"
-import { Metrics } from "../metrics/Metrics.ts"
-import { Gauge } from "../metrics/registry.ts"
 import { makeStore } from "./store.ts"
 
 /**
  * Whether each queue's runner runs: its last error while it keeps failing, shown by getQueue (`runnerError`),
- * `/readyz` and the `greenline_queue_runner_error` gauge. The runner's supervisor records each failure; the runner
+ * `/readyz` and the `greenline_queue_runner_error` gauge (metrics/Metrics.ts). The runner's supervisor records each failure; the runner
  * clears it once a round completes.
  */
 export interface RunnerHealthShape {
@@ -15,6 +13,8 @@ export interface RunnerHealthShape {
   readonly recordRunnerError: (queueId: string, message: string) => Effect.Effect<void, SqlError>
   /** The runner of `queueId` completed a round. Cheap when nothing was recorded: call it after every round. */
   readonly clearRunnerError: (queueId: string) => Effect.Effect<void, SqlError>
+  /** The queues whose runner failed on this instance and has not completed a round since (a gauge reads it). */
+  readonly failingHere: () => ReadonlyArray<string>
   /** Every queue whose runner is failing (on any instance), with its last error and since when. */
   readonly runnerErrors: Effect.Effect<
     ReadonlyArray<{ readonly queueId: string; readonly message: string; readonly since: string }>,
@@ -41,18 +41,10 @@ export const RunnerHealthLive = Layer.effect(
   RunnerHealth,
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
-    const { registry } = yield* Metrics
     const store = makeStore(sql)
     // this instance's view: queues whose runner failed here (true) or was seen healthy since (false); a queue not
     // known yet may carry an error recorded by another instance, so its first clear goes to the database
     const failing = new Map<string, boolean>()
-    registry.register(
-      new Gauge(
-        "greenline_queue_runner_error",
-        "1 while the runner of a queue on this instance keeps failing (its error: getQueue runnerError, /readyz)",
-        () => [...failing].filter(([, f]) => f).map(([queue]) => [{ queue }, 1] as const)
-      )
-    )
     return {
       recordRunnerError: (queueId, message) =>
         Effect.zipRight(
@@ -69,6 +61,7 @@ export const RunnerHealthLive = Layer.effect(
                 failing.set(queueId, false)
               })
             ),
+      failingHere: () => [...failing].filter(([, f]) => f).map(([queueId]) => queueId),
       runnerErrors: store.runnerErrors
     }
   })
