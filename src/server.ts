@@ -72,9 +72,9 @@ export const AppLayer = <E>(config: Layer.Layer<AppConfig, E>) => {
     Layer.provideMerge(github),
     Layer.provideMerge(base)
   )
-  return Layer.mergeAll(EngineLive, FlakyLive, GitHubReconcileLive, RunnerErrorGaugeLive).pipe(
-    Layer.provideMerge(services)
-  )
+  const features = Layer.mergeAll(EngineLive, FlakyLive, RunnerErrorGaugeLive).pipe(Layer.provideMerge(services))
+  // reconciliation hands what GitHub shows to the engine
+  return GitHubReconcileLive.pipe(Layer.provideMerge(features))
 }
 
 /**

@@ -10,16 +10,10 @@ import { Database } from "../kernel/Database.ts"
 import { Metrics } from "../metrics/Metrics.ts"
 import { usesGitHub } from "../providers.ts"
 import { Engine, EngineRunner, type EngineShape, type QueueKey, type Submission } from "./Engine.ts"
+import { makeEngineRepo } from "./engineRepo.ts"
 import { GitHost } from "./GitHost.ts"
 import { initialState, type QueueState, type RunRecord } from "./planner/index.ts"
-import {
-  ACTIVE_STATES,
-  QUEUE_COLUMNS,
-  type QueueColumns,
-  QueueRepo,
-  type QueueRow,
-  queueOfColumns
-} from "./QueueRepo.ts"
+import { QueueRepo, type QueueRow, queueOfColumns } from "./QueueRepo.ts"
 import { entryRecord, positionOf, viewOf } from "./queueView.ts"
 import { plannerConfig, repoRefOf, runQueue } from "./Runner.ts"
 import { errorMessage, RunnerHealth } from "./RunnerHealth.ts"
@@ -37,8 +31,6 @@ interface PendingSubmission {
   readonly submission: Submission
   readonly done: Deferred.Deferred<boolean, SqlError>
 }
-
-type NullableEntryRow = { readonly [K in keyof EntryRow]: EntryRow[K] | null }
 
 const keyOf = (queue: QueueRow): QueueKey => ({ orgId: queue.repo.orgId, repo: queue.repo, branch: queue.branch })
 
@@ -85,6 +77,7 @@ export const EngineLive = Layer.scopedContext(
     const feedback = yield* Effect.serviceOption(PrFeedback)
     const runnerContext = Option.isSome(feedback) ? Context.add(context, PrFeedback, feedback.value) : context
     const store = makeStore(sql)
+    const repo = makeEngineRepo(sql)
     const { activeEntries, enqueueEvent, enqueueEvents, insertRuntime, loadRuntime, readTargets, timeline } = store
 
     const runtimeOf = (queue: QueueRow) =>
@@ -93,36 +86,6 @@ export const EngineLive = Layer.scopedContext(
           Option.map(r, (x) => x.state),
           () => initialState(plannerConfig(queue.config), null)
         )
-      )
-
-    /**
-     * The queue `key` names with the PR submitted to it, in one statement: the entry (null columns when the PR was
-     * never submitted), whether targets exist for its head, and its position among the active entries that are not
-     * not_ready, in testing order (from the runner's state, computed in the database: the state is not shipped).
-     * No row: no such queue in the caller's organization.
-     */
-    const findSubmitted = (key: QueueKey, prNumber: number) =>
-      Effect.map(
-        sql<QueueColumns & NullableEntryRow & { position: number | null; has_targets: boolean; unsettled: boolean }>`
-          select ${sql.unsafe(QUEUE_COLUMNS)}, e.*,
-            exists (select 1 from impacted_targets t
-                    where t.repo_id = r.id and t.pr_number = e.pr_number and t.sha = e.head_sha) as has_targets,
-            exists (select 1 from entries u where u.queue_id = q.id and u.request_seq is not null) as unsettled,
-            case when e.state in ('pending', 'testing', 'tests_passed', 'pending_failure') then coalesce(
-              array_position(rt.positions, e.id),
-              -- not placed by the runner yet: after the placed ones, by priority and submission, as getQueue shows it
-              coalesce(cardinality(rt.positions), 0) + (
-                select count(*)::int from entries f
-                where f.queue_id = q.id and f.state in ('pending', 'testing', 'tests_passed', 'pending_failure')
-                  and not (f.id = any(coalesce(rt.positions, '{}')))
-                  and (f.priority, f.submitted_at, f.id) <= (e.priority, e.submitted_at, e.id)))
-            end as position
-          from queues q join repositories r on r.id = q.repo_id
-          left join queue_runtime rt on rt.queue_id = q.id
-          left join entries e on e.queue_id = q.id and e.pr_number = ${prNumber}
-          where r.host = ${key.repo.host} and r.owner = ${key.repo.owner} and r.name = ${key.repo.name}
-            and r.org_id = ${key.orgId} and q.branch = ${key.branch}`,
-        (rows) => Option.fromNullable(rows[0])
       )
 
     /** The queue held for the transaction (QUEUE_NOT_FOUND when a delete came first). */
@@ -194,24 +157,7 @@ export const EngineLive = Layer.scopedContext(
         if (items.length === 0) return [] as ReadonlyArray<boolean>
         const at = iso(yield* Clock.currentTimeMillis)
         const keys = items.map((s, i) => ({ i, queue_id: s.queue.id, pr: s.prNumber, sha: s.pr.headSha }))
-        const found = yield* sql<{
-          i: number
-          mode: string | null
-          id: string | null
-          state: string | null
-          priority: number | null
-          no_batch: boolean | null
-          head_sha: string | null
-          has_targets: boolean
-        }>`
-          select v.i, q.config->>'mode' as mode, e.id, e.state, e.priority, e.no_batch, e.head_sha,
-            exists (select 1 from impacted_targets t
-                    where t.repo_id = q.repo_id and t.pr_number = v.pr and t.sha = v.sha) as has_targets
-          from jsonb_to_recordset(${JSON.stringify(keys)}::jsonb) as v(i int, queue_id uuid, pr bigint, sha text)
-          join queues q on q.id = v.queue_id
-          left join entries e on e.queue_id = v.queue_id and e.pr_number = v.pr
-          order by q.id
-          for key share of q`
+        const found = yield* repo.submissionTargets(keys)
         const byIndex = new Map(found.map((row) => [Number(row.i), row]))
         const inserts: Array<Record<string, unknown>> = []
         const updates: Array<Record<string, unknown>> = []
@@ -266,25 +212,10 @@ export const EngineLive = Layer.scopedContext(
         const withSeq = (rows: ReadonlyArray<Record<string, unknown>>) =>
           JSON.stringify(rows.map((r) => ({ ...r, request_seq: seqs[r.ev as number] ?? null })))
         if (inserts.length > 0) {
-          yield* sql`insert into entries (id, queue_id, pr_number, state, state_changed_at, submitted_at, priority, no_batch,
-                                          head_sha, title, author, request_seq, request_new)
-                     select v.id, v.queue_id, v.pr_number, v.state, v.at, v.at, v.priority, v.no_batch, v.head_sha, v.title,
-                       v.author, v.request_seq, true
-                     from jsonb_to_recordset(${withSeq(inserts)}::jsonb) as v(id uuid, queue_id uuid, pr_number bigint,
-                       state text, at timestamptz, priority int, no_batch boolean, head_sha text, title text, author text,
-                       request_seq bigint)
-                     on conflict (queue_id, pr_number) do update set state = excluded.state,
-                       state_changed_at = excluded.state_changed_at, submitted_at = excluded.submitted_at,
-                       priority = excluded.priority, no_batch = excluded.no_batch, head_sha = excluded.head_sha,
-                       title = excluded.title, author = excluded.author, run_id = null, verified_by_test_run = null,
-                       first_tested_at = null, ended_at = null, restarts = 0, request_seq = excluded.request_seq,
-                       request_new = true`
+          yield* repo.insertEntries(withSeq(inserts))
         }
         if (updates.length > 0) {
-          yield* sql`update entries e set priority = v.priority, no_batch = v.no_batch, request_seq = v.request_seq
-                     from jsonb_to_recordset(${withSeq(updates)}::jsonb) as v(id uuid, priority int, no_batch boolean,
-                       request_seq bigint)
-                     where e.id = v.id`
+          yield* repo.updateEntries(withSeq(updates))
         }
         return items.map((_, i) => byIndex.has(i))
       })
@@ -366,21 +297,7 @@ export const EngineLive = Layer.scopedContext(
 
       viewByKey: (key) =>
         Effect.gen(function* () {
-          const rows = yield* sql<
-            QueueColumns & {
-              runtime_state: unknown
-              active: unknown
-              runner_error: string | null
-              runner_error_since: Date | string | null
-            }
-          >`
-            select ${sql.unsafe(QUEUE_COLUMNS)}, rt.state as runtime_state, rt.runner_error, rt.runner_error_since,
-              (select coalesce(json_agg(e), '[]'::json) from entries e
-               where e.queue_id = q.id and e.state in ${sql.in(ACTIVE_STATES)}) as active
-            from queues q join repositories r on r.id = q.repo_id
-            left join queue_runtime rt on rt.queue_id = q.id
-            where r.host = ${key.repo.host} and r.owner = ${key.repo.owner} and r.name = ${key.repo.name}
-              and r.org_id = ${key.orgId} and q.branch = ${key.branch}`
+          const rows = yield* repo.queueViewRows(key)
           const row = rows[0]
           if (row === undefined) return yield* queueNotFound(key)
           const queue = queueOfColumns(row)
@@ -444,7 +361,7 @@ export const EngineLive = Layer.scopedContext(
 
       getSubmitted: (key, prNumber, includeTimeline) =>
         Effect.gen(function* () {
-          const found = yield* findSubmitted(key, prNumber)
+          const found = yield* repo.findSubmitted(key, prNumber)
           if (Option.isNone(found)) return yield* queueNotFound(key)
           const queue = queueOfColumns(found.value)
           if (found.value.id === null)
@@ -495,8 +412,7 @@ export const EngineLive = Layer.scopedContext(
 
       testingDetails: (queue, testRunId) =>
         Effect.gen(function* () {
-          const rows = yield* sql<{ record: unknown }>`
-            select record from test_runs where id = ${testRunId} and queue_id = ${queue.id}`
+          const rows = yield* repo.testRunRecord(queue.id, testRunId)
           const raw = rows[0]
           if (raw === undefined) return yield* notFound("TEST_RUN_NOT_FOUND", `no test run ${testRunId} in this queue`)
           const run = (typeof raw.record === "string" ? JSON.parse(raw.record) : raw.record) as RunRecord
@@ -505,8 +421,7 @@ export const EngineLive = Layer.scopedContext(
           const checks =
             run.testBranchSha === null ? [] : yield* statuses.checkRunsForSha(queue.repo.id, run.testBranchSha)
           const tested = run.items.filter((i) => run.testedEntryIds.includes(i.entryId))
-          const titles = yield* sql<{ id: string; title: string }>`
-            select id, title from entries where id in ${sql.in(run.items.map((i) => i.entryId).concat(["00000000-0000-0000-0000-000000000000"]))}`
+          const titles = yield* repo.entryTitles(run.items.map((i) => i.entryId))
           const titleOf = new Map(titles.map((t) => [t.id, t.title]))
           const repoPath = `${queue.repo.host}/${queue.repo.owner}/${queue.repo.name}`
           const details: TestingDetails = {
@@ -555,13 +470,43 @@ export const EngineLive = Layer.scopedContext(
           }
         }),
 
+      queuesOfRepository: store.queuesOfRepository,
+
+      queueById: (queueId) => queues.findById(queueId),
+
+      hostChanged: (queueId, changes) =>
+        Effect.gen(function* () {
+          const prs = changes.flatMap((c) => (c._tag === "BranchMoved" ? [] : [c.prNumber]))
+          const active = yield* store.activePrs(queueId, prs)
+          const events: Array<{ readonly i: number; readonly queue_id: string; readonly event: InboxEvent }> = []
+          for (const change of changes) {
+            const event: InboxEvent | undefined =
+              change._tag === "BranchMoved"
+                ? { _tag: "GitChanged" }
+                : !active.has(change.prNumber)
+                  ? undefined
+                  : change._tag === "PrCancelled"
+                    ? {
+                        _tag: "Planner",
+                        event: { _tag: "Cancelled", prNumber: change.prNumber, reason: change.reason }
+                      }
+                    : { _tag: "Planner", event: { _tag: "PrHeadMoved", prNumber: change.prNumber, sha: change.sha } }
+            if (event !== undefined) events.push({ i: events.length, queue_id: queueId, event })
+          }
+          if (events.length > 0) yield* enqueueEvents(events)
+          return events.length
+        }),
+
+      repositoriesTesting: store.repositoriesTesting,
+
+      watchedQueues: store.watchedQueues,
+
       wake,
 
       ciOutput: (id) =>
         Effect.gen(function* () {
           if (!/^[0-9a-f-]{36}$/i.test(id)) return Option.none()
-          const rows = yield* sql<{ output: string; exit_code: number | null }>`
-            select output, exit_code from ci_outputs where id = ${id}`
+          const rows = yield* repo.ciOutput(id)
           return Option.map(Option.fromNullable(rows[0]), (r) => ({ output: r.output, exitCode: r.exit_code }))
         })
     }
@@ -625,12 +570,7 @@ export const EngineLive = Layer.scopedContext(
 
     const takeLeases = (force: boolean) =>
       Effect.gen(function* () {
-        const rows = yield* sql<{ queue_id: string; fencing: string | number }>`
-          update queue_runtime set owner = ${owner},
-            lease_until = now() + make_interval(secs => ${LEASE_SECONDS}),
-            fencing = case when owner = ${owner} then fencing else fencing + 1 end
-          where owner is null or owner = ${owner} or lease_until < now() or ${force}
-          returning queue_id, fencing`
+        const rows = yield* repo.takeLeases(owner, LEASE_SECONDS, force)
         const held = new Set<string>()
         for (const row of rows) {
           const fencing = Number(row.fencing)
@@ -673,11 +613,10 @@ export const EngineLive = Layer.scopedContext(
     yield* Effect.addFinalizer(() =>
       Effect.gen(function* () {
         yield* FiberMap.clear(runners)
-        yield* sql`update queue_runtime set owner = null, lease_until = null where owner = ${owner}`.pipe(Effect.ignore)
+        yield* repo.releaseLeases(owner).pipe(Effect.ignore)
       })
     )
 
-    void queues
     return Context.make(Engine, engine).pipe(Context.add(EngineRunner, { start: Effect.provide(start, context) }))
   })
 )
