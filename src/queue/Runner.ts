@@ -72,11 +72,11 @@ const MAX_ROUND_SPACING_MS = 250
 /** Events read from the inbox per round at most. */
 const INBOX_BATCH = 1000
 
+/** The longest delay a timer takes (2^31 - 1 ms, about 24.8 days); a longer one fires at once. */
+const MAX_TIMER_MS = 2_147_483_647
+
 /** How long a command that failed unexpectedly waits before it runs again. */
 const RETRY_MS = 2_000
-
-const newIds = (config: PlannerConfig) =>
-  Array.from({ length: 2 * config.concurrency + config.bisectionConcurrency + 8 }, () => crypto.randomUUID())
 
 export interface RunnerHooks {
   readonly observeLag: (seconds: number) => void
@@ -160,7 +160,7 @@ export const runQueue = (
                     repo,
                     sha,
                     command,
-                    timeoutMs: queue.config.testingTimeoutMinutes * 60_000,
+                    timeoutMs: Math.min(queue.config.testingTimeoutMinutes * 60_000, MAX_TIMER_MS),
                     env: { GREENLINE_TEST_RUN_ID: run.id, GREENLINE_TEST_BRANCH: run.branch }
                   })
                   yield* sql`update ci_outputs set output = ${result.output}, exit_code = ${result.exitCode} where id = ${outputId}`
@@ -623,17 +623,16 @@ export const runQueue = (
           groupActive = null
         }
         const apply = (event: PlannerEvent) => {
-          const withIds = { ...event, newIds: newIds(state.config) }
           if (event._tag === "Submitted") {
             groupActive ??= activePrNumbers(state)
             if (joinsSubmissions(groupActive, group, event)) {
-              group.push(withIds)
+              group.push(event)
               return
             }
           }
           flushGroup()
           const started = performance.now()
-          record(step(state, withIds, now), started)
+          record(step(state, event, now), started)
         }
         // results of the last commands first, then the inbox, translated against the state they arrive in
         const results = memEvents

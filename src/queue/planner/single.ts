@@ -155,9 +155,7 @@ export const createRunsSingle = (ctx: Ctx): boolean => {
           break
         }
       }
-      const id = takeId(ctx)
-      if (id === null) break
-      createRun(ctx, id, "main", null, prefix, group, false)
+      createRun(ctx, takeId(ctx), "main", null, prefix, group, false)
       mainSlots--
       if (shared) bisSlots--
     }
