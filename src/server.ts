@@ -16,12 +16,14 @@ import { ApiError, errorResponse } from "./http/errors.ts"
 import { makeApp, RateLimiter, type Route } from "./http/router.ts"
 import { metricsRoutes } from "./metrics/Http.ts"
 import { DbPoolMetricsLive, Metrics, MetricsLive } from "./metrics/Metrics.ts"
+import { Gauge } from "./metrics/registry.ts"
 import { makeRequestTracer, TracingLive } from "./metrics/Tracing.ts"
 import { ProvidersLayer } from "./providers.ts"
 import { Engine, EngineRunner } from "./queue/Engine.ts"
 import { EngineLive } from "./queue/EngineLive.ts"
 import { queueRoutes } from "./queue/Http.ts"
 import { QueueRepoLive } from "./queue/QueueRepo.ts"
+import { RunnerHealth, RunnerHealthLive } from "./queue/runner/health.ts"
 import { StatusesLive } from "./queue/Statuses.ts"
 import { Tenancy, TenancyLive } from "./tenancy/Tenancy.ts"
 
@@ -49,7 +51,7 @@ export const AppLayer = <E>(config: Layer.Layer<AppConfig, E>) => {
   )
   // GitHub: the PR comment and status the runners write, and which repositories may be claimed (the App's)
   const github = Layer.mergeAll(GitHubFeedbackLive, InstallationClaimGuardLive)
-  const services = Layer.mergeAll(TenancyLive, QueueRepoLive, StatusesLive, DbPoolMetricsLive).pipe(
+  const services = Layer.mergeAll(TenancyLive, QueueRepoLive, StatusesLive, DbPoolMetricsLive, RunnerHealthLive).pipe(
     Layer.provideMerge(github),
     Layer.provideMerge(base)
   )
@@ -97,6 +99,14 @@ export const startServer = async <E>(configLayer: Layer.Layer<AppConfig, E>): Pr
   const tenancy = Context.get(ctx, Tenancy)
   const engine = Context.get(ctx, Engine)
   const sql = Context.get(ctx, SqlClient.SqlClient)
+  const health = Context.get(ctx, RunnerHealth)
+  metrics.registry.register(
+    new Gauge(
+      "greenline_queue_runner_failures",
+      "Failures in a row of a queue runner that has not completed a round since (0 series when all are healthy)",
+      () => health.failing().map((e) => [{ queue_id: e.queueId }, e.failures] as const)
+    )
+  )
   const logError = (message: string, cause: unknown) =>
     writeLog("ERROR", message, { cause: cause instanceof Error ? (cause.stack ?? cause.message) : String(cause) })
 
@@ -121,7 +131,14 @@ export const startServer = async <E>(configLayer: Layer.Layer<AppConfig, E>): Pr
             Effect.as(sql`select 1 from greenline_migrations limit 1`, true).pipe(Effect.orElseSucceed(() => false))
           )
           .catch(() => false)
-        return Response.json({ status: ok ? "ready" : "unavailable" }, { status: ok ? 200 : 503 })
+        // a queue whose runner keeps failing does not make the instance unready, but it shows here
+        const failing = health.failing().map((e) => ({
+          queueId: e.queueId,
+          message: e.message,
+          since: new Date(e.since).toISOString(),
+          failures: e.failures
+        }))
+        return Response.json({ status: ok ? "ready" : "unavailable", runners: { failing } }, { status: ok ? 200 : 503 })
       }
       case "/v1/openapi.json":
         return new Response(openApiJson, { headers: { "content-type": "application/json" } })

@@ -84,6 +84,8 @@ export interface RunnerHooks {
   readonly observeStep: (seconds: number) => void
   /** The round could not be saved: the queue is under another token (`fencing` is this runner's); it stops. */
   readonly lostLease: (queueId: string, fencing: number) => Effect.Effect<void>
+  /** A round was saved and its commands ran (the runner is healthy). */
+  readonly roundDone: (queueId: string) => void
 }
 
 export const repoRefOf = (repo: Repository): RepoRef => ({ host: repo.host, owner: repo.owner, name: repo.name })
@@ -688,6 +690,7 @@ export const runQueue = (
           // (the state is the one just saved: only the outbox is written)
           yield* saveOutbox(queueId, owner, fencing, pendingCommands)
         }
+        hooks.roundDone(queueId)
         return inbox.length === INBOX_BATCH || memEvents.length > 0
       })
 

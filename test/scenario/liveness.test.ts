@@ -4,8 +4,10 @@
  */
 import { afterAll, beforeAll, expect, test } from "bun:test"
 import * as fs from "node:fs"
+import * as SqlClient from "@effect/sql/SqlClient"
+import { Effect } from "effect"
 import { openScenario, type Scenario, type ScenarioOptions } from "../support/scenario.ts"
-import { startTestServer, type TestServer, tempDir } from "../support/server.ts"
+import { eventually, startTestServer, type TestServer, tempDir } from "../support/server.ts"
 
 const TIMEOUT = 60_000
 const MAX_U32 = 4294967295
@@ -46,6 +48,55 @@ test(
       await s.ciPass(3)
       await s.waitState(3, "merged")
       expect((await s.ok<{ concurrency: number }>("getQueue")).concurrency).toBe(MAX_U32)
+    }),
+  TIMEOUT
+)
+
+/** Runs SQL on the test server's database. */
+const sqlOn = <A>(f: (sql: SqlClient.SqlClient) => Effect.Effect<A, unknown>) =>
+  server.run(Effect.flatMap(SqlClient.SqlClient, f))
+
+const readyz = async () =>
+  (await (await fetch(`${server.url}/readyz`)).json()) as {
+    status: string
+    runners: { failing: ReadonlyArray<{ queueId: string; message: string; failures: number }> }
+  }
+
+test(
+  "a runner that keeps failing backs off, shows in /readyz and the metrics, and recovers when it can run again",
+  () =>
+    scenario({}, async (s) => {
+      s.createPr(1)
+      await s.submit(1)
+      const run = await s.waitRun(1)
+      const where = (sql: SqlClient.SqlClient) =>
+        sql`queue_id = (select q.id from queues q join repositories r on r.id = q.repo_id where r.name = ${s.key.repo.name})`
+      const [saved] = await sqlOn(
+        (sql) => sql<{ state: string }>`select state::text as state from queue_runtime where ${where(sql)}`
+      )
+      // a state the planner cannot step (as a bug would leave it), under a new fencing token so that the runner
+      // loses its lease and its successor loads it: every round of this queue throws
+      await sqlOn(
+        (sql) =>
+          sql`update queue_runtime set state = (jsonb_set(state::jsonb, '{runs}', '5'))::json, fencing = fencing + 1
+              where ${where(sql)}`
+      )
+      await s.report(run.sha, "success")
+      const failing = await eventually(
+        async () => {
+          const r = await readyz()
+          return r.runners.failing.find((f) => f.failures >= 2)
+        },
+        15_000,
+        "the runner listed as failing"
+      )
+      expect(failing.message).not.toBe("")
+      const metrics = await (await fetch(`${server.url}/metrics`)).text()
+      expect(metrics).toContain(`greenline_queue_runner_failures{queue_id="${failing.queueId}"}`)
+      // the state is readable again: the next restart runs a round, and the run that passed merges
+      await sqlOn((sql) => sql`update queue_runtime set state = ${saved!.state}::json where ${where(sql)}`)
+      await s.waitState(1, "merged")
+      expect((await readyz()).runners.failing.map((f) => f.queueId)).not.toContain(failing.queueId)
     }),
   TIMEOUT
 )
