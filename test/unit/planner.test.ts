@@ -347,6 +347,21 @@ describe("single mode, predictive testing", () => {
     expect(JSON.parse(JSON.stringify(kit.state))).toEqual(kit.state)
   })
 
+  test("passed runs count against concurrency: a head that cannot finish bounds the speculation", () => {
+    const kit = kitWith({ concurrency: 3 }, [1, 2, 3, 4, 5, 6])
+    expect(activeRuns(kit)).toHaveLength(3)
+    // the head's run stays in progress (its status never comes); the two behind it pass
+    pass(kit, runOf(kit, 2))
+    pass(kit, runOf(kit, 3))
+    expect(stateOf(kit, 2)).toBe("tests_passed")
+    expect(stateOf(kit, 4)).toBe("pending")
+    expect(kit.state.runs).toHaveLength(3)
+    // the head passes: everything merges and the chain moves on
+    pass(kit, runOf(kit, 1))
+    expect(stateOf(kit, 3)).toBe("merged")
+    expect(activeRuns(kit)).toHaveLength(3)
+  })
+
   test("run ids come from the generator, one per run, whatever the configured concurrency", async () => {
     const { step, initialState } = await import("../../src/queue/planner/index.ts")
     const { defaultConfig } = await import("../support/plannerKit.ts")

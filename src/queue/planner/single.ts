@@ -15,7 +15,7 @@ import {
   wakeAt
 } from "./context.ts"
 import { bisectionRunId, failEntry, isSuspect, matchesKnown, splitGroup } from "./failure.ts"
-import { countActive, createRun } from "./runs.ts"
+import { countActive, countPassed, createRun } from "./runs.ts"
 import type { Entry, Run, RunItem } from "./types.ts"
 
 const startable = (e: Entry): boolean =>
@@ -69,7 +69,11 @@ export const createRunsSingle = (ctx: Ctx): boolean => {
   const cfg = ctx.config
   // without bisection slots of its own, bisection shares the main slots
   const shared = cfg.bisectionConcurrency <= 0
-  let mainSlots = cfg.concurrency - countActive(ctx, "main") - (shared ? countActive(ctx, "bisection") : 0)
+  // runs that passed and wait to merge count too: speculation stays `concurrency` deep whatever state the head is
+  // in (a head that cannot merge holds its slot); with no run testing at all, one may always start
+  const testing = countActive(ctx, "main") + (shared ? countActive(ctx, "bisection") : 0)
+  const passed = testing === 0 ? 0 : countPassed(ctx)
+  let mainSlots = cfg.concurrency - testing - passed
   let bisSlots = shared ? mainSlots : cfg.bisectionConcurrency - countActive(ctx, "bisection")
   // bisection segments waiting for a run lie near the head; past the last one only main slots matter
   let lastSegment = -1
