@@ -62,6 +62,12 @@ const collectGroup = (ctx: Ctx, i: number): { group: Entry[]; next: number; clos
   return { group, next: j, closed: closed || group.length >= max }
 }
 
+/** The first entry of the chain waits for a run. */
+const headStartable = (ctx: Ctx): boolean => {
+  for (const e of ctx.entries) if (isChainable(e)) return startable(e)
+  return false
+}
+
 /** Start runs along the chain. Returns true when an entry failed without a run (skip-redundant), which needs
  * another reconcile round. */
 export const createRunsSingle = (ctx: Ctx): boolean => {
@@ -70,10 +76,11 @@ export const createRunsSingle = (ctx: Ctx): boolean => {
   // without bisection slots of its own, bisection shares the main slots
   const shared = cfg.bisectionConcurrency <= 0
   // runs that passed and wait to merge count too: speculation stays `concurrency` deep whatever state the head is
-  // in (a head that cannot merge holds its slot); with no run testing at all, one may always start
+  // in (a head that cannot merge holds its slot); but the head itself may always start when nothing is testing, so
+  // passed runs behind it never keep it waiting
   const testing = countActive(ctx, "main") + (shared ? countActive(ctx, "bisection") : 0)
-  const passed = testing === 0 ? 0 : countPassed(ctx)
-  let mainSlots = cfg.concurrency - testing - passed
+  let mainSlots = cfg.concurrency - testing - countPassed(ctx)
+  if (mainSlots <= 0 && testing === 0 && headStartable(ctx)) mainSlots = 1
   let bisSlots = shared ? mainSlots : cfg.bisectionConcurrency - countActive(ctx, "bisection")
   // bisection segments waiting for a run lie near the head; past the last one only main slots matter
   let lastSegment = -1
