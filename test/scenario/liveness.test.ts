@@ -4,6 +4,7 @@
  */
 import { afterAll, beforeAll, expect, test } from "bun:test"
 import * as fs from "node:fs"
+import * as path from "node:path"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { Effect } from "effect"
 import { openScenario, type Scenario, type ScenarioOptions } from "../support/scenario.ts"
@@ -97,6 +98,25 @@ test(
       await sqlOn((sql) => sql`update queue_runtime set state = ${saved!.state}::json where ${where(sql)}`)
       await s.waitState(1, "merged")
       expect((await readyz()).runners.failing.map((f) => f.queueId)).not.toContain(failing.queueId)
+    }),
+  TIMEOUT
+)
+
+test(
+  "a stale ref lock left by a killed git is recovered: the merge goes through",
+  () =>
+    scenario({}, async (s) => {
+      s.createPr(1)
+      await s.submit(1)
+      const run = await s.waitRun(1)
+      // what a git killed while it updated main leaves behind
+      const lock = path.join(s.repo.gitDir, "refs", "heads", "main.lock")
+      fs.writeFileSync(lock, "")
+      const old = new Date(Date.now() - 60_000)
+      fs.utimesSync(lock, old, old)
+      await s.report(run.sha, "success")
+      await s.waitState(1, "merged")
+      expect(fs.existsSync(lock)).toBe(false)
     }),
   TIMEOUT
 )
