@@ -24,11 +24,12 @@ import { EngineLive } from "./queue/EngineLive.ts"
 import { queueRoutes } from "./queue/Http.ts"
 import { QueueRepoLive } from "./queue/QueueRepo.ts"
 import { RunnerHealth, RunnerHealthLive } from "./queue/runner/health.ts"
+import { RunnerProbe, type RunnerProbeShape } from "./queue/runner/probe.ts"
 import { StatusesLive } from "./queue/Statuses.ts"
 import { Tenancy, TenancyLive } from "./tenancy/Tenancy.ts"
 
 /** Every service of the running application, over the configured database. */
-export const AppLayer = <E>(config: Layer.Layer<AppConfig, E>) => {
+export const AppLayer = <E>(config: Layer.Layer<AppConfig, E>, probe?: RunnerProbeShape) => {
   // the Git host of each repository by its host: GitHub (when configured) or the local bare repositories
   const git = Layer.unwrapEffect(
     Effect.map(AppConfig, (c) => Layer.merge(ProvidersLayer, CommandCiLayer(c.gitRoot)))
@@ -55,7 +56,9 @@ export const AppLayer = <E>(config: Layer.Layer<AppConfig, E>) => {
     Layer.provideMerge(github),
     Layer.provideMerge(base)
   )
-  return Layer.mergeAll(EngineLive, FlakyLive, GitHubReconcileLive).pipe(Layer.provideMerge(services))
+  // a test's probe of the runners (RunnerProbe), when given
+  const probed = probe === undefined ? services : Layer.provideMerge(Layer.succeed(RunnerProbe, probe), services)
+  return Layer.mergeAll(EngineLive, FlakyLive, GitHubReconcileLive).pipe(Layer.provideMerge(probed))
 }
 
 const routes = [...queueRoutes, ...metricsRoutes, ...flakyRoutes] as unknown as ReadonlyArray<Route<never>>
@@ -89,9 +92,12 @@ const unauthorizedMetrics = () =>
   )
 
 /** Starts the HTTP server and the queue runners on a layer of configuration. */
-export const startServer = async <E>(configLayer: Layer.Layer<AppConfig, E>): Promise<RunningServer> => {
+export const startServer = async <E>(
+  configLayer: Layer.Layer<AppConfig, E>,
+  probe?: RunnerProbeShape
+): Promise<RunningServer> => {
   const started = performance.now()
-  const runtime = ManagedRuntime.make(AppLayer(configLayer))
+  const runtime = ManagedRuntime.make(AppLayer(configLayer, probe))
   const rt = await runtime.runtime()
   const ctx = rt.context
   const config = Context.get(ctx, AppConfig)

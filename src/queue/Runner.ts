@@ -24,6 +24,7 @@ import {
   type Transition
 } from "./planner/index.ts"
 import { QueueRepo } from "./QueueRepo.ts"
+import { RunnerProbe } from "./runner/probe.ts"
 import { Statuses } from "./Statuses.ts"
 import type { StoredQueueConfig } from "./schemas.ts"
 import { type InboxEvent, makeStore } from "./store.ts"
@@ -88,6 +89,35 @@ export interface RunnerHooks {
   readonly roundDone: (queueId: string) => void
 }
 
+/** The run a command acts on, if any. */
+const runIdOf = (command: Command): string | null =>
+  command._tag === "BuildRun"
+    ? command.run.id
+    : command._tag === "DeleteBranch" || command._tag === "Merge"
+      ? command.runId
+      : null
+
+/**
+ * Commands in groups that run one after another: those of one run in their order (a DeleteBranch never races its
+ * own BuildRun), every other command alone. The groups run concurrently.
+ */
+export const byRun = (commands: ReadonlyArray<Command>): ReadonlyArray<ReadonlyArray<Command>> => {
+  const groups: Array<Array<Command>> = []
+  const ofRun = new Map<string, Array<Command>>()
+  for (const command of commands) {
+    const runId = runIdOf(command)
+    const group = runId === null ? undefined : ofRun.get(runId)
+    if (group !== undefined) {
+      group.push(command)
+      continue
+    }
+    const fresh = [command]
+    groups.push(fresh)
+    if (runId !== null) ofRun.set(runId, fresh)
+  }
+  return groups
+}
+
 export const repoRefOf = (repo: Repository): RepoRef => ({ host: repo.host, owner: repo.owner, name: repo.name })
 
 export const runQueue = (
@@ -107,6 +137,7 @@ export const runQueue = (
       const ci = yield* CommandCi
       // what the Git host shows on the pull request besides (GitHub: its comment and status check); optional
       const feedback = yield* Effect.serviceOption(PrFeedback)
+      const probe = yield* Effect.serviceOption(RunnerProbe)
       const ciJobs = yield* FiberMap.make<string>()
       const { loadRuntime, persistStep, readInbox, readTargets, saveOutbox } = makeStore(sql)
 
@@ -252,10 +283,17 @@ export const runQueue = (
           switch (command._tag) {
             case "BuildRun": {
               const run = command.run
+              // a run that ended before its build ran (cancelled in the same round, or a retried build): its branch
+              // is not pushed (its DeleteBranch follows or ran already)
+              if (!state.runs.some((r) => r.id === run.id && r.status === "building")) return []
               const names = yield* titles(run.items.map((i) => i.entryId))
               // statuses count for this run from now on (database clock), not those of an earlier run that built
-              // the same test-branch sha
+              // the same test-branch sha; recorded before the branch is pushed, so that a replay of this build after
+              // a crash keeps the window open from here (setRequirements keeps the earliest start) and a status
+              // reported between the push and the record still counts
               const since = yield* statuses.clock
+              const recorded = yield* statuses.requirements(run.id)
+              if (recorded === null) yield* statuses.setRequirements(run.id, [], null, since)
               const built = yield* git
                 .buildTestBranch({
                   repo,
@@ -284,6 +322,7 @@ export const runQueue = (
                 ]
               }
               const { sha, commits } = built.right
+              if (Option.isSome(probe)) yield* probe.value.afterPush(run.id, sha)
               const required = yield* resolveRequired(sha)
               yield* statuses.setRequirements(run.id, required.statuses, required.source, since)
               const events: Array<PlannerEvent> = [{ _tag: "RunBuilt", runId: run.id, testBranchSha: sha, commits }]
@@ -589,8 +628,35 @@ export const runQueue = (
         }
       }
 
-      const poll = Effect.gen(function* () {
+      /** Verdicts of the runs in progress from the statuses stored (one reported while no runner listened). */
+      const reevaluate = Effect.gen(function* () {
         const out: Array<PlannerEvent> = []
+        for (const run of state.runs) {
+          const e = yield* evaluate(run)
+          if (Option.isSome(e)) out.push(e.value)
+        }
+        return out
+      })
+
+      /** Pushes the test branch of a run in progress again (the build is deterministic: the same sha). */
+      const rebuild = (run: RunRecord) =>
+        Effect.gen(function* () {
+          const names = yield* titles(run.items.map((i) => i.entryId))
+          yield* git.buildTestBranch({
+            repo,
+            branch: run.branch,
+            baseSha: run.baseSha,
+            method: state.config.mergeMethod,
+            items: run.items.map((i) => ({
+              prNumber: i.prNumber,
+              headSha: i.headSha,
+              title: names.get(i.entryId) ?? ""
+            }))
+          })
+        })
+
+      const poll = Effect.gen(function* () {
+        const out: Array<PlannerEvent> = [...(yield* reevaluate)]
         const tip = yield* git.getBranchSha(repo, queue.branch).pipe(Effect.orElseSucceed(() => null))
         if (tip !== null && tip !== state.targetSha && state.merging === null)
           out.push({ _tag: "TargetMoved", sha: tip })
@@ -679,7 +745,9 @@ export const runQueue = (
           )
         }
         const others = commands.filter((c) => c._tag !== "Comment" && c._tag !== "SetStatus")
-        const executed = yield* Effect.forEach(others, execute, { concurrency: 4 })
+        const executed = yield* Effect.forEach(byRun(others), (group) => Effect.forEach(group, execute), {
+          concurrency: 4
+        }).pipe(Effect.map((groups) => groups.flat()))
         memEvents = executed.flat()
         if (failed.length > 0) {
           pendingCommands = failed
@@ -691,8 +759,22 @@ export const runQueue = (
           yield* saveOutbox(queueId, owner, fencing, pendingCommands)
         }
         hooks.roundDone(queueId)
+        if (Option.isSome(probe)) yield* probe.value.roundDone(queueId)
         return inbox.length === INBOX_BATCH || memEvents.length > 0
       })
+
+      // Taking the queue over (a restart, or another instance's crash): the statuses of the runs in progress may have
+      // come while no runner listened, and a test branch may be missing (pushed by the last owner only in part).
+      for (const run of state.runs) {
+        if (run.status !== "in_progress" || run.testBranchSha === null) continue
+        const onHost = yield* git.getBranchSha(repo, run.branch).pipe(Effect.orElseSucceed(() => null))
+        if (onHost !== run.testBranchSha) {
+          const rebuilt = yield* rebuild(run).pipe(Effect.either)
+          if (rebuilt._tag === "Left")
+            yield* Effect.logWarning(`rebuilding test branch ${run.branch} failed`, rebuilt.left)
+        }
+      }
+      memEvents.push(...(yield* reevaluate))
 
       // Built-in CI jobs do not survive a crash: start them again for the runs still waiting on them.
       if (Option.isSome(config.ciCommand)) {

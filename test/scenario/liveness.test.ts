@@ -7,6 +7,7 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { Effect } from "effect"
+import type { RunnerProbeShape } from "../../src/queue/runner/probe.ts"
 import { openScenario, type Scenario, type ScenarioOptions } from "../support/scenario.ts"
 import { eventually, startTestServer, type TestServer, tempDir } from "../support/server.ts"
 
@@ -118,5 +119,49 @@ test(
       await s.waitState(1, "merged")
       expect(fs.existsSync(lock)).toBe(false)
     }),
+  TIMEOUT
+)
+
+test(
+  "the owner dies between the push of a test branch and its record, after CI reported on it: the replayed build counts that status",
+  async () => {
+    const crashRoot = tempDir("greenline-scenario-crash-git-")
+    let crashNext = false
+    let crashes = 0
+    const probe: RunnerProbeShape = {
+      afterPush: (_runId, sha) =>
+        crashNext
+          ? Effect.gen(function* () {
+              crashNext = false
+              crashes++
+              // a fast CI saw the branch and reported before the runner recorded the build
+              yield* Effect.promise(() =>
+                crashServer.post("reportStatus", {
+                  repo: { host: "local", owner: "acme", name: "c1" },
+                  sha,
+                  context: "ci",
+                  state: "success"
+                })
+              )
+              return yield* Effect.die(new Error("killed between the push and the record"))
+            })
+          : Effect.void,
+      roundDone: () => Effect.void
+    }
+    const crashServer = await startTestServer({ db: "pglite", gitRoot: crashRoot, gitPollMs: 100, probe })
+    const s = await openScenario(crashServer, crashRoot, { name: "c1" })
+    try {
+      s.createPr(1)
+      crashNext = true
+      await s.submit(1)
+      await s.waitState(1, "merged")
+      expect(crashes).toBe(1)
+      await s.checkOnePromise()
+    } finally {
+      s.close()
+      await crashServer.close()
+      fs.rmSync(crashRoot, { recursive: true, force: true })
+    }
+  },
   TIMEOUT
 )
