@@ -43,8 +43,13 @@ type NullableEntryRow = { readonly [K in keyof EntryRow]: EntryRow[K] | null }
 const keyOf = (queue: QueueRow): QueueKey => ({ orgId: queue.repo.orgId, repo: queue.repo, branch: queue.branch })
 
 const PRIORITY_NAMES: Record<number, string> = { 0: "urgent", 10: "high", 100: "medium", 200: "low" }
-const LEASE_SECONDS = 15
-const LEASE_LOOP_MS = 5000
+/**
+ * A queue's lease, renewed every LEASE_LOOP_MS: another instance takes a dead owner's queues over within
+ * LEASE_SECONDS + LEASE_LOOP_MS. Short is safe: a stale owner cannot save a round (its fencing token is old) and its
+ * Git commands are idempotent or compare-and-swap (see docs/decisions.md, "Lease takeover").
+ */
+const LEASE_SECONDS = 6
+const LEASE_LOOP_MS = 2000
 
 const entryRecord = (queue: QueueRow, row: EntryRow, position: number | null): EnqueuedPullRequest => {
   const active = !TERMINAL.has(row.state)
