@@ -1,6 +1,6 @@
 import { expect, test } from "bun:test"
 import type { Command, Run } from "../../src/queue/planner/index.ts"
-import { byRun } from "../../src/queue/Runner.ts"
+import { byRun } from "../../src/queue/runner/commands.ts"
 
 const run = (id: string) => ({ id, branch: `trunk-merge/pr-1/${id}` }) as unknown as Run
 
