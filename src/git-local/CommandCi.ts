@@ -10,9 +10,9 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import type { Scope } from "effect"
-import { Context, Effect, Layer, Schedule } from "effect"
+import { Effect, Layer, Schedule } from "effect"
 import { CommandCi, type CommandCiInput, type CommandCiResult, type CommandCiService } from "../queue/CiRunner.ts"
-import { GitError, type RepoNotFound, type RepoRef } from "../queue/GitHost.ts"
+import { GitError } from "../queue/GitHost.ts"
 import { existingGitDir, formatRepo, git, runGit } from "./LocalGit.ts"
 
 export const OUTPUT_LIMIT_BYTES = 1024 * 1024

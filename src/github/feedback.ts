@@ -9,10 +9,10 @@
  * latest state on GitHub. A failure to reach GitHub is logged and dropped: the next state change writes it again.
  */
 import * as SqlClient from "@effect/sql/SqlClient"
-import { Context, Effect, Layer, Option } from "effect"
+import { Effect, Layer, Option } from "effect"
 import { AppConfig } from "../config.ts"
 import { PrFeedback } from "../queue/Feedback.ts"
-import type { Comment, EntryState, SetStatus } from "../queue/planner/index.ts"
+import type { EntryState, SetStatus } from "../queue/planner/index.ts"
 import type { QueueRow } from "../queue/QueueRepo.ts"
 import { GitHubAuth, GitHubClient } from "./GitHubClient.ts"
 

@@ -10,6 +10,7 @@
 import { type ChildProcess, spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
+import { SQL } from "bun"
 import { createTestRepo, type TestRepo } from "../support/git.ts"
 import { freshPostgres, TEST_TOKEN, tempDir } from "../support/server.ts"
 
@@ -68,6 +69,9 @@ interface RoundResult {
   readonly badMerged: number
   readonly unexplained: number
   readonly kills: number
+  readonly leaseP50: number
+  readonly leaseP99: number
+  readonly leaseMax: number
   readonly takeoverP50: number
   readonly takeoverP99: number
   readonly takeoverMax: number
@@ -201,6 +205,27 @@ const runRound = async (round: number, seed: number): Promise<RoundResult> => {
   const progressAt: number[] = []
   const killsAt: number[] = []
 
+  // ---------------------------------------------------------------- the lease, as the database holds it
+  const db = new SQL(pg.url)
+  const leaseChanges: Array<{ at: number; owner: string }> = []
+  const leaseWatch = (async () => {
+    let last = ""
+    while (!stop) {
+      try {
+        const rows = await db`select owner, fencing from queue_runtime`
+        const owner = rows.length === 0 ? "" : `${String(rows[0].owner)}#${String(rows[0].fencing)}`
+        if (owner !== last) {
+          last = owner
+          leaseChanges.push({ at: Date.now(), owner })
+        }
+      } catch {}
+      await sleep(250)
+    }
+  })()
+  /** the lease holder when `at`, and its first change after */
+  const ownerAt = (at: number) => [...leaseChanges].reverse().find((c) => c.at <= at)?.owner ?? ""
+  const leaseTakeovers: number[] = []
+
   // ---------------------------------------------------------------- the killer
   const killer = (async () => {
     while (!stop) {
@@ -208,8 +233,26 @@ const runRound = async (round: number, seed: number): Promise<RoundResult> => {
       if (stop) break
       const all = random() < 0.1
       const victims = all ? instances : [instances[Math.floor(random() * instances.length)]!]
-      killsAt.push(Date.now())
+      const killedAt = Date.now()
+      killsAt.push(killedAt)
+      const holder = ownerAt(killedAt)
+      const victimPids = victims.map((v) => v.child?.pid)
+      const ownerKilled = victimPids.some((pid) => pid !== undefined && holder.includes(`-${pid}-`))
       await Promise.all(victims.map(kill))
+      if (ownerKilled) {
+        // the time until another owner holds the lease (a new fencing token)
+        void (async () => {
+          const deadline = killedAt + 120_000
+          while (Date.now() < deadline && !stop) {
+            const next = leaseChanges.find((c) => c.at > killedAt && c.owner !== "" && c.owner !== holder)
+            if (next !== undefined) {
+              leaseTakeovers.push((next.at - killedAt) / 1000)
+              return
+            }
+            await sleep(250)
+          }
+        })()
+      }
       await sleep(200 + random() * 1500)
       await Promise.all(victims.map((v) => start(v).catch(() => undefined)))
     }
@@ -285,6 +328,7 @@ const runRound = async (round: number, seed: number): Promise<RoundResult> => {
   stop = true
   await killer
   await ci
+  await leaseWatch
   // every instance up, so that the last deletions of test branches can run
   await Promise.all(instances.filter((i) => i.url === null).map((i) => start(i).catch(() => undefined)))
   await sleep(8000)
@@ -351,6 +395,7 @@ const runRound = async (round: number, seed: number): Promise<RoundResult> => {
   }
   const errorLines = instances.reduce((a, i) => a + i.errorLines, 0)
   await Promise.all(instances.map(kill))
+  await db.close()
   await pg.drop().catch(() => undefined)
   repo.cleanup()
   const count = (s: string) => [...ended.values()].filter((x) => x === s).length
@@ -367,6 +412,9 @@ const runRound = async (round: number, seed: number): Promise<RoundResult> => {
     badMerged,
     unexplained,
     kills: killsAt.length,
+    leaseP50: pct(leaseTakeovers, 0.5),
+    leaseP99: pct(leaseTakeovers, 0.99),
+    leaseMax: leaseTakeovers.length === 0 ? Number.NaN : Math.max(...leaseTakeovers),
     takeoverP50: pct(takeovers, 0.5),
     takeoverP99: pct(takeovers, 0.99),
     takeoverMax: takeovers.length === 0 ? Number.NaN : Math.max(...takeovers),
@@ -391,7 +439,10 @@ const COLUMNS: ReadonlyArray<[string, (r: RoundResult) => string]> = [
   ["bad merged", (r) => String(r.badMerged)],
   ["unexplained failures", (r) => String(r.unexplained)],
   ["kills", (r) => String(r.kills)],
-  ["takeover p50 s", (r) => r.takeoverP50.toFixed(1)],
+  ["lease takeover p50 s", (r) => r.leaseP50.toFixed(1)],
+  ["p99 s", (r) => r.leaseP99.toFixed(1)],
+  ["max s", (r) => r.leaseMax.toFixed(1)],
+  ["kill to progress p50 s", (r) => r.takeoverP50.toFixed(1)],
   ["p99 s", (r) => r.takeoverP99.toFixed(1)],
   ["max s", (r) => r.takeoverMax.toFixed(1)],
   ["5xx", (r) => String(r.http5xx)],
@@ -419,8 +470,9 @@ const main = async () => {
   }
   const sum = (f: (r: RoundResult) => number) => results.reduce((a, r) => a + f(r), 0)
   const takeoverP99 = Math.max(...results.map((r) => (Number.isNaN(r.takeoverP99) ? 0 : r.takeoverP99)))
+  const leaseP99 = Math.max(...results.map((r) => (Number.isNaN(r.leaseP99) ? 0 : r.leaseP99)))
   console.log(
-    `summary: ${results.length} rounds; lost ${sum((r) => r.lost)}, double merges ${sum((r) => r.doubleMerges)}, untested on main ${sum((r) => r.untestedOnMain)}, bad merged ${sum((r) => r.badMerged)}, unexplained failures ${sum((r) => r.unexplained)}, open at the end ${sum((r) => r.open)}, kills ${sum((r) => r.kills)}, worst takeover p99 ${takeoverP99.toFixed(1)} s, 5xx ${sum((r) => r.http5xx)}, ERROR lines ${sum((r) => r.errorLines)}, branches left ${sum((r) => r.leftBranches)}, stale locks ${sum((r) => r.staleLocks)}`
+    `summary: ${results.length} rounds; lost ${sum((r) => r.lost)}, double merges ${sum((r) => r.doubleMerges)}, untested on main ${sum((r) => r.untestedOnMain)}, bad merged ${sum((r) => r.badMerged)}, unexplained failures ${sum((r) => r.unexplained)}, open at the end ${sum((r) => r.open)}, kills ${sum((r) => r.kills)}, worst lease takeover p99 ${leaseP99.toFixed(1)} s, worst kill-to-progress p99 ${takeoverP99.toFixed(1)} s, 5xx ${sum((r) => r.http5xx)}, ERROR lines ${sum((r) => r.errorLines)}, branches left ${sum((r) => r.leftBranches)}, stale locks ${sum((r) => r.staleLocks)}`
   )
   process.exit(0)
 }
