@@ -13,6 +13,7 @@ import type { Scope } from "effect"
 import { Effect, Layer, Schedule } from "effect"
 import { CommandCi, type CommandCiInput, type CommandCiResult, type CommandCiService } from "../queue/CiRunner.ts"
 import { GitError } from "../queue/GitHost.ts"
+import { environmentWithoutGit } from "./gitEnv.ts"
 import { existingGitDir, formatRepo, git, runGit } from "./LocalGit.ts"
 
 export const OUTPUT_LIMIT_BYTES = 1024 * 1024
@@ -20,15 +21,8 @@ export const OUTPUT_LIMIT_BYTES = 1024 * 1024
 // the port this adapter implements (the queue's)
 export { CommandCi, type CommandCiInput, type CommandCiResult, type CommandCiService } from "../queue/CiRunner.ts"
 
-const commandEnv = (extra: Readonly<Record<string, string>>): Record<string, string> => {
-  const env: Record<string, string> = {}
-  for (const [key, value] of Object.entries(process.env)) {
-    if (value !== undefined && !key.startsWith("GIT_")) env[key] = value
-  }
-  env.GIT_TERMINAL_PROMPT = "0"
-  Object.assign(env, extra)
-  return env
-}
+const commandEnv = (extra: Readonly<Record<string, string>>): Record<string, string> =>
+  Object.assign(environmentWithoutGit(), extra)
 
 /**
  * Git's worktree commands are not safe side by side on one repository: each reads the administrative files of every
