@@ -52,7 +52,8 @@ export const plannerConfig = (c: StoredQueueConfig): PlannerConfig => ({
   batchingMinSize: c.batchingMinSize,
   directMergeMode: c.directMergeMode,
   optimizationMode: c.optimizationMode,
-  mergeMethod: c.mergeMethod
+  mergeMethod: c.mergeMethod,
+  ...(c.adaptive === true ? { adaptive: true } : {})
 })
 
 export const statusCheckName = (branch: string) => `Trunk Merge Queue (${branch})`
