@@ -33,8 +33,8 @@ export const PRIOR_CI_MINUTES = 30
  * Failure rate of PRs above which batching stops paying (tuned with `bench:queue`), with a hysteresis: a queue that
  * batches stops above BATCH_STOP, one that does not starts below BATCH_START (the window's noise would flap it).
  */
-export const BATCH_START = 0.035
-export const BATCH_STOP = 0.05
+export const BATCH_START = 0.03
+export const BATCH_STOP = 0.045
 /** Batch size: Dorfman's 1/√q, scaled down (a failed batch also holds back the main runs behind it). */
 export const DORFMAN_SCALE = 0.6
 

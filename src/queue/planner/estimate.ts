@@ -3,15 +3,17 @@
  * forward with the planner itself (`step`), over the observed CI durations and PR failure rate (adaptive.ts
  * `observe`). Pure and deterministic: the same state and time give the same estimates, cached per state object.
  *
- * The forward simulation:
- * - every run takes the window's median CI duration (a run already testing: what remains of it, at least a minute);
- *   building a test branch takes BUILD_MS, a merge MERGE_MS; CI slots are not limited beyond the planner's own;
- * - failures follow the observed PR failure rate q deterministically: walking the queue in order, a PR is taken as
- *   failing each time the running sum of q passes a whole number (a PR already `pending_failure` fails), and every
- *   run that contains a failing PR fails. A PR taken as failing is estimated to land with the PR that merges next
- *   behind it (the estimate says when it merges if it passes);
+ * The forward simulation, repeated a few times (more for short queues, ROUND_BUDGET simulated PRs in all) with a
+ * pseudo-random generator seeded from the state, so the same state always gives the same estimate:
+ * - each run takes a duration drawn from the window's finished runs (a run already testing: what remains of one
+ *   longer than it has run, at least a minute); building a test branch takes BUILD_MS, a merge MERGE_MS; CI slots
+ *   are not limited beyond the planner's own;
+ * - each PR fails with the observed PR failure rate q (a PR already `pending_failure` fails), and every run that
+ *   contains a failing PR fails. A PR that failed in a round is taken to land with the PR that merges next behind it
+ *   (the estimate says when it merges if it passes);
  * - only the first HORIZON PRs are simulated; the ones behind get the simulated throughput, measured from the first
- *   merge to the last: a queue of 500 answers in a few milliseconds.
+ *   merge to the last;
+ * - each estimate is the median over the rounds.
  */
 import { observe, statsOf } from "./adaptive.ts"
 import { isTerminal } from "./context.ts"
@@ -25,6 +27,10 @@ export const HORIZON = 60
 /** Fewer finished runs than this (and no prior given): no estimate. */
 export const MIN_FINISHED_RUNS = 3
 const MAX_STEPS = 20_000
+/** Forward simulations per estimate: about ROUND_BUDGET simulated PRs in all, between MIN_ROUNDS and MAX_ROUNDS. */
+const ROUND_BUDGET = 160
+const MIN_ROUNDS = 2
+const MAX_ROUNDS = 8
 
 export type UnavailableReason = "FEWER_THAN_3_FINISHED_RUNS" | "QUEUE_PAUSED" | "NOT_READY"
 
@@ -140,45 +146,120 @@ const compute = (state: QueueState, now: number, prior: QueueStats | undefined):
     if (inChain) chain++
     kept.push(e)
   }
-  // which PRs fail
-  const failing = new Set<string>()
-  let acc = 0.5
+  const durations = stats.runs.length >= MIN_FINISHED_RUNS ? stats.runs.map((r) => r[0]) : [ci]
+  // spurious failures are not drawn on their own: the run failure rate they are estimated from also counts the runs
+  // behind a failing PR, and what flaky runs do to PRs (a failure, a restart) is in the PR failure rate already
+  const f = 0
+  // a seed of the state's own: the same state gives the same estimate
+  const rng = mulberry32(state.nextSeq * 7919 + state.entries.length * 31 + state.runs.length)
+  const rounds = Math.min(MAX_ROUNDS, Math.max(MIN_ROUNDS, Math.floor(ROUND_BUDGET / Math.max(1, chain))))
+  const mergeSum = new Map<string, number[]>()
+  const startSum = new Map<string, number[]>()
+  let perMsSum = 0
+  let lastMergeSum = 0
+  const add = (m: Map<string, number[]>, id: string, v: number) => {
+    const x = m.get(id)
+    if (x === undefined) m.set(id, [v])
+    else x.push(v)
+  }
+  const order = kept.filter((e) => e.state !== "not_ready")
+  for (let round = 0; round < rounds; round++) {
+    const once = simulateOnce(state, kept, now, q, f, durations, rng)
+    // a PR that failed in this round lands with the next one that merges behind it
+    let nextMerge: number | null = null
+    for (let i = order.length - 1; i >= 0; i--) {
+      const e = order[i]!
+      const m = once.merged.get(e.id)
+      if (m !== undefined) nextMerge = m
+      const v = m ?? nextMerge
+      if (v !== null) add(mergeSum, e.id, v)
+      const st = once.started.get(e.id)
+      if (st !== undefined) add(startSum, e.id, st)
+    }
+    // throughput of the simulated part, for the PRs behind it
+    const times = [...once.merged.values()].sort((a, b) => a - b)
+    const first = times[0]
+    const last = times[times.length - 1] ?? once.end
+    lastMergeSum += last
+    perMsSum += times.length >= 2 && first !== undefined && last > first ? (times.length - 1) / (last - first) : 0
+  }
+  // the median over the rounds
+  const mean = (m: Map<string, number[]>, id: string) => {
+    const x = m.get(id)
+    if (x === undefined) return null
+    x.sort((a, b) => a - b)
+    return x[Math.floor((x.length - 1) / 2)]!
+  }
+  const byEntry = new Map<string, EntryEstimate>()
   for (const e of kept) {
-    if (e.state === "not_ready") continue
-    if (e.state === "pending_failure") {
-      failing.add(e.id)
+    if (e.state === "not_ready") {
+      byEntry.set(e.id, { testingStartAt: null, mergeAt: null, unavailableReason: "NOT_READY" })
       continue
     }
-    acc += q
-    if (acc >= 1) {
-      acc -= 1
-      failing.add(e.id)
-    }
+    const m = mean(mergeSum, e.id)
+    const st = mean(startSum, e.id)
+    byEntry.set(e.id, {
+      testingStartAt: st ?? (m === null ? null : Math.max(now, m - ci - BUILD_MS)),
+      mergeAt: m,
+      unavailableReason: null
+    })
   }
+  const perMs = perMsSum / rounds
+  const lastMerge = lastMergeSum / rounds
+  behind.forEach((e, k) => {
+    const m = perMs > 0 ? lastMerge + (k + 1) / perMs : null
+    byEntry.set(e.id, {
+      testingStartAt: m === null ? null : Math.max(now, m - ci - BUILD_MS),
+      mergeAt: m,
+      unavailableReason: null
+    })
+  })
+  return { unavailableReason: null, byEntry, ciMedianMs: ci, failureRate: q }
+}
 
-  let sim: QueueState = { ...state, entries: kept }
+/** One forward simulation: which PRs fail (each with probability q), each run's duration (drawn from the window)
+ * and spurious failure (probability f) drawn from `rng`. */
+const simulateOnce = (
+  state: QueueState,
+  kept: readonly Entry[],
+  now: number,
+  q: number,
+  f: number,
+  durations: readonly number[],
+  rng: () => number
+): { merged: Map<string, number>; started: Map<string, number>; end: number } => {
+  const failing = new Set<string>()
+  for (const e of kept) {
+    if (e.state === "not_ready") continue
+    if (e.state === "pending_failure" || rng() < q) failing.add(e.id)
+  }
+  const duration = () => durations[Math.floor(rng() * durations.length)]!
+  let sim: QueueState = { ...state, entries: kept as Entry[] }
   const heap = new Heap()
   let seq = 0
   let idn = 0
   const at = (t: number, ev: PlannerEvent) => heap.push({ at: t, seq: seq++, ev })
-  const items = new Map<string, readonly RunItem[]>()
   const started = new Map<string, number>()
   const merged = new Map<string, number>()
   const wakes = new Set<number>()
-  const fails = (run: readonly RunItem[]) => run.some((it) => failing.has(it.entryId))
+  const fails = (run: readonly RunItem[]) => rng() < f || run.some((it) => failing.has(it.entryId))
+  const built = (runId: string, items: readonly RunItem[]): PlannerEvent => ({
+    _tag: "RunBuilt",
+    runId,
+    testBranchSha: `${runId}:tip`,
+    commits: items.map((_, k) => `${runId}:${k}`)
+  })
   // runs in flight
   for (const r of state.runs) {
-    items.set(r.id, r.items)
     if (r.status === "building") {
-      at(now + BUILD_MS, {
-        _tag: "RunBuilt",
-        runId: r.id,
-        testBranchSha: `${r.id}:tip`,
-        commits: r.items.map((_, k) => `${r.id}:${k}`)
-      })
-      at(now + BUILD_MS + ci, runDone(r.id, fails(r.items)))
+      at(now + BUILD_MS, built(r.id, r.items))
+      at(now + BUILD_MS + duration(), runDone(r.id, fails(r.items)))
     } else if (r.status === "in_progress") {
-      at(Math.max(now + 60_000, (r.startedAt ?? now) + ci), runDone(r.id, fails(r.items)))
+      // what remains of a run drawn from the window, given how long it has run
+      const elapsed = now - (r.startedAt ?? now)
+      let d = duration()
+      for (let k = 0; k < 4 && d <= elapsed; k++) d = duration()
+      at(Math.max(now + 60_000, now + d - elapsed), runDone(r.id, fails(r.items)))
     }
   }
   // a merge in flight lands
@@ -191,17 +272,10 @@ const compute = (state: QueueState, now: number, prior: QueueStats | undefined):
   for (const e of kept) if (e.state === "testing" || e.state === "tests_passed") started.set(e.id, e.stateChangedAt)
   const handle = (c: Command, t: number) => {
     switch (c._tag) {
-      case "BuildRun": {
-        items.set(c.run.id, c.run.items)
-        at(t + BUILD_MS, {
-          _tag: "RunBuilt",
-          runId: c.run.id,
-          testBranchSha: `${c.run.id}:tip`,
-          commits: c.run.items.map((_, k) => `${c.run.id}:${k}`)
-        })
-        at(t + BUILD_MS + ci, runDone(c.run.id, fails(c.run.items)))
+      case "BuildRun":
+        at(t + BUILD_MS, built(c.run.id, c.run.items))
+        at(t + BUILD_MS + duration(), runDone(c.run.id, fails(c.run.items)))
         return
-      }
       case "Merge":
         at(t + MERGE_MS, { _tag: "MergeSucceeded", runId: c.runId, entryIds: c.entryIds, newSha: c.newSha })
         return
@@ -228,8 +302,9 @@ const compute = (state: QueueState, now: number, prior: QueueStats | undefined):
     const r = step(sim, { ...ev, newIds }, t)
     sim = r.state
     for (const rc of r.runChanges) {
-      const n = Number(rc.id.slice("estimate-".length))
-      if (rc.id.startsWith("estimate-") && n >= idn) idn = n + 1
+      if (!rc.id.startsWith("estimate-")) continue
+      const n = Number.parseInt(rc.id.slice("estimate-".length), 10)
+      if (n >= idn) idn = n + 1
     }
     for (const tr of r.transitions) {
       if (tr.to === "testing" && !started.has(tr.entryId)) started.set(tr.entryId, t)
@@ -240,54 +315,26 @@ const compute = (state: QueueState, now: number, prior: QueueStats | undefined):
   // start from the state as it is (runs that could start now)
   apply({ _tag: "Tick" }, now)
   let steps = 0
-  let last = now
+  let end = now
   while (heap.size > 0 && steps++ < MAX_STEPS) {
     if (!sim.entries.some((e) => !isTerminal(e) && e.state !== "not_ready")) break
     const x = heap.pop()!
     if (x.ev._tag === "Tick") wakes.delete(x.at)
-    last = x.at
+    end = x.at
     apply(x.ev, x.at)
   }
+  return { merged, started, end }
+}
 
-  const byEntry = new Map<string, EntryEstimate>()
-  // in queue order: a PR taken as failing lands with the next one that merges behind it
-  const order = kept.filter((e) => e.state !== "not_ready")
-  let nextMerge: number | null = null
-  const mergeOf = new Map<string, number | null>()
-  for (let i = order.length - 1; i >= 0; i--) {
-    const e = order[i]!
-    const m = merged.get(e.id)
-    if (m !== undefined) nextMerge = m
-    mergeOf.set(e.id, m ?? nextMerge)
+const mulberry32 = (seed: number) => {
+  let a = seed >>> 0
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0
+    let t = a
+    t = Math.imul(t ^ (t >>> 15), t | 1)
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
   }
-  // throughput of the simulated part, for the PRs behind it
-  const times = [...merged.values()].sort((a, b) => a - b)
-  const first = times[0]
-  const lastMerge = times[times.length - 1] ?? last
-  const perMs =
-    times.length >= 2 && first !== undefined && lastMerge > first ? (times.length - 1) / (lastMerge - first) : 0
-  for (const e of kept) {
-    if (e.state === "not_ready") {
-      byEntry.set(e.id, { testingStartAt: null, mergeAt: null, unavailableReason: "NOT_READY" })
-      continue
-    }
-    const m = mergeOf.get(e.id) ?? null
-    const s = started.get(e.id) ?? null
-    byEntry.set(e.id, {
-      testingStartAt: s ?? (m === null ? null : Math.max(now, m - ci - BUILD_MS)),
-      mergeAt: m,
-      unavailableReason: null
-    })
-  }
-  behind.forEach((e, k) => {
-    const m = perMs > 0 ? lastMerge + (k + 1) / perMs : null
-    byEntry.set(e.id, {
-      testingStartAt: m === null ? null : Math.max(now, m - ci - BUILD_MS),
-      mergeAt: m,
-      unavailableReason: null
-    })
-  })
-  return { unavailableReason: null, byEntry, ciMedianMs: ci, failureRate: q }
 }
 
 const runDone = (runId: string, failed: boolean): PlannerEvent => ({
