@@ -128,9 +128,10 @@ const viewOf = (
         new Date(a.submitted_at).getTime() - new Date(b.submitted_at).getTime() ||
         (a.id < b.id ? -1 : a.id > b.id ? 1 : 0)
     )
-  for (const row of fresh) {
-    enqueued.push({ ...entryRecord(queue, row, enqueued.length + 1), ...estimateFields(estimate, row.id) })
-  }
+  fresh.forEach((row, k) => {
+    const place = { place: k + 1, depth: state.config.concurrency, now }
+    enqueued.push({ ...entryRecord(queue, row, enqueued.length + 1), ...estimateFields(estimate, row.id, place) })
+  })
   // a mode change the runner has not stepped yet, with runs in flight, is a switch too (semantics.md §6):
   // updateQueue and an immediate getQueue must not show the new mode as running
   const busy = state.merging !== null || state.runs.some((r) => r.status === "building" || r.status === "in_progress")
@@ -214,7 +215,9 @@ export const EngineLive = Layer.scopedContext(
               ? initialState(plannerConfig(queue.config), null)
               : upgradeState(parseJson<QueueState>(found.state))
           const version = found === undefined ? null : Number(found.version)
-          estimates = estimateFields(estimateOf(queue.id, version, state, now), entryId)
+          // an entry the runner has not placed yet: right behind the placed ones
+          const fresh = { place: 1, depth: state.config.concurrency, now }
+          estimates = estimateFields(estimateOf(queue.id, version, state, now), entryId, fresh)
         }
         const rows = (yield* timeline(entryId)).map((t) => ({
           at: new Date(t.at).getTime(),

@@ -25,11 +25,33 @@ export const estimateOf = (queueId: string, version: number | null, state: Queue
 
 const isoOrNull = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString())
 
-/** An entry's estimate fields; an entry the planner has not placed yet has none (NOT_READY). */
-export const estimateFields = (estimate: QueueEstimate, entryId: string) => {
+/**
+ * An entry's estimate fields. An entry the planner has not placed yet (submitted since its last round) goes behind
+ * the placed ones: `fresh` is its place among such entries (1, 2, ...), each one a CI duration divided by the
+ * speculation depth after the last estimated merge.
+ */
+export const estimateFields = (
+  estimate: QueueEstimate,
+  entryId: string,
+  fresh?: { readonly place: number; readonly depth: number; readonly now: number }
+) => {
   const e = estimate.byEntry.get(entryId)
   if (e === undefined) {
-    return { estimatedTestingStartAt: null, estimatedMergeAt: null, estimateUnavailableReason: "NOT_READY" }
+    if (fresh === undefined || estimate.unavailableReason !== null) {
+      return {
+        estimatedTestingStartAt: null,
+        estimatedMergeAt: null,
+        estimateUnavailableReason: estimate.unavailableReason ?? "NOT_READY"
+      }
+    }
+    let last = fresh.now
+    for (const x of estimate.byEntry.values()) if (x.mergeAt !== null && x.mergeAt > last) last = x.mergeAt
+    const merge = last + (fresh.place * estimate.ciMedianMs) / Math.max(1, fresh.depth)
+    return {
+      estimatedTestingStartAt: isoOrNull(Math.max(fresh.now, merge - estimate.ciMedianMs)),
+      estimatedMergeAt: isoOrNull(merge),
+      estimateUnavailableReason: null
+    }
   }
   return {
     estimatedTestingStartAt: isoOrNull(e.testingStartAt),
