@@ -20,7 +20,7 @@ import type { AdaptiveChoice, Entry, PlannerConfig, QueueState, QueueStats, RunR
 /** Finished runs kept in the window. */
 export const RUN_WINDOW = 48
 /** Ended PRs kept in the window. */
-export const PR_WINDOW = 50
+export const PR_WINDOW = 30
 /** The prior counts as this many observations. */
 export const PRIOR_WEIGHT = 6
 /** Prior PR failure rate and flaky rate of a new queue. */
@@ -33,8 +33,8 @@ export const PRIOR_CI_MINUTES = 30
  * Failure rate of PRs above which batching stops paying (tuned with `bench:queue`), with a hysteresis: a queue that
  * batches stops above BATCH_STOP, one that does not starts below BATCH_START (the window's noise would flap it).
  */
-export const BATCH_START = 0.03
-export const BATCH_STOP = 0.045
+export const BATCH_START = 0.035
+export const BATCH_STOP = 0.05
 /** Batch size: Dorfman's 1/√q, scaled down (a failed batch also holds back the main runs behind it). */
 export const DORFMAN_SCALE = 0.6
 

@@ -28,8 +28,8 @@ export const HORIZON = 60
 export const MIN_FINISHED_RUNS = 3
 const MAX_STEPS = 20_000
 /** Forward simulations per estimate: about ROUND_BUDGET simulated PRs in all, between MIN_ROUNDS and MAX_ROUNDS. */
-const ROUND_BUDGET = 160
-const MIN_ROUNDS = 2
+const ROUND_BUDGET = 100
+const MIN_ROUNDS = 1
 const MAX_ROUNDS = 8
 
 export type UnavailableReason = "FEWER_THAN_3_FINISHED_RUNS" | "QUEUE_PAUSED" | "NOT_READY"
