@@ -1,39 +1,13 @@
-/**
- * The GitHub provider: GitHostService over GitHub's REST API (GitHubClient), for repositories whose host is GitHub's
- * (GITHUB_HOST). The repository `host/owner/name` is `owner/name` on GitHub; requests authenticate as the App's
- * installation on that repository (or the personal access token).
- *
- * Test branches are built with the Git data API and the merges API, with the same content the merge produces and
- * deterministically (the same item applied with the same method on the same parent always gives the same commit, as
- * in LocalGit):
- * - merge_commit / squash: `POST /merges` of the PR head into the test branch (at the chain's tip) gives the merged
- *   tree (GitHub's own 3-way merge, the one its merge button uses); `POST git/commits` then records that tree as a
- *   merge commit (parents: tip, PR head; "Merge pull request #N: title") or a squash commit (parent: tip;
- *   "title (#N)"), author = the PR head commit's author, committer = Greenline at the head's committer date.
- * - rebase: each commit of the PR (merges left out, oldest first) is cherry-picked: a scaffold commit with the tip's
- *   tree and the picked commit's parent makes that parent the merge base, so `POST /merges` of the picked commit into
- *   the scaffold is the 3-way merge of cherry-pick; the tree is recorded with the original author and message
- *   (committer Greenline at the original committer date); commits that become empty are dropped. This is what
- *   GitHub's "rebase and merge" produces.
- * - rebaseOnto replays a lane's first-parent chain the same way on a scratch branch (deleted afterwards).
- *
- * Merging: merge_commit moves the target ref to the tested commit (`PATCH git/refs` without force: fast-forward only,
- * after checking that the target is at the expected tip), so GitHub sees every PR head in the target and marks the
- * PRs merged. squash and rebase cannot be recognised that way (the PR heads are not in the target), so they merge
- * through `PUT pulls/{n}/merge` with the tested head as `sha` guard, and so does merge_commit when the branch's
- * protection refuses the ref update. The result is checked: the target's new tree must be the tested tree.
- * Merging is idempotent: a replayed merge (the service stopped after GitHub merged, before the result was recorded)
- * finds the pull requests GitHub reports merged at their tested heads, with merge commits on the target whose trees
- * are the tested ones, counts them as merged and merges the rest from there. GitHub has no atomic multi-PR merge: a
- * refusal in the middle of a batch leaves the pull requests merged before it merged.
- */
+/** The GitHub provider: the Git host port over GitHub's REST API (design notes: docs/architecture.md). */
 import { Effect } from "effect"
-import { GREENLINE_EMAIL, GREENLINE_NAME, invalidBranchName } from "../git-local/LocalGit.ts"
 import {
   type BuildTestBranchInput,
   type BuildTestBranchResult,
   GitError,
   type GitHostService,
+  GREENLINE_EMAIL,
+  GREENLINE_NAME,
+  invalidBranchName,
   MergeConflict,
   type MergeInput,
   MergeRefused,
