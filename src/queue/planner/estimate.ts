@@ -23,12 +23,12 @@ import type { Command, Entry, PlannerEvent, QueueState, QueueStats, RunItem } fr
 export const BUILD_MS = 30_000
 export const MERGE_MS = 12_000
 /** PRs simulated with the planner; the ones behind are extrapolated with the simulated throughput. */
-export const HORIZON = 60
+export const HORIZON = 40
 /** Fewer finished runs than this (and no prior given): no estimate. */
 export const MIN_FINISHED_RUNS = 3
 const MAX_STEPS = 20_000
 /** Forward simulations per estimate: about ROUND_BUDGET simulated PRs in all, between MIN_ROUNDS and MAX_ROUNDS. */
-const ROUND_BUDGET = 100
+const ROUND_BUDGET = 80
 const MIN_ROUNDS = 1
 const MAX_ROUNDS = 8
 
