@@ -5,21 +5,11 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test"
 import * as fs from "node:fs"
 import { openScenario, type RunView } from "../support/scenario.ts"
-import { startTestServer, type TestServer, tempDir } from "../support/server.ts"
+import { pgUrl, startTestServer, type TestServer, tempDir } from "../support/server.ts"
 
 const TIMEOUT = 120_000
-let server: TestServer
-let root: string
-
-beforeAll(async () => {
-  root = tempDir("greenline-adaptive-git-")
-  server = await startTestServer({ db: "pglite", gitRoot: root, gitPollMs: 100 })
-}, 60_000)
-
-afterAll(async () => {
-  await server.close()
-  fs.rmSync(root, { recursive: true, force: true })
-})
+/** PGlite always; PostgreSQL too when TEST_DATABASE_URL is set */
+const DATABASES: Array<"pglite" | "postgres"> = pgUrl ? ["pglite", "postgres"] : ["pglite"]
 
 const tested = (run: RunView) => run.details.testedPullRequests.map((p) => p.prNumber)
 const failsWith =
@@ -38,7 +28,20 @@ interface QueueView {
   }>
 }
 
-describe("adaptive mode", () => {
+describe.each(DATABASES)("adaptive mode (%s)", (db) => {
+  let server: TestServer
+  let root: string
+
+  beforeAll(async () => {
+    root = tempDir("greenline-adaptive-git-")
+    server = await startTestServer({ db, gitRoot: root, gitPollMs: 100 })
+  }, 60_000)
+
+  afterAll(async () => {
+    await server.close()
+    fs.rmSync(root, { recursive: true, force: true })
+  })
+
   test(
     "a queue whose failure rate jumps shrinks its batches; estimates are present and sane",
     async () => {
