@@ -10,9 +10,9 @@ import { Database } from "../kernel/Database.ts"
 import { Metrics } from "../metrics/Metrics.ts"
 import { usesGitHub } from "../providers.ts"
 import { Engine, EngineRunner, type EngineShape, type QueueKey, type Submission } from "./Engine.ts"
-import { adaptiveChoiceOf, estimateFields, estimateOf } from "./estimates.ts"
+import { adaptiveChoiceOf, estimateFields, estimateOf, needsPrior } from "./estimates.ts"
 import { GitHost } from "./GitHost.ts"
-import { type Entry, initialState, type QueueState, type RunRecord } from "./planner/index.ts"
+import { type Entry, initialState, type QueueState, type QueueStats, type RunRecord } from "./planner/index.ts"
 import {
   ACTIVE_STATES,
   QUEUE_COLUMNS,
@@ -105,13 +105,14 @@ const viewOf = (
   state: QueueState,
   rows: ReadonlyArray<EntryRow>,
   now: number,
-  version: number | null = null
+  version: number | null = null,
+  prior?: QueueStats
 ) => {
   const byId = new Map(rows.map((r) => [r.id, r]))
   const places = positions(state)
   const enqueued: Array<EnqueuedPullRequest> = []
   // extension: estimates (issue #18), cached per runtime version
-  const estimate = estimateOf(queue.id, version, state, now)
+  const estimate = estimateOf(queue.id, version, state, now, prior)
   for (const e of state.entries) {
     const row = byId.get(e.id)
     const place = places.get(e.id)
@@ -201,6 +202,19 @@ export const EngineLive = Layer.scopedContext(
         (rows) => Option.fromNullable(rows[0])
       )
 
+    /** A young queue's prior for its estimates: the observations of the repository's busiest other queue. */
+    const priorFor = (queue: QueueRow, state: QueueState) =>
+      needsPrior(state)
+        ? Effect.map(
+            sql<{ stats: unknown }>`
+              select rt.state->'stats' as stats from queue_runtime rt join queues q on q.id = rt.queue_id
+              where q.repo_id = ${queue.repo.id} and q.id <> ${queue.id}
+                and coalesce((rt.state->'stats'->>'finishedRuns')::int, 0) >= 3
+              order by (rt.state->'stats'->>'finishedRuns')::int desc limit 1`,
+            (rows) => (rows[0] === undefined ? undefined : parseJson<QueueStats>(rows[0].stats))
+          )
+        : Effect.succeed(undefined)
+
     /** getSubmittedPullRequest's extension fields (issue #18): the estimates and the time breakdown. */
     const extensionsOf = (queue: QueueRow, entryId: string, active: boolean) =>
       Effect.gen(function* () {
@@ -217,7 +231,8 @@ export const EngineLive = Layer.scopedContext(
           const version = found === undefined ? null : Number(found.version)
           // an entry the runner has not placed yet: right behind the placed ones
           const fresh = { place: 1, depth: state.config.concurrency, now }
-          estimates = estimateFields(estimateOf(queue.id, version, state, now), entryId, fresh)
+          const prior = yield* priorFor(queue, state)
+          estimates = estimateFields(estimateOf(queue.id, version, state, now, prior), entryId, fresh)
         }
         const rows = (yield* timeline(entryId)).map((t) => ({
           at: new Date(t.at).getTime(),
@@ -473,7 +488,7 @@ export const EngineLive = Layer.scopedContext(
         Effect.gen(function* () {
           const state = yield* runtimeOf(queue)
           const rows = yield* activeEntries(queue.id)
-          return viewOf(queue, state, rows, yield* Clock.currentTimeMillis)
+          return viewOf(queue, state, rows, yield* Clock.currentTimeMillis, null, yield* priorFor(queue, state))
         }),
 
       viewByKey: (key) =>
@@ -497,7 +512,8 @@ export const EngineLive = Layer.scopedContext(
               : upgradeState(parseJson<QueueState>(row.runtime_state))
           const version = row.runtime_version === null ? null : Number(row.runtime_version)
           const now = yield* Clock.currentTimeMillis
-          return viewOf(queue, state, parseJson<ReadonlyArray<EntryRow>>(row.active), now, version)
+          const prior = yield* priorFor(queue, state)
+          return viewOf(queue, state, parseJson<ReadonlyArray<EntryRow>>(row.active), now, version, prior)
         }),
 
       readPullRequest,

@@ -2,7 +2,7 @@
  * The estimate and adaptive-mode fields of the queue views (issue #18): the planner's estimate (planner/estimate.ts)
  * cached per queue and runtime version, so that reads of an unchanged queue do not simulate it again.
  */
-import { estimateQueue, type QueueEstimate, type QueueState } from "./planner/index.ts"
+import { estimateQueue, type QueueEstimate, type QueueState, type QueueStats } from "./planner/index.ts"
 import type { AdaptiveChoiceView } from "./schemas.ts"
 
 type AdaptiveChoice = typeof AdaptiveChoiceView.Type
@@ -10,11 +10,20 @@ type AdaptiveChoice = typeof AdaptiveChoiceView.Type
 const CACHE_SIZE = 256
 const cache = new Map<string, { readonly version: number; readonly estimate: QueueEstimate }>()
 
-/** The estimate of a queue's state; `version` (the runtime row's) keys the cache, null: not cached. */
-export const estimateOf = (queueId: string, version: number | null, state: QueueState, now: number): QueueEstimate => {
+/**
+ * The estimate of a queue's state; `version` (the runtime row's) keys the cache, null: not cached. `prior`: the
+ * observations of another queue of the repository, used while this one has fewer than 3 finished runs.
+ */
+export const estimateOf = (
+  queueId: string,
+  version: number | null,
+  state: QueueState,
+  now: number,
+  prior?: QueueStats
+): QueueEstimate => {
   const hit = cache.get(queueId)
   if (version !== null && hit !== undefined && hit.version === version) return hit.estimate
-  const estimate = estimateQueue(state, now)
+  const estimate = estimateQueue(state, now, prior)
   if (version !== null) {
     cache.delete(queueId)
     cache.set(queueId, { version, estimate })
@@ -66,3 +75,6 @@ export const adaptiveChoiceOf = (state: QueueState): AdaptiveChoice | null => {
   const c = state.stats?.choice
   return c === undefined || c === null ? null : { ...c }
 }
+
+/** Whether a queue's estimate needs another queue's observations (fewer than 3 finished runs of its own). */
+export const needsPrior = (state: QueueState): boolean => (state.stats?.finishedRuns ?? 0) < 3

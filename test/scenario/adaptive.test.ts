@@ -40,7 +40,7 @@ describe.each(DATABASES)("adaptive mode (%s)", (db) => {
   afterAll(async () => {
     await server.close()
     fs.rmSync(root, { recursive: true, force: true })
-  })
+  }, 60_000)
 
   test(
     "a queue whose failure rate jumps shrinks its batches; estimates are present and sane",
