@@ -7,7 +7,8 @@ import type { RepoRef } from "../queue/GitHost.ts"
 import { Statuses, WAKE_CHANNEL } from "../queue/Statuses.ts"
 import { type InboxEvent, makeStore, TERMINAL } from "../queue/store.ts"
 import { GitHubAuth, GitHubClient, type GitHubClientService, githubConfigured } from "./GitHubClient.ts"
-import { makeGitHubHost, type OpenPull } from "./GitHubHost.ts"
+import { makeGitHubHost } from "./GitHubHost.ts"
+import type { OpenPull } from "./githubRepo.ts"
 import { commitStatusState, ingestStatuses } from "./ingest.ts"
 
 /** The reasons the webhooks use for the same changes (src/github/webhooks.ts). */

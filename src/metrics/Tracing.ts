@@ -3,7 +3,7 @@ import * as Resource from "@effect/opentelemetry/Resource"
 import * as OtelTracer from "@effect/opentelemetry/Tracer"
 import { OTLPTraceExporter } from "@opentelemetry/exporter-trace-otlp-http"
 import { BatchSpanProcessor } from "@opentelemetry/sdk-trace-base"
-import { Context, Effect, Exit, Layer, Option, Runtime, Tracer } from "effect"
+import { Effect, Layer, Option, Tracer } from "effect"
 import { AppConfig } from "../config.ts"
 
 /**
