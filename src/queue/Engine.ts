@@ -4,12 +4,15 @@ import type { ApiError } from "../http/errors.ts"
 import type { PullRequestInfo } from "./GitHost.ts"
 import type { QueueRow } from "./QueueRepo.ts"
 import type {
+  AdaptiveChoiceView,
   EnqueuedPullRequest,
   RunnerError,
   StoredQueueConfig,
   SubmittedPullRequest,
   TestingDetails
 } from "./schemas.ts"
+
+type AdaptiveChoice = typeof AdaptiveChoiceView.Type
 
 /** A queue named as a request names it, in the caller's organization. */
 export interface QueueKey {
@@ -43,10 +46,13 @@ export interface EngineShape {
   readonly queueCreated: (queue: QueueRow) => Effect.Effect<void, SqlError>
   readonly configChanged: (queue: QueueRow) => Effect.Effect<void, SqlError>
   /** The effective configuration (the runner may be switching modes) and the active entries in testing order. */
-  readonly view: (
-    queue: QueueRow
-  ) => Effect.Effect<
-    { readonly config: StoredQueueConfig; readonly enqueued: ReadonlyArray<EnqueuedPullRequest> },
+  readonly view: (queue: QueueRow) => Effect.Effect<
+    {
+      readonly config: StoredQueueConfig
+      readonly enqueued: ReadonlyArray<EnqueuedPullRequest>
+      /** extension: adaptive mode's choice (estimates.ts), null when it is off */
+      readonly adaptiveChoice?: AdaptiveChoice | null
+    },
     SqlError
   >
   /**
@@ -57,14 +63,11 @@ export interface EngineShape {
     {
       readonly config: StoredQueueConfig
       readonly enqueued: ReadonlyArray<EnqueuedPullRequest>
+      /** extension: adaptive mode's choice (estimates.ts), null when it is off */
+      readonly adaptiveChoice?: AdaptiveChoice | null
       readonly runnerError: RunnerError | null
     },
     ApiError | SqlError
-  >
-  /** The queues whose runner keeps failing, on any instance (for `/readyz`). */
-  readonly runnerErrors: Effect.Effect<
-    ReadonlyArray<{ readonly queueId: string; readonly message: string; readonly since: string }>,
-    SqlError
   >
   /** The PR as the Git host shows it now (PR_NOT_FOUND when it does not exist). */
   readonly readPullRequest: (queue: QueueRow, prNumber: number) => Effect.Effect<PullRequestInfo, ApiError>

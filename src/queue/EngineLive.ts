@@ -1,22 +1,24 @@
 import * as os from "node:os"
 import * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Cause, Clock, Context, Deferred, Effect, FiberMap, Layer, Option, Queue, Schedule, Stream } from "effect"
+import { Cause, Clock, Context, Deferred, Effect, FiberMap, Layer, Option, Queue, Stream } from "effect"
 import { AppConfig } from "../config.ts"
-import type { CommandCi } from "../git-local/CommandCi.ts"
-import { PrFeedback } from "../github/feedback.ts"
 import { conflict, notFound } from "../http/errors.ts"
 import { Database } from "../kernel/Database.ts"
 import { Metrics } from "../metrics/Metrics.ts"
 import { usesGitHub } from "../providers.ts"
+import type { CommandCi } from "./CiRunner.ts"
 import { Engine, EngineRunner, type EngineShape, type QueueKey, type Submission } from "./Engine.ts"
 import { makeEngineRepo } from "./engineRepo.ts"
+import { estimateFields, estimateOf, needsPrior } from "./estimates.ts"
+import { PrFeedback } from "./Feedback.ts"
 import { GitHost } from "./GitHost.ts"
-import { initialState, type QueueState, type RunRecord } from "./planner/index.ts"
+import { initialState, type QueueState, type QueueStats, type RunRecord } from "./planner/index.ts"
 import { QueueRepo, type QueueRow, queueOfColumns } from "./QueueRepo.ts"
 import { entryRecord, positionOf, viewOf } from "./queueView.ts"
 import { plannerConfig, repoRefOf, runQueue } from "./Runner.ts"
-import { errorMessage, RunnerHealth } from "./RunnerHealth.ts"
+import { RunnerHealth } from "./runner/health.ts"
+import { supervise } from "./runner/supervise.ts"
 import { Statuses, type StoredCheckRun, WAKE_CHANNEL } from "./Statuses.ts"
 import {
   DEFAULT_PRIORITY,
@@ -25,6 +27,7 @@ import {
   type TestingDetails
 } from "./schemas.ts"
 import { type EntryRow, type InboxEvent, iso, makeStore, parseJson, TERMINAL, upgradeState } from "./store.ts"
+import { breakdownOf } from "./timeBreakdown.ts"
 
 /** A submission waiting for the next batch. */
 interface PendingSubmission {
@@ -32,10 +35,28 @@ interface PendingSubmission {
   readonly done: Deferred.Deferred<boolean, SqlError>
 }
 
+/** An error's message for users: the first line of it and of each cause under it, bounded. */
+const errorMessage = (error: unknown): string => {
+  const parts: Array<string> = []
+  let e: unknown = error
+  for (let depth = 0; depth < 4 && e !== undefined && e !== null; depth++) {
+    const text = e instanceof Error ? `${e.name}: ${e.message}` : String(e)
+    parts.push(text.split("\n")[0] ?? text)
+    e = e instanceof Error ? e.cause : undefined
+  }
+  const line = parts.join(": caused by ")
+  return line.length > 500 ? `${line.slice(0, 497)}...` : line
+}
+
 const keyOf = (queue: QueueRow): QueueKey => ({ orgId: queue.repo.orgId, repo: queue.repo, branch: queue.branch })
 
-const LEASE_SECONDS = 15
-const LEASE_LOOP_MS = 5000
+/**
+ * A queue's lease, renewed every LEASE_LOOP_MS: another instance takes a dead owner's queues over within
+ * LEASE_SECONDS + LEASE_LOOP_MS. Short is safe: a stale owner cannot save a round (its fencing token is old) and its
+ * Git commands are idempotent or compare-and-swap (see docs/decisions.md, "Lease takeover").
+ */
+const LEASE_SECONDS = 6
+const LEASE_LOOP_MS = 2000
 
 /** Check runs grouped by suite (runs without a suite each on their own), enum values upper case as in the API. */
 const checkSuitesOf = (checks: ReadonlyArray<StoredCheckRun>): TestingDetails["checkSuites"] => {
@@ -67,9 +88,9 @@ export const EngineLive = Layer.scopedContext(
     const git = yield* GitHost
     const queues = yield* QueueRepo
     const statuses = yield* Statuses
-    const health = yield* RunnerHealth
     const config = yield* AppConfig
     const metrics = yield* Metrics
+    const health = yield* RunnerHealth
     const context = yield* Effect.context<
       SqlClient.SqlClient | GitHost | QueueRepo | Statuses | AppConfig | Database | CommandCi | RunnerHealth
     >()
@@ -91,6 +112,72 @@ export const EngineLive = Layer.scopedContext(
     /** The queue held for the transaction (QUEUE_NOT_FOUND when a delete came first). */
     const hold = (queue: QueueRow) =>
       Effect.flatMap(store.holdQueue(queue.id), (held) => (held ? Effect.void : queueNotFound(keyOf(queue))))
+
+    /** A young queue's prior for its estimates: the observations of the repository's busiest other queue. */
+    const priorFor = (queue: QueueRow, state: QueueState) =>
+      needsPrior(state)
+        ? Effect.map(
+            sql<{ stats: unknown }>`
+              select rt.state->'stats' as stats from queue_runtime rt join queues q on q.id = rt.queue_id
+              where q.repo_id = ${queue.repo.id} and q.id <> ${queue.id}
+                and coalesce((rt.state->'stats'->>'finishedRuns')::int, 0) >= 3
+              order by (rt.state->'stats'->>'finishedRuns')::int desc limit 1`,
+            (rows) => (rows[0] === undefined ? undefined : parseJson<QueueStats>(rows[0].stats))
+          )
+        : Effect.succeed(undefined)
+
+    /** getSubmittedPullRequest's extension fields (issue #18): the estimates and the time breakdown. */
+    const extensionsOf = (queue: QueueRow, entryId: string, active: boolean) =>
+      Effect.gen(function* () {
+        const now = yield* Clock.currentTimeMillis
+        let estimates = {}
+        if (active) {
+          const rt = yield* sql<{ state: unknown; version: string | number }>`
+            select state, version from queue_runtime where queue_id = ${queue.id}`
+          const found = rt[0]
+          const state =
+            found === undefined
+              ? initialState(plannerConfig(queue.config), null)
+              : upgradeState(parseJson<QueueState>(found.state))
+          const version = found === undefined ? null : Number(found.version)
+          // an entry the runner has not placed yet: right behind the placed ones
+          const fresh = { place: 1, depth: state.config.concurrency, now }
+          const prior = yield* priorFor(queue, state)
+          estimates = estimateFields(estimateOf(queue.id, version, state, now, prior), entryId, fresh)
+        }
+        const rows = (yield* timeline(entryId)).map((t) => ({
+          at: new Date(t.at).getTime(),
+          state: t.state,
+          reason: t.reason
+        }))
+        const b = breakdownOf(rows, now, {
+          batch: queue.config.batch,
+          maxWaitMs: queue.config.batchingMaxWaitTimeMinutes * 60_000
+        })
+        // the PR that failed (or went pending_failure) at the instant of each restart caused it
+        const causes =
+          b.restarts.length === 0
+            ? []
+            : yield* sql<{ pr_number: string | number; at: Date | string }>`
+                select e.pr_number, t.at from entry_timeline t join entries e on e.id = t.entry_id
+                where e.queue_id = ${queue.id} and e.id <> ${entryId}
+                  and t.state in ('failed', 'pending_failure')
+                  and t.at in ${sql.in(b.restarts.map((r) => iso(r.at)))}`
+        const causeAt = new Map(causes.map((c) => [new Date(c.at).getTime(), Number(c.pr_number)]))
+        return {
+          ...estimates,
+          timeBreakdown: {
+            waitingForSlotMs: b.waitingForSlotMs,
+            waitingForBatchMs: b.waitingForBatchMs,
+            testingMs: b.testingMs,
+            restarts: b.restarts.map((r) => ({
+              at: iso(r.at),
+              reason: r.reason,
+              causedByPr: causeAt.get(r.at) ?? null
+            }))
+          }
+        }
+      })
 
     /** The active entry of a PR, locked for the transaction, in a queue held for it. */
     const requireActive = (queue: QueueRow, prNumber: number) =>
@@ -292,7 +379,7 @@ export const EngineLive = Layer.scopedContext(
         Effect.gen(function* () {
           const state = yield* runtimeOf(queue)
           const rows = yield* activeEntries(queue.id)
-          return viewOf(queue, state, rows)
+          return viewOf(queue, state, rows, yield* Clock.currentTimeMillis, null, yield* priorFor(queue, state))
         }),
 
       viewByKey: (key) =>
@@ -305,14 +392,16 @@ export const EngineLive = Layer.scopedContext(
             row.runtime_state === null
               ? initialState(plannerConfig(queue.config), null)
               : upgradeState(parseJson<QueueState>(row.runtime_state))
+          const version = row.runtime_version === null ? null : Number(row.runtime_version)
+          const now = yield* Clock.currentTimeMillis
+          const prior = yield* priorFor(queue, state)
           const runnerError =
             row.runner_error === null
               ? null
-              : { message: row.runner_error, since: iso(new Date(row.runner_error_since ?? Date.now())) }
-          return { ...viewOf(queue, state, parseJson<ReadonlyArray<EntryRow>>(row.active)), runnerError }
+              : { message: row.runner_error, since: iso(new Date(row.runner_error_since ?? now)) }
+          const view = viewOf(queue, state, parseJson<ReadonlyArray<EntryRow>>(row.active), now, version, prior)
+          return { ...view, runnerError }
         }),
-
-      runnerErrors: health.runnerErrors,
 
       readPullRequest,
 
@@ -396,7 +485,8 @@ export const EngineLive = Layer.scopedContext(
               })
             },
             forceEnqueued: false,
-            isCurrentlySubmittedToQueue: active
+            isCurrentlySubmittedToQueue: active,
+            ...(yield* extensionsOf(queue, row.id, active))
           }
           if (!includeTimeline) return record
           const items = yield* timeline(row.id)
@@ -538,10 +628,20 @@ export const EngineLive = Layer.scopedContext(
       if (fencings.get(queueId) === fencing) fencings.delete(queueId)
     }
 
+    /**
+     * Queues whose stored runner error may be set: a runner new on this instance may find one another instance
+     * recorded, and a failure records one; the next completed round clears it (one statement, not one per round).
+     */
+    const storedError = new Set<string>()
+
     const hooks = {
       observeLag: (seconds: number) => metrics.runnerLag.observe({}, seconds),
       observeStep: (seconds: number) => metrics.observeStep(seconds),
-      roundCompleted: (queueId: string) => health.clearRunnerError(queueId).pipe(Effect.ignore),
+      roundDone: (queueId: string) => {
+        health.recovered(queueId)
+        // the stored error (getQueue's runnerError, any instance) is cleared once per runner start or failure
+        if (storedError.delete(queueId)) Effect.runFork(store.clearRunnerError(queueId).pipe(Effect.ignore))
+      },
       lostLease: (queueId: string, fencing: number) =>
         Effect.sync(() => forget(queueId, fencing)).pipe(
           Effect.zipRight(Effect.logWarning(`lost the lease of queue ${queueId}`))
@@ -549,24 +649,27 @@ export const EngineLive = Layer.scopedContext(
     }
 
     const supervised = (queueId: string, fencing: number) =>
-      runQueue(queueId, owner, fencing, signalOf(queueId), hooks).pipe(
-        // a runner that lost its lease ends by interruption: that is no failure, and it is not restarted
-        Effect.tapErrorCause((cause) =>
-          Cause.isInterruptedOnly(cause)
-            ? Effect.void
-            : Effect.sync(() => metrics.runnerRestarts.inc()).pipe(
-                Effect.zipRight(Effect.logError(`runner of queue ${queueId} failed; restarting`, cause)),
-                Effect.zipRight(
-                  health
-                    .recordRunnerError(queueId, errorMessage(Cause.squash(cause)))
-                    .pipe(Effect.catchAllCause((c) => Effect.logWarning("could not record a runner's error", c)))
-                )
+      Effect.suspend(() => {
+        storedError.add(queueId)
+        return supervise(runQueue(queueId, owner, fencing, signalOf(queueId), hooks), {
+          // a runner that lost its lease ends by interruption: that is no failure, and it is not restarted
+          failed: (cause, attempt, delayMs) =>
+            Effect.gen(function* () {
+              const now = yield* Clock.currentTimeMillis
+              const message = errorMessage(Cause.squash(cause))
+              health.failed(queueId, message, now, now + delayMs)
+              metrics.runnerRestarts.inc()
+              storedError.add(queueId)
+              yield* store
+                .recordRunnerError(queueId, message)
+                .pipe(Effect.catchAllCause((c) => Effect.logWarning("could not record a runner's error", c)))
+              yield* Effect.logError(
+                `runner of queue ${queueId} failed (${attempt + 1} in a row); restarting in ${delayMs} ms`,
+                cause
               )
-        ),
-        Effect.retry(Schedule.exponential("200 millis").pipe(Schedule.either(Schedule.spaced("10 seconds")))),
-        Effect.ensuring(Effect.sync(() => forget(queueId, fencing))),
-        Effect.provide(runnerContext)
-      )
+            })
+        })
+      }).pipe(Effect.ensuring(Effect.sync(() => forget(queueId, fencing))), Effect.provide(runnerContext))
 
     const takeLeases = (force: boolean) =>
       Effect.gen(function* () {

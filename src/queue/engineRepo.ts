@@ -97,12 +97,13 @@ export const makeEngineRepo = (sql: SqlClient.SqlClient) => {
     sql<
       QueueColumns & {
         runtime_state: unknown
+        runtime_version: string | number | null
         active: unknown
         runner_error: string | null
         runner_error_since: Date | string | null
       }
     >`
-  select ${sql.unsafe(QUEUE_COLUMNS)}, rt.state as runtime_state, rt.runner_error, rt.runner_error_since,
+  select ${sql.unsafe(QUEUE_COLUMNS)}, rt.state as runtime_state, rt.version as runtime_version, rt.runner_error, rt.runner_error_since,
     (select coalesce(json_agg(e), '[]'::json) from entries e
      where e.queue_id = q.id and e.state in ${sql.in(ACTIVE_STATES)}) as active
   from queues q join repositories r on r.id = q.repo_id

@@ -506,14 +506,6 @@ export const makeStore = (sql: SqlClient.SqlClient) => {
     sql`update queue_runtime set runner_error = null, runner_error_since = null
         where queue_id = ${queueId} and runner_error is not null`.pipe(Effect.asVoid)
 
-  /** The queues whose runner is failing, with its last error. */
-  const runnerErrors = Effect.map(
-    sql<{ queue_id: string; message: string; since: Date | string }>`
-      select queue_id, runner_error as message, runner_error_since as since from queue_runtime
-      where runner_error is not null order by queue_id`,
-    (rows) => rows.map((r) => ({ queueId: r.queue_id, message: r.message, since: iso(new Date(r.since)) }))
-  )
-
   const activeEntries = (queueId: string): Effect.Effect<ReadonlyArray<EntryRow>, SqlError> =>
     sql<EntryRow>`select * from entries where queue_id = ${queueId} and state in ${sql.in(ACTIVE_STATES)}`
 
@@ -559,7 +551,6 @@ export const makeStore = (sql: SqlClient.SqlClient) => {
     watchedQueues,
     recordRunnerError,
     clearRunnerError,
-    runnerErrors,
     activeEntries,
     timeline,
     readTargets
