@@ -1,5 +1,6 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import { Context, Effect, Fiber, Layer, Logger, LogLevel, ManagedRuntime, Option, Redacted } from "effect"
+import { clientBundle } from "./client/build.ts"
 import { AppConfig } from "./config.ts"
 import { Database, DatabaseLive } from "./db/Database.ts"
 import { FlakyLive } from "./flaky/Flaky.ts"
@@ -23,6 +24,7 @@ import { EngineLive } from "./queue/EngineLive.ts"
 import { queueRoutes } from "./queue/Http.ts"
 import { QueueRepoLive } from "./queue/QueueRepo.ts"
 import { StatusesLive } from "./queue/Statuses.ts"
+import { adminRoutes } from "./tenancy/Http.ts"
 import { Tenancy, TenancyLive } from "./tenancy/Tenancy.ts"
 
 /** Every service of the running application, over the configured database. */
@@ -56,7 +58,9 @@ export const AppLayer = <E>(config: Layer.Layer<AppConfig, E>) => {
   return Layer.mergeAll(EngineLive, FlakyLive, GitHubReconcileLive).pipe(Layer.provideMerge(services))
 }
 
-const routes = [...queueRoutes, ...metricsRoutes, ...flakyRoutes] as unknown as ReadonlyArray<Route<never>>
+const routes = [...queueRoutes, ...metricsRoutes, ...flakyRoutes, ...adminRoutes] as unknown as ReadonlyArray<
+  Route<never>
+>
 
 export type AppServices = Layer.Layer.Success<ReturnType<typeof AppLayer>>
 
@@ -86,6 +90,42 @@ const unauthorizedMetrics = () =>
     { status: 401 }
   )
 
+/** Where the single-file CI client is served. */
+export const CLIENT_PATH = "/cli/greenline.mjs"
+
+/** BOOTSTRAP_TOKEN is an admin credential: anything shorter than this is refused at start-up. */
+export const MIN_BOOTSTRAP_TOKEN_LENGTH = 32
+
+/**
+ * BOOTSTRAP_TOKEN, when set, becomes the bootstrap organization's admin token (replacing the previous one); without
+ * it, a database with no organization and no token gets the default organization and one admin token, printed once.
+ */
+const firstRunOrBootstrap = async (
+  config: Context.Tag.Service<AppConfig>,
+  run: <A, E>(effect: Effect.Effect<A, E>) => Promise<A>,
+  tenancy: Context.Tag.Service<Tenancy>
+) => {
+  if (Option.isSome(config.bootstrapToken)) {
+    const token = Redacted.value(config.bootstrapToken.value).trim()
+    if (token.length < MIN_BOOTSTRAP_TOKEN_LENGTH) {
+      throw new Error(
+        `BOOTSTRAP_TOKEN is ${token.length} characters long; it must have at least ${MIN_BOOTSTRAP_TOKEN_LENGTH} (e.g. openssl rand -hex 32)`
+      )
+    }
+    await run(tenancy.ensureBootstrap(config.bootstrapOrg, token))
+    return
+  }
+  const created = await run(tenancy.firstRun(config.bootstrapOrg))
+  if (Option.isSome(created)) {
+    const { org, token } = created.value
+    writeLog(
+      "INFO",
+      `FIRST RUN: created organization '${org.slug}' and an admin token, shown only this once: ${token} (dashboard: ${config.publicUrl}/login)`,
+      { firstRun: true, org: org.slug, token, dashboard: `${config.publicUrl}/login` }
+    )
+  }
+}
+
 /** Starts the HTTP server and the queue runners on a layer of configuration. */
 export const startServer = async <E>(configLayer: Layer.Layer<AppConfig, E>): Promise<RunningServer> => {
   const started = performance.now()
@@ -100,9 +140,10 @@ export const startServer = async <E>(configLayer: Layer.Layer<AppConfig, E>): Pr
   const logError = (message: string, cause: unknown) =>
     writeLog("ERROR", message, { cause: cause instanceof Error ? (cause.stack ?? cause.message) : String(cause) })
 
-  if (Option.isSome(config.bootstrapToken)) {
-    await runtime.runPromise(tenancy.ensureBootstrap(config.bootstrapOrg, Redacted.value(config.bootstrapToken.value)))
-  }
+  await firstRunOrBootstrap(config, (effect) => runtime.runPromise(effect), tenancy).catch(async (error: unknown) => {
+    await runtime.dispose()
+    throw error
+  })
 
   const webhook = await runtime.runPromise(makeWebhookEndpoint)
   const docsHtml = renderDocs(openApiDocument())
@@ -127,6 +168,13 @@ export const startServer = async <E>(configLayer: Layer.Layer<AppConfig, E>): Pr
         return new Response(openApiJson, { headers: { "content-type": "application/json" } })
       case "/docs":
         return new Response(docsHtml, { headers: { "content-type": "text/html; charset=utf-8" } })
+      case CLIENT_PATH:
+        return new Response(await clientBundle(), {
+          headers: {
+            "content-type": "text/javascript; charset=utf-8",
+            "content-disposition": 'attachment; filename="greenline.mjs"'
+          }
+        })
       case "/metrics": {
         const given =
           request.headers.get("x-api-token") ?? /^Bearer\s+(.+)$/i.exec(request.headers.get("authorization") ?? "")?.[1]
