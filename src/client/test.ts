@@ -21,7 +21,7 @@ import {
 export const TEST_USAGE = `usage: greenline test [options] --junit <glob> [--junit <glob>...] -- <command> [args...]
 
 Runs the test command, then uploads the JUnit XML files it wrote (files matching --junit, relative to the
-current directory, modified since the command started) to Greenline. When the command fails and every failing
+current directory, written or rewritten by the command) to Greenline. When the command fails and every failing
 test is quarantined, the job passes (exit 0); otherwise the command's exit code stands.
 Fails safe: when the server cannot be reached or refuses the upload, a warning is printed and the command's
 own exit code stands. A shell pipeline needs a shell: -- sh -c 'make test | tee log'.
@@ -84,7 +84,12 @@ export const runTest = async (
     return 2
   }
   const [program, ...args] = command as [string, ...string[]]
-  const started = Date.now()
+  // the reports there before the command ran, with their times: only what the command writes (or rewrites) counts
+  const junit = values.junit ?? []
+  const before = new Map<string, number>()
+  try {
+    for (const f of expandFiles(junit, io.cwd, { allowEmpty: true })) before.set(f, statSync(f).mtimeMs)
+  } catch {}
   const code = await spawner.run(program, args, io.cwd)
   const warn = (message: string) => {
     io.err(`greenline: warning: ${message}; the test command's exit code (${code}) stands`)
@@ -94,14 +99,11 @@ export const runTest = async (
   let files: ReadonlyArray<string>
   try {
     target = uploadTarget(values, env, io.cwd)
-    // only what this run wrote (a second's slack for file systems that round times): old reports say nothing of it
-    files = expandFiles(values.junit ?? [], io.cwd, { allowEmpty: true }).filter(
-      (f) => statSync(f).mtimeMs >= started - 1000
-    )
+    files = expandFiles(junit, io.cwd, { allowEmpty: true }).filter((f) => before.get(f) !== statSync(f).mtimeMs)
   } catch (e) {
     return warn(`cannot upload: ${e instanceof Error ? e.message : String(e)}`)
   }
-  if (files.length === 0) return warn(`no JUnit file matching ${(values.junit ?? []).join(", ")} was written`)
+  if (files.length === 0) return warn(`no JUnit file matching ${junit.join(", ")} was written`)
   let summary: UploadSummary
   try {
     summary = await sendUpload(io, target.server, target.metadata, files)
