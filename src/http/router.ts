@@ -306,7 +306,8 @@ export const makeApp = <R>(options: AppOptions<R>) => {
     const started = performance.now()
     const url = new URL(request.url)
     const route = table.get(`${request.method} ${url.pathname}`)
-    let label = route ? route.op.path : "other"
+    // every route labelled by its full path, as the requests name it (/v1/getQueue, /v1/openapi.json, /metrics)
+    let label = route ? `/v1${route.op.path}` : "other"
     const span = options.tracer?.start(request.method, route ? url.pathname : undefined)
     let response: Response
     try {
