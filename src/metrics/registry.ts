@@ -1,4 +1,5 @@
 import { heapStats } from "bun:jsc"
+
 /**
  * A small in-process Prometheus registry for the operator metrics of `GET /metrics` (contract.md §5): counters,
  * gauges and histograms with labels, written in the text exposition format.
