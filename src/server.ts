@@ -12,8 +12,9 @@ import { InstallationClaimGuardLive } from "./github/installations.ts"
 import { GitHubReconcileLive } from "./github/reconcile.ts"
 import { makeWebhookEndpoint, WEBHOOK_PATH } from "./github/webhooks.ts"
 import { openApiDocument } from "./http/Api.ts"
-import { renderDocs } from "./http/docs.ts"
+import { REDOC_PATH, redocBundle, renderDocs } from "./http/docs.ts"
 import { ApiError, errorResponse } from "./http/errors.ts"
+import { refineDocument } from "./http/openapiDoc.ts"
 import { makeApp, RateLimiter, type Route } from "./http/router.ts"
 import { metricsRoutes } from "./metrics/Http.ts"
 import { DbPoolMetricsLive, Metrics, MetricsLive } from "./metrics/Metrics.ts"
@@ -146,8 +147,9 @@ export const startServer = async <E>(configLayer: Layer.Layer<AppConfig, E>): Pr
   })
 
   const webhook = await runtime.runPromise(makeWebhookEndpoint)
-  const docsHtml = renderDocs(openApiDocument())
-  const openApiJson = JSON.stringify(openApiDocument())
+  const document = refineDocument(openApiDocument(), config.publicUrl)
+  const docsHtml = renderDocs(document)
+  const openApiJson = JSON.stringify(document)
   const metricsToken = Option.map(config.metricsToken, Redacted.value)
 
   const extra = async (request: Request, url: URL): Promise<Response | undefined> => {
@@ -168,6 +170,10 @@ export const startServer = async <E>(configLayer: Layer.Layer<AppConfig, E>): Pr
         return new Response(openApiJson, { headers: { "content-type": "application/json" } })
       case "/docs":
         return new Response(docsHtml, { headers: { "content-type": "text/html; charset=utf-8" } })
+      case REDOC_PATH:
+        return new Response(redocBundle(), {
+          headers: { "content-type": "text/javascript; charset=utf-8", "cache-control": "public, max-age=86400" }
+        })
       case CLIENT_PATH:
         return new Response(await clientBundle(), {
           headers: {

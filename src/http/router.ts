@@ -1,6 +1,7 @@
 import { Cause, Context, Effect, Exit, Option, type ParseResult, Runtime, Schema } from "effect"
 import type { Organization } from "../tenancy/Tenancy.ts"
 import { ApiError, errorResponse, fromParseError, internal, invalidRequest, unauthorized } from "./errors.ts"
+import { IGNORED_FIELDS_HEADER, IGNORED_FIELDS_MAX_BYTES, ignoredFields } from "./ignoredFields.ts"
 import type { Op } from "./operation.ts"
 
 /** The organization of the API token that made the current request. */
@@ -287,6 +288,16 @@ export const makeApp = <R>(options: AppOptions<R>) => {
       const value = exit.value
       if (route.op.contentType !== undefined) {
         return new Response(String(value), { status: 200, headers: { "content-type": route.op.contentType } })
+      }
+      const ignored =
+        route.op.source === "json" && body.byteLength <= IGNORED_FIELDS_MAX_BYTES
+          ? ignoredFields(route.op.payload, payload)
+          : []
+      if (ignored.length > 0) {
+        return new Response(JSON.stringify(value), {
+          status: 200,
+          headers: { "content-type": "application/json", [IGNORED_FIELDS_HEADER]: ignored.join(", ") }
+        })
       }
       return json(value)
     }
