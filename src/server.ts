@@ -2,9 +2,8 @@ import * as SqlClient from "@effect/sql/SqlClient"
 import { Context, Effect, Fiber, Layer, Logger, LogLevel, ManagedRuntime, Option, Redacted } from "effect"
 import { clientBundle } from "./client/build.ts"
 import { AppConfig } from "./config.ts"
-import { Database, DatabaseLive } from "./db/Database.ts"
+import { DatabaseLive } from "./db/Database.ts"
 import { FlakyLive } from "./flaky/Flaky.ts"
-import { flakyRoutes } from "./flaky/Http.ts"
 import { CommandCiLayer } from "./git-local/CommandCi.ts"
 import { GitHubFeedbackLive } from "./github/feedback.ts"
 import { GitHubClientLive } from "./github/GitHubClient.ts"
@@ -15,21 +14,27 @@ import { openApiDocument } from "./http/Api.ts"
 import { REDOC_PATH, redocBundle, renderDocs } from "./http/docs.ts"
 import { ApiError, errorResponse } from "./http/errors.ts"
 import { refineDocument } from "./http/openapiDoc.ts"
-import { makeApp, RateLimiter, type Route } from "./http/router.ts"
-import { metricsRoutes } from "./metrics/Http.ts"
+import { makeApp, RateLimiter, servesEveryOp } from "./http/router.ts"
+import { adminRoutes } from "./http/routes/admin.ts"
+import { flakyRoutes } from "./http/routes/flaky.ts"
+import { metricsRoutes } from "./http/routes/metrics.ts"
+import { queueRoutes } from "./http/routes/queue.ts"
+import { makeRequestTracer } from "./http/tracing.ts"
+import { Database } from "./kernel/Database.ts"
 import { DbPoolMetricsLive, Metrics, MetricsLive } from "./metrics/Metrics.ts"
-import { makeRequestTracer, TracingLive } from "./metrics/Tracing.ts"
+import { Gauge } from "./metrics/registry.ts"
+import { TracingLive } from "./metrics/Tracing.ts"
 import { ProvidersLayer } from "./providers.ts"
 import { Engine, EngineRunner } from "./queue/Engine.ts"
 import { EngineLive } from "./queue/EngineLive.ts"
-import { queueRoutes } from "./queue/Http.ts"
 import { QueueRepoLive } from "./queue/QueueRepo.ts"
+import { RunnerHealth, RunnerHealthLive } from "./queue/runner/health.ts"
+import { RunnerProbe, type RunnerProbeShape } from "./queue/runner/probe.ts"
 import { StatusesLive } from "./queue/Statuses.ts"
-import { adminRoutes } from "./tenancy/Http.ts"
 import { Tenancy, TenancyLive } from "./tenancy/Tenancy.ts"
 
 /** Every service of the running application, over the configured database. */
-export const AppLayer = <E>(config: Layer.Layer<AppConfig, E>) => {
+export const AppLayer = <E>(config: Layer.Layer<AppConfig, E>, probe?: RunnerProbeShape) => {
   // the Git host of each repository by its host: GitHub (when configured) or the local bare repositories
   const git = Layer.unwrapEffect(
     Effect.map(AppConfig, (c) => Layer.merge(ProvidersLayer, CommandCiLayer(c.gitRoot)))
@@ -52,16 +57,21 @@ export const AppLayer = <E>(config: Layer.Layer<AppConfig, E>) => {
   )
   // GitHub: the PR comment and status the runners write, and which repositories may be claimed (the App's)
   const github = Layer.mergeAll(GitHubFeedbackLive, InstallationClaimGuardLive)
-  const services = Layer.mergeAll(TenancyLive, QueueRepoLive, StatusesLive, DbPoolMetricsLive).pipe(
+  const services = Layer.mergeAll(TenancyLive, QueueRepoLive, StatusesLive, DbPoolMetricsLive, RunnerHealthLive).pipe(
     Layer.provideMerge(github),
     Layer.provideMerge(base)
   )
-  return Layer.mergeAll(EngineLive, FlakyLive, GitHubReconcileLive).pipe(Layer.provideMerge(services))
+  // a test's probe of the runners (RunnerProbe), when given
+  const probed = probe === undefined ? services : Layer.provideMerge(Layer.succeed(RunnerProbe, probe), services)
+  return Layer.mergeAll(EngineLive, FlakyLive, GitHubReconcileLive).pipe(Layer.provideMerge(probed))
 }
 
-const routes = [...queueRoutes, ...metricsRoutes, ...flakyRoutes, ...adminRoutes] as unknown as ReadonlyArray<
-  Route<never>
->
+/**
+ * Every operation of `Api.ts` with its handler. The compiler checks that none is missing (`servesEveryOp`) and that
+ * every handler's requirements are among the application's services (`makeApp` over the application's runtime);
+ * `makeApp` refuses two handlers for one operation at start-up.
+ */
+const routes = servesEveryOp([...queueRoutes, ...metricsRoutes, ...flakyRoutes, ...adminRoutes])
 
 export type AppServices = Layer.Layer.Success<ReturnType<typeof AppLayer>>
 
@@ -128,9 +138,12 @@ const firstRunOrBootstrap = async (
 }
 
 /** Starts the HTTP server and the queue runners on a layer of configuration. */
-export const startServer = async <E>(configLayer: Layer.Layer<AppConfig, E>): Promise<RunningServer> => {
+export const startServer = async <E>(
+  configLayer: Layer.Layer<AppConfig, E>,
+  probe?: RunnerProbeShape
+): Promise<RunningServer> => {
   const started = performance.now()
-  const runtime = ManagedRuntime.make(AppLayer(configLayer))
+  const runtime = ManagedRuntime.make(AppLayer(configLayer, probe))
   const rt = await runtime.runtime()
   const ctx = rt.context
   const config = Context.get(ctx, AppConfig)
@@ -138,6 +151,14 @@ export const startServer = async <E>(configLayer: Layer.Layer<AppConfig, E>): Pr
   const tenancy = Context.get(ctx, Tenancy)
   const engine = Context.get(ctx, Engine)
   const sql = Context.get(ctx, SqlClient.SqlClient)
+  const health = Context.get(ctx, RunnerHealth)
+  metrics.registry.register(
+    new Gauge(
+      "greenline_queue_runner_failures",
+      "Failures in a row of a queue runner that has not completed a round since (0 series when all are healthy)",
+      () => health.failing().map((e) => [{ queue_id: e.queueId }, e.failures] as const)
+    )
+  )
   const logError = (message: string, cause: unknown) =>
     writeLog("ERROR", message, { cause: cause instanceof Error ? (cause.stack ?? cause.message) : String(cause) })
 
@@ -164,7 +185,14 @@ export const startServer = async <E>(configLayer: Layer.Layer<AppConfig, E>): Pr
             Effect.as(sql`select 1 from greenline_migrations limit 1`, true).pipe(Effect.orElseSucceed(() => false))
           )
           .catch(() => false)
-        return Response.json({ status: ok ? "ready" : "unavailable" }, { status: ok ? 200 : 503 })
+        // a queue whose runner keeps failing does not make the instance unready, but it shows here
+        const failing = health.failing().map((e) => ({
+          queueId: e.queueId,
+          message: e.message,
+          since: new Date(e.since).toISOString(),
+          failures: e.failures
+        }))
+        return Response.json({ status: ok ? "ready" : "unavailable", runners: { failing } }, { status: ok ? 200 : 503 })
       }
       case "/v1/openapi.json":
         return new Response(openApiJson, { headers: { "content-type": "application/json" } })

@@ -10,47 +10,19 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import type { Scope } from "effect"
-import { Context, Effect, Layer, Schedule } from "effect"
-import { GitError, type RepoNotFound, type RepoRef } from "../queue/GitHost.ts"
+import { Effect, Layer, Schedule } from "effect"
+import { CommandCi, type CommandCiInput, type CommandCiResult, type CommandCiService } from "../queue/CiRunner.ts"
+import { GitError } from "../queue/GitHost.ts"
+import { environmentWithoutGit } from "./gitEnv.ts"
 import { existingGitDir, formatRepo, git, runGit } from "./LocalGit.ts"
 
 export const OUTPUT_LIMIT_BYTES = 1024 * 1024
 
-export interface CommandCiInput {
-  readonly repo: RepoRef
-  readonly sha: string
-  /** Run with `sh -c` in the checkout. */
-  readonly command: string
-  readonly timeoutMs: number
-  /** Extra environment variables for the command. */
-  readonly env?: Readonly<Record<string, string>>
-}
+// the port this adapter implements (the queue's)
+export { CommandCi, type CommandCiInput, type CommandCiResult, type CommandCiService } from "../queue/CiRunner.ts"
 
-export interface CommandCiResult {
-  /** The exit code; 128 + signal number when the command was killed by a signal (e.g. 137 after a timeout). */
-  readonly exitCode: number
-  readonly timedOut: boolean
-  /** Combined stdout + stderr; when longer than 1 MiB, a "[... truncated ...]" line followed by the tail. */
-  readonly output: string
-  readonly truncated: boolean
-  readonly durationMs: number
-}
-
-export interface CommandCiService {
-  readonly run: (input: CommandCiInput) => Effect.Effect<CommandCiResult, RepoNotFound | GitError>
-}
-
-export class CommandCi extends Context.Tag("greenline/CommandCi")<CommandCi, CommandCiService>() {}
-
-const commandEnv = (extra: Readonly<Record<string, string>>): Record<string, string> => {
-  const env: Record<string, string> = {}
-  for (const [key, value] of Object.entries(process.env)) {
-    if (value !== undefined && !key.startsWith("GIT_")) env[key] = value
-  }
-  env.GIT_TERMINAL_PROMPT = "0"
-  Object.assign(env, extra)
-  return env
-}
+const commandEnv = (extra: Readonly<Record<string, string>>): Record<string, string> =>
+  Object.assign(environmentWithoutGit(), extra)
 
 /**
  * Git's worktree commands are not safe side by side on one repository: each reads the administrative files of every

@@ -7,7 +7,7 @@ import * as OpenApi from "@effect/platform/OpenApi"
 import * as Schema from "effect/Schema"
 import * as F from "../flaky/schemas.ts"
 import * as Q from "../queue/schemas.ts"
-import * as T from "../tenancy/schemas.ts"
+import * as T from "./adminSchemas.ts"
 import { Authentication, EmptyObject, endpointOf, type Op, post } from "./operation.ts"
 
 /** Every operation of the v1 API (contract.md), grouped as the OpenAPI document shows them. */

@@ -1,9 +1,9 @@
 import { Effect } from "effect"
-import { ops } from "../http/Api.ts"
-import { ApiError, invalidRequest, notFound } from "../http/errors.ts"
-import type { Op } from "../http/operation.ts"
-import { handle, type RawRequest, type Route } from "../http/router.ts"
-import { Tenancy, TenancyError } from "./Tenancy.ts"
+import { Tenancy, TenancyError } from "../../tenancy/Tenancy.ts"
+import { ops } from "../Api.ts"
+import { ApiError, invalidRequest, notFound } from "../errors.ts"
+import type { Op } from "../operation.ts"
+import { handle, type RawRequest, type Route } from "../router.ts"
 
 /**
  * The admin API (`/v1/admin/...`): organizations, tokens and repositories over HTTP, for admin tokens only. The CLI
@@ -33,7 +33,7 @@ const fromTenancy = (e: TenancyError) =>
 const admin = <Name extends string, P, PI, S, SI, R>(
   op: Op<Name, P, PI, S, SI>,
   handler: (payload: P) => Effect.Effect<NoInfer<S>, ApiError, R>
-): Route<R | Tenancy> => {
+): Route<R | Tenancy, Name> => {
   const inner = handle(op, handler)
   return {
     op: inner.op,
