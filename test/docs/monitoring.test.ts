@@ -20,6 +20,7 @@ const withPromtool = test.if(promtool !== null || process.env.CI === "true")
 /** Metric families that other parts of the server register (queue runners' errors, outgoing webhooks). */
 const FROM_OTHER_FEATURES = [
   "greenline_queue_runner_error",
+  "greenline_queue_runner_failures",
   "greenline_webhook_oldest_undelivered_seconds",
   "greenline_webhook_retry_queue_depth",
   "greenline_webhook_deliveries_total"
@@ -63,7 +64,7 @@ describe("alert rules", () => {
     for (const name of [
       "mq_head_entry_age_seconds",
       "mq_testing_slots_capacity",
-      "greenline_queue_runner_error",
+      "greenline_queue_runner_failures",
       "greenline_webhook_oldest_undelivered_seconds",
       "mq_pr_conclusions_1h_total"
     ]) {
