@@ -39,7 +39,8 @@ const queueConfig = {
   allowedBotSubmitters: [],
   batchingRules: [],
   testBranchConstructionMode: "rename_temp_branch",
-  notReadyTimeoutHours: 24
+  notReadyTimeoutHours: 24,
+  adaptive: false
 }
 const entry = {
   id: "9b552e33-134c-459b-99d4-d8673e0f7db5",
