@@ -27,7 +27,9 @@ export const PrNumber = Schema.Union(
 /** An enum accepted in any letter case, answered in lower case. */
 export const CaseInsensitive = <const L extends ReadonlyArray<string>>(...values: L) => {
   const message = `must be one of ${values.join(", ")}`
-  return Schema.transformOrFail(Schema.String.annotations({ message: () => message }), Schema.Literal(...values), {
+  // documented as the enum it is (any letter case is accepted)
+  const encoded = Schema.String.annotations({ message: () => message, jsonSchema: { type: "string", enum: values } })
+  return Schema.transformOrFail(encoded, Schema.Literal(...values), {
     strict: true,
     decode: (s, _, ast) => {
       const lower = s.toLowerCase()
