@@ -527,3 +527,29 @@ export const classify = (input: ClassifyInput): Classification => {
     ? { value, reason: reason(), timestamp: now, flakySignalAt }
     : { value, reason: reason(), timestamp: now }
 }
+
+/**
+ * The runs in a row, newest first, without a failed attempt (any branch; infrastructure failures and skips do not
+ * count): an auto-quarantined test leaves quarantine after enough of them.
+ */
+export const trailingCleanRuns = (results: readonly HistoryResult[]): number => {
+  let n = 0
+  // a run is clean when none of its attempts failed
+  const runs = countedRuns(results)
+  let upload: string | undefined
+  let clean = true
+  for (let i = runs.length - 1; i >= 0; i--) {
+    const r = runs[i] as HistoryResult
+    if (r.uploadId !== upload) {
+      if (upload !== undefined) {
+        if (!clean) return n
+        n++
+      }
+      upload = r.uploadId
+      clean = true
+    }
+    if (r.status === "failed") clean = false
+  }
+  if (upload !== undefined && clean) n++
+  return n
+}

@@ -98,7 +98,43 @@ export const ops = {
     typeof F.UploadSummary.Encoded
   >,
 
-  reportStatus: post("reportStatus", "/reportStatus", Q.ReportStatusRequest, EmptyObject)
+  reportStatus: post("reportStatus", "/reportStatus", Q.ReportStatusRequest, EmptyObject),
+
+  exportQuarantine: {
+    name: "exportQuarantine",
+    method: "GET",
+    path: "/flaky-tests/export",
+    payload: F.QuarantineExportQuery,
+    success: F.QuarantineExport,
+    source: "query"
+  } satisfies Op<
+    "exportQuarantine",
+    typeof F.QuarantineExportQuery.Type,
+    typeof F.QuarantineExportQuery.Encoded,
+    typeof F.QuarantineExport.Type,
+    typeof F.QuarantineExport.Encoded
+  >,
+  exportQuarantineCsv: {
+    name: "exportQuarantineCsv",
+    method: "GET",
+    path: "/flaky-tests/export.csv",
+    payload: F.QuarantineExportQuery,
+    success: Schema.String.pipe(HttpApiSchema.withEncoding({ kind: "Text", contentType: "text/csv" })),
+    source: "query",
+    contentType: "text/csv; charset=utf-8"
+  } satisfies Op<
+    "exportQuarantineCsv",
+    typeof F.QuarantineExportQuery.Type,
+    typeof F.QuarantineExportQuery.Encoded,
+    string,
+    string
+  >,
+  importQuarantine: post(
+    "importQuarantine",
+    "/flaky-tests/import",
+    F.QuarantineImportRequest,
+    F.QuarantineImportResponse
+  )
 } as const
 
 export type Ops = typeof ops
@@ -157,6 +193,15 @@ export const Api = HttpApi.make("greenline")
   )
   .add(group("uploads", "JUnit result uploads", "uploadTestResults"))
   .add(group("ciStatus", "Commit statuses reported by CI", "reportStatus"))
+  .add(
+    group(
+      "flakyQuarantineTransfer",
+      "Extension: a repository's quarantine state as JSON or CSV, and its import",
+      "exportQuarantine",
+      "exportQuarantineCsv",
+      "importQuarantine"
+    )
+  )
   .annotate(OpenApi.Title, "Greenline merge queue API")
   .annotate(OpenApi.Version, "1.0.0")
   .annotate(

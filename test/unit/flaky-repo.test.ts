@@ -370,7 +370,8 @@ const suite = (kind: string, makeDb: () => Promise<{ db: Db; cleanup: () => Prom
       await run(upload("q", [["a.xml", junit([{ name: "q1", status: "failed" }, { name: "q1" }, ...others])]]))
       expect(await run((f) => f.getSettings(org, scope("q")))).toEqual({
         quarantining_enabled: false,
-        auto_quarantine: false
+        auto_quarantine: false,
+        auto_release_clean_runs: 20
       })
       let n = 0
       // a failure and a pass on each commit: flaky, never broken
@@ -391,13 +392,15 @@ const suite = (kind: string, makeDb: () => Promise<{ db: Db; cleanup: () => Prom
 
       expect(await run((f) => f.updateSettings(org, { ...scope("q"), quarantining_enabled: true }))).toEqual({
         quarantining_enabled: true,
-        auto_quarantine: false
+        auto_quarantine: false,
+        auto_release_clean_runs: 20
       })
       s = await failQ1()
       expect(s.all_failures_quarantined).toBe(false)
       expect(await run((f) => f.updateSettings(org, { ...scope("q"), auto_quarantine: true }))).toEqual({
         quarantining_enabled: true,
-        auto_quarantine: true
+        auto_quarantine: true,
+        auto_release_clean_runs: 20
       })
       s = await failQ1()
       expect(s).toMatchObject({ quarantined_failures: 1, unquarantined_failures: 0, all_failures_quarantined: true })
@@ -718,7 +721,11 @@ const suite = (kind: string, makeDb: () => Promise<{ db: Db; cleanup: () => Prom
             body: JSON.stringify(scope("cli"))
           })
         )
-        expect(await settings.json()).toEqual({ quarantining_enabled: true, auto_quarantine: false })
+        expect(await settings.json()).toEqual({
+          quarantining_enabled: true,
+          auto_quarantine: false,
+          auto_release_clean_runs: 20
+        })
       } finally {
         rmSync(dir, { recursive: true, force: true })
       }
