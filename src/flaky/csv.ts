@@ -10,7 +10,7 @@ export const csvField = (value: string): string => (needsQuotes.test(value) ? `"
 
 /** Rows to CSV text, CRLF line ends (RFC 4180), a header row first. */
 export const toCsv = (header: ReadonlyArray<string>, rows: ReadonlyArray<ReadonlyArray<string>>): string =>
-  [header, ...rows].map((row) => row.map(csvField).join(",")).join("\r\n") + "\r\n"
+  `${[header, ...rows].map((row) => row.map(csvField).join(",")).join("\r\n")}\r\n`
 
 export class CsvError extends Error {
   constructor(

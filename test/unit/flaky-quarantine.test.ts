@@ -106,12 +106,6 @@ const suite = (kind: string, makeDb: () => Promise<{ db: Db; cleanup: () => Prom
       run((f) => f.listQuarantinedTests(org, { ...scope(repo), page_query: { page_size: 100, page_token: "" } })).then(
         (r) => r.quarantined_tests.map((t) => t.name)
       )
-    const idOf = async (repo: string, name: string) => {
-      const e = await run((f) => f.exportQuarantine(org, { org_url_slug: "acme", repo: `acme/${repo}` }))
-      const found = e.tests.find((t) => t.name === name)
-      if (found === undefined) throw new Error(`${name} is not in the export`)
-      return found.test_case_id
-    }
     const others: ReadonlyArray<readonly [string, "passed"]> = [
       ["o1", "passed"],
       ["o2", "passed"],
