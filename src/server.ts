@@ -4,6 +4,7 @@ import { AppConfig } from "./config.ts"
 import { Database, DatabaseLive } from "./db/Database.ts"
 import { FlakyLive } from "./flaky/Flaky.ts"
 import { flakyRoutes } from "./flaky/Http.ts"
+import { FlakyTestVerdictsLive } from "./flaky/testVerdicts.ts"
 import { CommandCiLayer } from "./git-local/CommandCi.ts"
 import { GitHubFeedbackLive } from "./github/feedback.ts"
 import { GitHubClientLive } from "./github/GitHubClient.ts"
@@ -53,7 +54,9 @@ export const AppLayer = <E>(config: Layer.Layer<AppConfig, E>) => {
     Layer.provideMerge(github),
     Layer.provideMerge(base)
   )
-  return Layer.mergeAll(EngineLive, FlakyLive, GitHubReconcileLive).pipe(Layer.provideMerge(services))
+  // the flaky-test results answer the queue's runners why a test run failed (#20, TestVerdicts)
+  const flaky = Layer.provideMerge(FlakyTestVerdictsLive, FlakyLive)
+  return Layer.mergeAll(EngineLive, GitHubReconcileLive).pipe(Layer.provideMerge(flaky), Layer.provideMerge(services))
 }
 
 const routes = [...queueRoutes, ...metricsRoutes, ...flakyRoutes] as unknown as ReadonlyArray<Route<never>>

@@ -272,6 +272,14 @@ export interface FlakyRepoShape {
     details?: OverrideDetails,
     at?: Date
   ) => Effect.Effect<boolean, SqlError>
+  /**
+   * The failed tests of the uploads for `sha` (a test that passed on retry in the same upload did not fail), and how
+   * many of them are quarantined now.
+   */
+  readonly failuresAt: (
+    repoId: string,
+    sha: string
+  ) => Effect.Effect<{ readonly uploads: number; readonly failed: number; readonly quarantined: number }, SqlError>
   /** Resets the overrides whose expiry is at or before `now` to `unspecified`; returns what they were. */
   readonly lapseExpired: (repoId: string, now: Date) => Effect.Effect<ReadonlyArray<LapsedOverride>, SqlError>
   /** The test cases with an override or in quarantine (the export), by name. */
@@ -891,6 +899,26 @@ export const FlakyRepoLive = Layer.effect(
           (rows) => rows.length > 0
         )
       },
+
+      failuresAt: (repoId, sha) =>
+        Effect.map(
+          sql<{ uploads: number; failed: number; quarantined: number }>`
+            with u as (select id, run_at from test_uploads where repo_id = ${repoId} and sha = ${sha}),
+            f as (
+              select r.test_case_id from u
+              join test_results r on r.repo_id = ${repoId} and r.upload_id = u.id and r.run_at = u.run_at
+              group by r.upload_id, r.test_case_id
+              having bool_or(r.status = 'failed') and not bool_or(r.status = 'passed')
+            )
+            select (select count(*) from u)::int as uploads, count(distinct f.test_case_id)::int as failed,
+              (count(distinct f.test_case_id) filter (where tc.quarantined))::int as quarantined
+            from f join test_cases tc on tc.repo_id = ${repoId} and tc.id = f.test_case_id`,
+          (rows) => ({
+            uploads: rows[0]?.uploads ?? 0,
+            failed: rows[0]?.failed ?? 0,
+            quarantined: rows[0]?.quarantined ?? 0
+          })
+        ),
 
       lapseExpired: (repoId, now) =>
         Effect.map(

@@ -115,5 +115,7 @@ export const flakyQuarantineLifecycle = statements(
   `alter table test_cases add column clean_runs integer not null default 0`,
   `create index test_cases_override_expiry on test_cases (repo_id, override_expires_at)
      where override_expires_at is not null`,
-  `alter table flaky_settings add column auto_release_clean_runs integer not null default 20`
+  `alter table flaky_settings add column auto_release_clean_runs integer not null default 20`,
+  // the merge queue asks for the uploads of a test-branch sha
+  `create index test_uploads_repo_sha on test_uploads (repo_id, sha)`
 )

@@ -27,6 +27,7 @@ import { QueueRepo } from "./QueueRepo.ts"
 import { Statuses } from "./Statuses.ts"
 import type { StoredQueueConfig } from "./schemas.ts"
 import { type InboxEvent, makeStore } from "./store.ts"
+import { runCompletion, TestVerdicts } from "./TestVerdicts.ts"
 import { hashTargets, sharesTarget } from "./targetSets.ts"
 import { readRequiredStatuses } from "./trunkConfig.ts"
 
@@ -105,6 +106,8 @@ export const runQueue = (
       const ci = yield* CommandCi
       // what the Git host shows on the pull request besides (GitHub: its comment and status check); optional
       const feedback = yield* Effect.serviceOption(PrFeedback)
+      // flaky-test results (#20): a run that failed only in quarantined tests may count as passed; optional
+      const testVerdicts = yield* Effect.serviceOption(TestVerdicts)
       const ciJobs = yield* FiberMap.make<string>()
       const { loadRuntime, persistStep, readInbox, readTargets, saveOutbox } = makeStore(sql)
 
@@ -133,12 +136,9 @@ export const runQueue = (
           if (run.status !== "in_progress" || run.testBranchSha === null) return Option.none<PlannerEvent>()
           const verdict = yield* statuses.verdict(queue.repo.id, run.id, run.testBranchSha, run.createdAt)
           if (verdict === "pending") return Option.none<PlannerEvent>()
-          return Option.some<PlannerEvent>({
-            _tag: "RunCompleted",
-            runId: run.id,
-            outcome: verdict === "success" ? "succeeded" : "failed",
-            reason: verdict === "success" ? Reasons.testsPassed : Reasons.requiredStatusFailed
-          })
+          return Option.some(
+            yield* runCompletion(testVerdicts, queue.config, queue.repo.id, run.id, run.testBranchSha, verdict)
+          )
         })
 
       // ------------------------------------------------------------------ built-in command CI
@@ -296,12 +296,7 @@ export const runQueue = (
                 yield* startCi(run, sha)
                 const verdict = yield* statuses.verdict(queue.repo.id, run.id, sha, run.createdAt)
                 if (verdict !== "pending") {
-                  events.push({
-                    _tag: "RunCompleted",
-                    runId: run.id,
-                    outcome: verdict === "success" ? "succeeded" : "failed",
-                    reason: verdict === "success" ? Reasons.testsPassed : Reasons.requiredStatusFailed
-                  })
+                  events.push(yield* runCompletion(testVerdicts, queue.config, queue.repo.id, run.id, sha, verdict))
                 }
               }
               return events

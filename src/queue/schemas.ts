@@ -80,7 +80,9 @@ export const QueueConfig = Schema.Struct({
   allowedBotSubmitters: Schema.Array(Schema.String),
   batchingRules: Schema.Array(Schema.Unknown),
   testBranchConstructionMode: Schema.String,
-  notReadyTimeoutHours: Schema.Number
+  notReadyTimeoutHours: Schema.Number,
+  /** extension (#20), off by default: a run that failed only in quarantined tests counts as passed */
+  quarantinedFailuresPass: opt(Schema.Boolean)
 }).annotations({ identifier: "QueueConfig" })
 export type QueueConfig = typeof QueueConfig.Type
 
@@ -158,7 +160,8 @@ export const UpdateQueueRequest = Schema.Struct({
   allowedBotSubmitters: opt(Schema.Array(Schema.String)),
   batchingRules: opt(Schema.Array(Schema.Unknown)),
   testBranchConstructionMode: opt(Schema.String),
-  notReadyTimeoutHours: opt(U32)
+  notReadyTimeoutHours: opt(U32),
+  quarantinedFailuresPass: opt(Schema.Boolean)
 }).annotations({ identifier: "UpdateQueueRequest" })
 export type UpdateQueueRequest = typeof UpdateQueueRequest.Type
 

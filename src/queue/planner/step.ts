@@ -194,7 +194,12 @@ const onRunCompleted = (ctx: Ctx, ev: Extract<PlannerEvent, { _tag: "RunComplete
     const j = entryIndex(ctx, id)
     const e = ctx.entries[j]
     if (e !== undefined && e.runId === run.id && e.state === "testing") {
-      setState(ctx, j, "tests_passed", Reasons.testsPassed)
+      setState(
+        ctx,
+        j,
+        "tests_passed",
+        ev.reason === Reasons.testsPassedQuarantinedOnly ? ev.reason : Reasons.testsPassed
+      )
     }
   }
 }

@@ -365,6 +365,8 @@ export const Reasons = {
   notReady: "NOT_READY",
   testRunStarted: "TEST_RUN_STARTED",
   testsPassed: "TEST_RUN_PASSED",
+  /** extension (#20): the run failed, but every failed test in its uploads is quarantined */
+  testsPassedQuarantinedOnly: "TEST_RUN_PASSED_QUARANTINED_FAILURES_ONLY",
   merged: "MERGED",
   directMerge: "MERGE_GRAPH_DIRECT_MERGE",
   requiredStatusFailed: "TEST_RUN_REQUIRED_STATUS_FAILED",
