@@ -279,7 +279,10 @@ export interface FlakyRepoShape {
   readonly failuresAt: (
     repoId: string,
     sha: string
-  ) => Effect.Effect<{ readonly uploads: number; readonly failed: number; readonly quarantined: number }, SqlError>
+  ) => Effect.Effect<
+    { readonly uploads: number; readonly failed: number; readonly quarantined: number; readonly flaky: number },
+    SqlError
+  >
   /** Resets the overrides whose expiry is at or before `now` to `unspecified`; returns what they were. */
   readonly lapseExpired: (repoId: string, now: Date) => Effect.Effect<ReadonlyArray<LapsedOverride>, SqlError>
   /** The test cases with an override or in quarantine (the export), by name. */
@@ -902,7 +905,7 @@ export const FlakyRepoLive = Layer.effect(
 
       failuresAt: (repoId, sha) =>
         Effect.map(
-          sql<{ uploads: number; failed: number; quarantined: number }>`
+          sql<{ uploads: number; failed: number; quarantined: number; flaky: number }>`
             with u as (select id, run_at from test_uploads where repo_id = ${repoId} and sha = ${sha}),
             f as (
               select r.test_case_id from u
@@ -911,12 +914,14 @@ export const FlakyRepoLive = Layer.effect(
               having bool_or(r.status = 'failed') and not bool_or(r.status = 'passed')
             )
             select (select count(*) from u)::int as uploads, count(distinct f.test_case_id)::int as failed,
-              (count(distinct f.test_case_id) filter (where tc.quarantined))::int as quarantined
+              (count(distinct f.test_case_id) filter (where tc.quarantined))::int as quarantined,
+              (count(distinct f.test_case_id) filter (where not tc.quarantined and tc.status = 'flaky'))::int as flaky
             from f join test_cases tc on tc.repo_id = ${repoId} and tc.id = f.test_case_id`,
           (rows) => ({
             uploads: rows[0]?.uploads ?? 0,
             failed: rows[0]?.failed ?? 0,
-            quarantined: rows[0]?.quarantined ?? 0
+            quarantined: rows[0]?.quarantined ?? 0,
+            flaky: rows[0]?.flaky ?? 0
           })
         ),
 

@@ -108,6 +108,7 @@ export const runQueue = (
       const feedback = yield* Effect.serviceOption(PrFeedback)
       // flaky-test results (#20): a run that failed only in quarantined tests may count as passed; optional
       const testVerdicts = yield* Effect.serviceOption(TestVerdicts)
+      const flakyRetries = new Map<string, number>()
       const ciJobs = yield* FiberMap.make<string>()
       const { loadRuntime, persistStep, readInbox, readTargets, saveOutbox } = makeStore(sql)
 
@@ -137,7 +138,15 @@ export const runQueue = (
           const verdict = yield* statuses.verdict(queue.repo.id, run.id, run.testBranchSha, run.createdAt)
           if (verdict === "pending") return Option.none<PlannerEvent>()
           return Option.some(
-            yield* runCompletion(testVerdicts, queue.config, queue.repo.id, run.id, run.testBranchSha, verdict)
+            yield* runCompletion(
+              testVerdicts,
+              queue.config,
+              flakyRetries,
+              queue.repo.id,
+              run,
+              run.testBranchSha,
+              verdict
+            )
           )
         })
 
@@ -296,7 +305,9 @@ export const runQueue = (
                 yield* startCi(run, sha)
                 const verdict = yield* statuses.verdict(queue.repo.id, run.id, sha, run.createdAt)
                 if (verdict !== "pending") {
-                  events.push(yield* runCompletion(testVerdicts, queue.config, queue.repo.id, run.id, sha, verdict))
+                  events.push(
+                    yield* runCompletion(testVerdicts, queue.config, flakyRetries, queue.repo.id, run, sha, verdict)
+                  )
                 }
               }
               return events

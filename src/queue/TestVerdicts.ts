@@ -9,11 +9,17 @@ import { Reasons } from "./planner/types.ts"
  * (`flaky/testVerdicts.ts`); the composition root wires it. Without it, a failed run is a failed run.
  */
 
-export type FailureExplanation =
-  /** no upload for the sha, or its failures are not all quarantined (or there are none: the build failed) */
-  | { readonly _tag: "Unexplained" }
-  /** every failed test in the sha's uploads is quarantined */
-  | { readonly _tag: "QuarantinedOnly"; readonly failedTests: number }
+/** What the JUnit uploads for a test-branch sha say about its failures. */
+export interface FailureExplanation {
+  /** uploads for the sha */
+  readonly uploads: number
+  /** tests that failed there (a test that passed on retry in the same upload did not) */
+  readonly failedTests: number
+  /** of those, quarantined now */
+  readonly quarantined: number
+  /** of those, known flaky (status `flaky`) but not quarantined */
+  readonly knownFlaky: number
+}
 
 export interface TestVerdictsShape {
   readonly explainFailure: (repoId: string, sha: string) => Effect.Effect<FailureExplanation, SqlError>
@@ -21,33 +27,51 @@ export interface TestVerdictsShape {
 
 export class TestVerdicts extends Context.Tag("greenline/TestVerdicts")<TestVerdicts, TestVerdictsShape>() {}
 
-/** The reason a run's entries show in their timeline when it passed because its failures were all quarantined. */
-export const QUARANTINED_FAILURES_ONLY = Reasons.testsPassedQuarantinedOnly
+/** The queue settings of this extension (both off by default). */
+export interface FlakyQueueSettings {
+  /** a run that failed only in quarantined tests counts as passed */
+  readonly quarantinedFailuresPass?: boolean | undefined
+  /** how many times an entry's failed run is retried when known-flaky tests are among its failures */
+  readonly flakyRetryBudget?: number | undefined
+}
 
 /**
- * The runner's hook: the completion event of a run whose required statuses reached `verdict` ("success" or
- * "failure"). With `quarantinedFailuresPass` set on the queue and the port wired, a failure whose uploads show only
- * quarantined failures counts as passed, with its own reason. An error of the port leaves the failure as it is.
+ * The runner's hook: the event for a run whose required statuses reached `verdict`. With the port wired and the
+ * queue's settings on, a failure is explained by the test-branch sha's uploads: only quarantined failures count as
+ * passed (`TEST_RUN_PASSED_QUARANTINED_FAILURES_ONLY` in the timeline); known-flaky failures not quarantined retry
+ * the run while every entry in it has retries left of its budget (`retried` counts them, kept by the runner). An
+ * error of the port leaves the failure as it is.
  */
 export const runCompletion = (
   verdicts: Option.Option<TestVerdictsShape>,
-  config: { readonly quarantinedFailuresPass?: boolean | undefined },
+  config: FlakyQueueSettings,
+  retried: Map<string, number>,
   repoId: string,
-  runId: string,
+  run: { readonly id: string; readonly testedEntryIds: ReadonlyArray<string> },
   sha: string,
   verdict: "success" | "failure"
 ): Effect.Effect<PlannerEvent> => {
+  const runId = run.id
   const failed: PlannerEvent = { _tag: "RunCompleted", runId, outcome: "failed", reason: Reasons.requiredStatusFailed }
   if (verdict === "success")
     return Effect.succeed({ _tag: "RunCompleted", runId, outcome: "succeeded", reason: Reasons.testsPassed })
-  if (config.quarantinedFailuresPass !== true || Option.isNone(verdicts)) return Effect.succeed(failed)
+  const budget = config.flakyRetryBudget ?? 0
+  if ((config.quarantinedFailuresPass !== true && budget <= 0) || Option.isNone(verdicts)) return Effect.succeed(failed)
   return verdicts.value.explainFailure(repoId, sha).pipe(
-    Effect.map(
-      (e): PlannerEvent =>
-        e._tag === "QuarantinedOnly"
-          ? { _tag: "RunCompleted", runId, outcome: "succeeded", reason: QUARANTINED_FAILURES_ONLY }
-          : failed
-    ),
+    Effect.map((e): PlannerEvent => {
+      if (
+        config.quarantinedFailuresPass === true &&
+        e.uploads > 0 &&
+        e.failedTests > 0 &&
+        e.quarantined === e.failedTests
+      )
+        return { _tag: "RunCompleted", runId, outcome: "succeeded", reason: Reasons.testsPassedQuarantinedOnly }
+      if (e.knownFlaky > 0 && run.testedEntryIds.every((id) => (retried.get(id) ?? 0) < budget)) {
+        for (const id of run.testedEntryIds) retried.set(id, (retried.get(id) ?? 0) + 1)
+        return { _tag: "RunRetryRequested", runId, reason: Reasons.retriedKnownFlaky }
+      }
+      return failed
+    }),
     Effect.catchAll((error) =>
       Effect.as(Effect.logWarning("explaining a failed test run from its uploads failed", error), failed)
     )

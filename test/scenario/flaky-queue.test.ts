@@ -130,3 +130,54 @@ test("off by default: the same run fails", async () => {
     s.close()
   }
 })
+
+test("known-flaky failures that are not quarantined retry the run once (flakyRetryBudget), then it fails", async () => {
+  const s = await openScenario(server, root, { name: "fq3", concurrency: 1, config: { flakyRetryBudget: 1 } })
+  try {
+    // "wobbly" failed and passed on one commit of main: flaky, not quarantined (quarantining is off)
+    for (const status of ["failed", "passed"] as const)
+      await upload(s, s.initialSha, "main", [
+        ["wobbly", status],
+        ["steady", "passed"],
+        ["other", "passed"]
+      ])
+    s.createPr(1)
+    await s.submit(1)
+    const first = await s.waitRun(1)
+    await upload(s, first.sha, first.details.testBranch, [
+      ["wobbly", "failed"],
+      ["steady", "passed"],
+      ["other", "passed"]
+    ])
+    await s.report(first.sha, "failure")
+    // run again, and this time it passes
+    const second = await s.waitRun(1, [first.runId])
+    expect((await s.timeline(1)).map((t) => t.reason)).toContain("TEST_RUN_RETRIED_KNOWN_FLAKY_FAILURES")
+    await s.report(second.sha, "success")
+    await s.waitState(1, "merged")
+    await s.checkOnePromise()
+
+    // the budget is one retry: a second failure fails the PR
+    s.createPr(2)
+    await s.submit(2)
+    const a = await s.waitRun(2)
+    await upload(s, a.sha, a.details.testBranch, [
+      ["wobbly", "failed"],
+      ["steady", "passed"],
+      ["other", "passed"]
+    ])
+    await s.report(a.sha, "failure")
+    const b = await s.waitRun(2, [a.runId])
+    await upload(s, b.sha, b.details.testBranch, [
+      ["wobbly", "failed"],
+      ["steady", "passed"],
+      ["other", "passed"]
+    ])
+    await s.report(b.sha, "failure")
+    await s.waitState(2, "failed")
+    expect(await s.testingCount(2)).toBe(2)
+    expect((await s.timeline(2)).at(-1)?.reason).toBe("TEST_RUN_REQUIRED_STATUS_FAILED")
+  } finally {
+    s.close()
+  }
+})

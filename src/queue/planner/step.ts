@@ -433,6 +433,14 @@ const handle = (ctx: Ctx, ev: PlannerEvent): void => {
     case "DirectMergeResult":
       onDirectMergeResult(ctx, ev)
       return
+    case "RunRetryRequested": {
+      // its entries go back to pending and are tested again in a new run
+      const r = runIndex(ctx, ev.runId)
+      if (r < 0 || !isRunActive(ctx.runs[r]!)) return
+      ctx.reason = ev.reason
+      cancelRun(ctx, r, ev.reason)
+      return
+    }
     case "ReadinessChanged": {
       const i = findActiveByPr(ctx, ev.prNumber)
       if (i >= 0) patchEntry(ctx, i, { ready: ev.ready })
