@@ -2,8 +2,8 @@ import { createHash } from "node:crypto"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { Clock, Context, Effect, Layer, Option, Schema } from "effect"
 import { AppConfig } from "../config.ts"
-import { copyClient } from "../db/pgCopy.ts"
-import { ApiError, fromParseError, invalidRequest, notFound } from "../http/errors.ts"
+import { describeParseError, dieUnless } from "../kernel/errors.ts"
+import { copyClient } from "../kernel/pgCopy.ts"
 import { GitHost } from "../queue/GitHost.ts"
 import type { RepoRef } from "../queue/schemas.ts"
 import { type Organization, type Repository, Tenancy } from "../tenancy/Tenancy.ts"
@@ -18,6 +18,17 @@ import {
 } from "./classify.ts"
 import { type Codeowners, locations, ownersOf, parseCodeowners } from "./codeowners.ts"
 import { CsvError, parseCsv, toCsv } from "./csv.ts"
+import {
+  type FlakyError,
+  InvalidJunit,
+  InvalidPageToken,
+  InvalidQuarantineInput,
+  InvalidUpload,
+  isFlakyError,
+  RepositoryNotFound,
+  TestCaseNotFound,
+  TimeRangeInvalid
+} from "./errors.ts"
 import { FlakyEvents, noFlakyEvents, type QuarantineSettingChanged } from "./events.ts"
 import {
   BATCH_ROWS,
@@ -64,51 +75,51 @@ export interface FlakyShape {
     org: Organization,
     metadata: string,
     parts: ReadonlyArray<UploadPart>
-  ) => Effect.Effect<F.UploadSummary, ApiError>
+  ) => Effect.Effect<F.UploadSummary, FlakyError>
   readonly listFailingTests: (
     org: Organization,
     req: typeof F.ListFailingTestsRequest.Type
-  ) => Effect.Effect<typeof F.ListFailingTestsResponse.Type, ApiError>
+  ) => Effect.Effect<typeof F.ListFailingTestsResponse.Type, FlakyError>
   readonly listQuarantinedTests: (
     org: Organization,
     req: typeof F.ListQuarantinedRequest.Type
-  ) => Effect.Effect<typeof F.ListQuarantinedResponse.Type, ApiError>
+  ) => Effect.Effect<typeof F.ListQuarantinedResponse.Type, FlakyError>
   readonly getTestDetails: (
     org: Organization,
     req: typeof F.GetTestDetailsRequest.Type
-  ) => Effect.Effect<typeof F.GetTestDetailsResponse.Type, ApiError>
+  ) => Effect.Effect<typeof F.GetTestDetailsResponse.Type, FlakyError>
   readonly listUnhealthyTests: (
     org: Organization,
     req: typeof F.ListUnhealthyRequest.Type
-  ) => Effect.Effect<typeof F.ListUnhealthyResponse.Type, ApiError>
-  readonly linkTicket: (org: Organization, req: typeof F.LinkTicketRequest.Type) => Effect.Effect<{}, ApiError>
+  ) => Effect.Effect<typeof F.ListUnhealthyResponse.Type, FlakyError>
+  readonly linkTicket: (org: Organization, req: typeof F.LinkTicketRequest.Type) => Effect.Effect<{}, FlakyError>
   readonly setQuarantineOverride: (
     org: Organization,
     req: typeof F.SetQuarantineOverrideRequest.Type
-  ) => Effect.Effect<{}, ApiError>
+  ) => Effect.Effect<{}, FlakyError>
   readonly getSettings: (
     org: Organization,
     req: typeof F.SettingsRequest.Type
-  ) => Effect.Effect<typeof F.Settings.Type, ApiError>
+  ) => Effect.Effect<typeof F.Settings.Type, FlakyError>
   readonly updateSettings: (
     org: Organization,
     req: typeof F.UpdateSettingsRequest.Type
-  ) => Effect.Effect<typeof F.Settings.Type, ApiError>
+  ) => Effect.Effect<typeof F.Settings.Type, FlakyError>
   /** Extension: the repository's quarantine state (overrides with owner, reason, ticket, expiry; quarantined tests). */
   readonly exportQuarantine: (
     org: Organization,
     req: typeof F.QuarantineExportQuery.Type
-  ) => Effect.Effect<typeof F.QuarantineExport.Type, ApiError>
+  ) => Effect.Effect<typeof F.QuarantineExport.Type, FlakyError>
   /** The same as CSV text (header row first). */
   readonly exportQuarantineCsv: (
     org: Organization,
     req: typeof F.QuarantineExportQuery.Type
-  ) => Effect.Effect<string, ApiError>
+  ) => Effect.Effect<string, FlakyError>
   /** Extension: sets the overrides of an export (JSON `tests` or `csv`), one transaction; creates unknown tests. */
   readonly importQuarantine: (
     org: Organization,
     req: typeof F.QuarantineImportRequest.Type
-  ) => Effect.Effect<typeof F.QuarantineImportResponse.Type, ApiError>
+  ) => Effect.Effect<typeof F.QuarantineImportResponse.Type, FlakyError>
   /** Deletes results older than the retention (default 30 days); returns how many. */
   readonly prune: (retentionDays?: number) => Effect.Effect<number>
 }
@@ -142,16 +153,13 @@ export const MAX_RANGE_MS = 7 * DAY
 
 const repoPath = (repo: RepoRef) => `${repo.host}/${repo.owner}/${repo.name}`
 
-const orDie = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, ApiError, R> =>
-  Effect.catchAll(effect, (e) => (e instanceof ApiError ? Effect.fail(e) : Effect.die(e)))
+const orDie = dieUnless(isFlakyError)
 
-const repoNotFound = (repo: RepoRef) => notFound("NOT_FOUND", `repository ${repoPath(repo)} not found`)
-const testNotFound = (id: string) => notFound("TEST_CASE_NOT_FOUND", `no test case ${id} in this repository`)
+const repoNotFound = (repo: RepoRef) => new RepositoryNotFound({ message: `repository ${repoPath(repo)} not found` })
+const testNotFound = (id: string) => new TestCaseNotFound({ message: `no test case ${id} in this repository` })
 
 const invalidJunit = (part: UploadPart, index: number, error: JunitError) =>
-  new ApiError({
-    status: 400,
-    code: "INVALID_JUNIT",
+  new InvalidJunit({
     message: `junit part ${index + 1} ("${part.filename}")${error.line > 0 ? ` line ${error.line}` : ""}: ${error.message}`,
     details: [{ path: `junit[${index}]`, message: `${part.filename}:${error.line}: ${error.message}` }]
   })
@@ -163,10 +171,9 @@ const queryHash = (parts: ReadonlyArray<unknown>) =>
 
 const encodeToken = (q: string, o: number) => Buffer.from(JSON.stringify({ q, o }), "utf8").toString("base64url")
 
-const invalidToken = () =>
-  new ApiError({ status: 400, code: "INVALID_PAGE_TOKEN", message: "the page_token was not issued for this query" })
+const invalidToken = () => new InvalidPageToken({ message: "the page_token was not issued for this query" })
 
-export const decodePageToken = (token: string, q: string): Effect.Effect<number, ApiError> => {
+export const decodePageToken = (token: string, q: string): Effect.Effect<number, InvalidPageToken> => {
   if (token === "") return Effect.succeed(0)
   try {
     if (!/^[A-Za-z0-9_-]+$/.test(token)) return Effect.fail(invalidToken())
@@ -526,12 +533,12 @@ export const makeFlaky = (options: FlakyOptions = {}) =>
         try {
           raw = JSON.parse(metadataText)
         } catch {
-          return yield* invalidRequest("the metadata part is not valid JSON")
+          return yield* new InvalidUpload({ message: "the metadata part is not valid JSON" })
         }
         const meta = yield* Schema.decodeUnknown(UploadMetadata, { errors: "all", onExcessProperty: "ignore" })(
           raw
-        ).pipe(Effect.mapError(fromParseError))
-        if (parts.length === 0) return yield* invalidRequest("the upload has no junit part")
+        ).pipe(Effect.mapError((e) => new InvalidUpload(describeParseError(e))))
+        if (parts.length === 0) return yield* new InvalidUpload({ message: "the upload has no junit part" })
         const received = yield* now
         const runAt = meta.run_at === undefined || meta.run_at === null ? received : new Date(meta.run_at)
         const variant = meta.variant ?? ""
@@ -616,14 +623,17 @@ export const makeFlaky = (options: FlakyOptions = {}) =>
 
     // ---- quarantine export and import
 
+    const quarantineInput = (message: string, details: ReadonlyArray<{ path: string; message: string }>) =>
+      Effect.fail(new InvalidQuarantineInput({ message, details }))
+
     /** `host/owner/name`, or `owner/name` on github.com */
-    const parseRepoParam = (text: string): Effect.Effect<RepoRef, ApiError> => {
+    const parseRepoParam = (text: string): Effect.Effect<RepoRef, InvalidQuarantineInput> => {
       const parts = text.split("/")
       if (parts.length === 2 && parts.every((p) => p !== ""))
         return Effect.succeed({ host: "github.com", owner: parts[0] as string, name: parts[1] as string })
       if (parts.length === 3 && parts.every((p) => p !== ""))
         return Effect.succeed({ host: parts[0] as string, owner: parts[1] as string, name: parts[2] as string })
-      return invalidRequest("repo must be host/owner/name or owner/name", [
+      return quarantineInput("repo must be host/owner/name or owner/name", [
         { path: "repo", message: "must be host/owner/name or owner/name" }
       ])
     }
@@ -670,7 +680,7 @@ export const makeFlaky = (options: FlakyOptions = {}) =>
       Effect.gen(function* () {
         const expiresAt = e.expires_at === undefined || e.expires_at === null ? null : new Date(e.expires_at)
         if (expiresAt !== null && expiresAt.getTime() <= at.getTime()) {
-          return yield* invalidRequest("expires_at must be in the future", [
+          return yield* quarantineInput("expires_at must be in the future", [
             { path: `${path}expires_at`, message: "must be in the future" }
           ])
         }
@@ -688,7 +698,7 @@ export const makeFlaky = (options: FlakyOptions = {}) =>
     const importEntries = (req: typeof F.QuarantineImportRequest.Type) =>
       Effect.gen(function* () {
         if ((req.tests === undefined) === (req.csv === undefined)) {
-          return yield* invalidRequest("give either tests (JSON) or csv (the export's CSV text)", [
+          return yield* quarantineInput("give either tests (JSON) or csv (the export's CSV text)", [
             { path: req.tests === undefined ? "tests" : "csv", message: "exactly one of tests and csv" }
           ])
         }
@@ -697,7 +707,7 @@ export const makeFlaky = (options: FlakyOptions = {}) =>
         try {
           rows = parseCsv(req.csv ?? "")
         } catch (e) {
-          if (e instanceof CsvError) return yield* invalidRequest(e.message, [{ path: "csv", message: e.message }])
+          if (e instanceof CsvError) return yield* quarantineInput(e.message, [{ path: "csv", message: e.message }])
           throw e
         }
         const [header, ...body] = rows
@@ -711,12 +721,10 @@ export const makeFlaky = (options: FlakyOptions = {}) =>
           })
           const decoded = yield* decodeEntry(object).pipe(
             Effect.mapError((e) => {
-              const base = fromParseError(e)
-              return new ApiError({
-                status: 400,
-                code: base.code,
+              const base = describeParseError(e)
+              return new InvalidQuarantineInput({
                 message: `csv row ${i + 2}: ${base.message}`,
-                details: (base.details ?? []).map((d) => ({ path: `csv[${i + 1}].${d.path}`, message: d.message }))
+                details: base.details.map((d) => ({ path: `csv[${i + 1}].${d.path}`, message: d.message }))
               })
             })
           )
@@ -737,16 +745,10 @@ export const makeFlaky = (options: FlakyOptions = {}) =>
             const start = new Date(req.start_time)
             const end = new Date(req.end_time)
             if (!(start.getTime() < end.getTime())) {
-              return yield* new ApiError({
-                status: 400,
-                code: "TIME_RANGE_INVALID",
-                message: "start_time must be before end_time"
-              })
+              return yield* new TimeRangeInvalid({ message: "start_time must be before end_time" })
             }
             if (end.getTime() - start.getTime() > MAX_RANGE_MS) {
-              return yield* new ApiError({
-                status: 400,
-                code: "TIME_RANGE_INVALID",
+              return yield* new TimeRangeInvalid({
                 message: "start_time and end_time must be at most 7 days apart"
               })
             }
@@ -931,7 +933,7 @@ export const makeFlaky = (options: FlakyOptions = {}) =>
                 let before = yield* repo.findTestCase(r.id, id)
                 if (before === undefined) {
                   if (e.name === undefined) {
-                    return yield* invalidRequest("no test case has this id; give its name to create it", [
+                    return yield* quarantineInput("no test case has this id; give its name to create it", [
                       { path: `${path}.test_case_id`, message: "no test case has this id; give its name to create it" }
                     ])
                   }

@@ -4,10 +4,12 @@ import type { SqlError } from "@effect/sql/SqlError"
 import * as PgClient from "@effect/sql-pg/PgClient"
 import { Clock, Effect, Layer, ManagedRuntime, Redacted } from "effect"
 import { makeAppConfig } from "../../src/config.ts"
-import { type Database, layerPgliteMemory, layerPostgres } from "../../src/db/Database.ts"
+import { layerPgliteMemory, layerPostgres } from "../../src/db/Database.ts"
+import type { FlakyError } from "../../src/flaky/errors.ts"
 import { FlakyEvents, type QuarantineSettingChanged } from "../../src/flaky/events.ts"
 import { Flaky, FlakyLive } from "../../src/flaky/Flaky.ts"
-import type { ApiError } from "../../src/http/errors.ts"
+import { fromDomainError } from "../../src/http/errors.ts"
+import type { Database } from "../../src/kernel/Database.ts"
 import { GitError, GitHost, type GitHostService } from "../../src/queue/GitHost.ts"
 import { type Organization, Tenancy, TenancyLive } from "../../src/tenancy/Tenancy.ts"
 
@@ -82,10 +84,13 @@ const suite = (kind: string, makeDb: () => Promise<{ db: Db; cleanup: () => Prom
       await cleanup()
     })
 
-    const run = <A>(f: (flaky: typeof Flaky.Service) => Effect.Effect<A, ApiError>) =>
+    const run = <A>(f: (flaky: typeof Flaky.Service) => Effect.Effect<A, FlakyError>) =>
       rt.runPromise(Effect.flatMap(Flaky, f).pipe(Effect.withClock(clock)))
-    const fail = <A>(f: (flaky: typeof Flaky.Service) => Effect.Effect<A, ApiError>) =>
-      rt.runPromise(Effect.flip(Effect.flatMap(Flaky, f)).pipe(Effect.withClock(clock)))
+    // the service's domain error as the HTTP edge answers it
+    const fail = <A>(f: (flaky: typeof Flaky.Service) => Effect.Effect<A, FlakyError>) =>
+      rt.runPromise(
+        Effect.flip(Effect.mapError(Effect.flatMap(Flaky, f), fromDomainError)).pipe(Effect.withClock(clock))
+      )
     const repoRef = (name: string) => ({ host: "github.com", owner: "acme", name })
     const scope = (repo: string) => ({ repo: repoRef(repo), org_url_slug: "acme" })
     let shaN = 0
