@@ -181,3 +181,31 @@ test("known-flaky failures that are not quarantined retry the run once (flakyRet
     s.close()
   }
 })
+
+test("quarantine export (JSON, CSV) and import over HTTP", async () => {
+  const s = await openScenario(server, root, { name: "fq4", concurrency: 1 })
+  try {
+    await quarantine(s, "shaky")
+    const get = (path: string) => fetch(`${server.url}${path}`, { headers: { "x-api-token": TEST_TOKEN } })
+    const json = await get("/v1/flaky-tests/export?org_url_slug=acme-org&repo=local/acme/fq4")
+    expect(json.status).toBe(200)
+    const body = (await json.json()) as { tests: ReadonlyArray<{ name: string; owner: string | null }> }
+    expect(body.tests.map((t) => [t.name, t.owner])).toEqual([["shaky", "@acme/web"]])
+    const csv = await get("/v1/flaky-tests/export.csv?org_url_slug=acme-org&repo=local/acme/fq4")
+    expect(csv.status).toBe(200)
+    expect(csv.headers.get("content-type")).toStartWith("text/csv")
+    const text = await csv.text()
+    expect(text.split("\r\n")[1]).toContain(",shaky,")
+    const bad = await get("/v1/flaky-tests/export?org_url_slug=acme-org&repo=nope")
+    expect(bad.status).toBe(400)
+    expect(((await bad.json()) as { error: { code: string } }).error.code).toBe("INVALID_REQUEST")
+    const imported = await server.post("flaky-tests/import", {
+      repo: s.key.repo,
+      org_url_slug: "acme-org",
+      csv: text
+    })
+    expect(imported).toEqual({ status: 200, body: { imported: 1, created: 0, cleared: 0 } })
+  } finally {
+    s.close()
+  }
+})
