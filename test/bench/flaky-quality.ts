@@ -29,10 +29,12 @@ import * as PgClient from "@effect/sql-pg/PgClient"
 import { Clock, Effect, Layer, ManagedRuntime, Redacted } from "effect"
 import { makeAppConfig } from "../../src/config.ts"
 import { layerPgliteMemory, layerPostgres } from "../../src/db/Database.ts"
+import * as after from "../../src/flaky/classify.ts"
 import { Flaky, FlakyLive } from "../../src/flaky/Flaky.ts"
 import type { Database } from "../../src/kernel/Database.ts"
 import { GitError, GitHost, type GitHostService } from "../../src/queue/GitHost.ts"
 import { Tenancy, TenancyLive } from "../../src/tenancy/Tenancy.ts"
+import * as before from "./baseline/classify-before-20.ts"
 
 const num = (name: string, fallback: number) => Number(process.env[name] ?? fallback)
 const SEED = num("BENCH_SEED", 1)
@@ -163,6 +165,47 @@ const detectable = (i: number, runs: ReadonlyArray<Attempts>, retries: number): 
   return retries === 0 && episodes >= 2
 }
 
+/**
+ * The baseline, in the same run: a classifier replayed in memory over the same histories, as the service would call
+ * it (after each upload, for each test in it, with its 7-day history and its previous status; infrastructure-failure
+ * uploads excluded). Run with the classifier before #20 (the comparison) and with the current one (a check that the
+ * ingest path and the pure replay agree).
+ */
+type Classifier = (input: after.ClassifyInput) => after.Classification
+const replay = (
+  classify: Classifier,
+  tests: ReadonlyArray<TestSpec>,
+  runs: ReadonlyArray<Attempts>,
+  retries: number
+): Map<string, string> => {
+  const history: after.HistoryResult[][] = tests.map(() => [])
+  const previous: Array<after.PreviousStatus | null> = tests.map(() => null)
+  const stable = new Set(["main"])
+  runs.forEach((run, k) => {
+    const at = Math.round(END - SPAN_MS + (k * SPAN_MS) / (RUNS - 1))
+    const sha = `${retries}${k.toString(16).padStart(39, "0")}`
+    tests.forEach((_t, i) => {
+      const attempts = run.byTest[i] ?? []
+      const h = history[i] as after.HistoryResult[]
+      for (const failed of attempts)
+        h.push({ at, sha, branch: "main", status: failed ? "failed" : "passed", uploadId: `u${k}`, infra: run.infra })
+      if (run.infra) return
+      const p = previous[i] ?? null
+      // the service classifies a test only when it failed in the last 7 days or is not healthy
+      const recent = h.some((r) => r.status === "failed" && !r.infra && r.at >= at - 7 * 86_400_000)
+      if (!recent && (p === null || p.value === "healthy")) return
+      const c = classify({
+        now: at,
+        results: h.filter((r) => r.at >= at - 7 * 86_400_000),
+        previous: p,
+        stableBranches: stable
+      })
+      previous[i] = { value: c.value, reason: c.reason, since: c.timestamp, flakySignalAt: c.flakySignalAt }
+    })
+  })
+  return new Map(tests.map((t, i) => [t.name, previous[i]?.value ?? "healthy"]))
+}
+
 const gitStub = Layer.succeed(GitHost, {
   readFile: () => Effect.fail(new GitError({ message: "not on disk" } as never))
 } as unknown as GitHostService)
@@ -277,35 +320,46 @@ const main = async () => {
           if (token === "") break
         }
       }
+      const evaluate = (label: string, statusOf: ReadonlyMap<string, string>, secs: number): Row => {
+        const of = (t: TestSpec) => statusOf.get(t.name) ?? "healthy"
+        let detectableN = 0
+        let caught = 0
+        let flakyAny = 0
+        tests.forEach((t, i) => {
+          if (t.truth !== "flaky") return
+          if (runs.some((run) => !run.infra && (run.byTest[i] ?? []).some((f) => f))) flakyAny++
+          if (!detectable(i, runs, retries)) return
+          detectableN++
+          if (of(t) === "flaky") caught++
+        })
+        const called = tests.filter((t) => of(t) === "flaky")
+        const broken = tests.filter((t) => t.truth === "broken")
+        const regressed = tests.filter((t) => t.truth === "regressed")
+        const healthy = tests.filter((t) => t.truth === "healthy")
+        return {
+          scenario: label,
+          recall: caught / detectableN,
+          detectable: detectableN,
+          precision: called.filter((t) => t.truth === "flaky").length / called.length,
+          calledFlaky: called.length,
+          brokenRecall: broken.filter((t) => of(t) === "broken").length / broken.length,
+          regressionsFlagged: regressed.filter((t) => of(t) === "flaky").length,
+          regressions: regressed.length,
+          healthyFlagged: healthy.filter((t) => of(t) !== "healthy").length,
+          healthy: healthy.length,
+          flakyAny,
+          seconds: secs
+        }
+      }
       const of = (t: TestSpec) => status.get(t.name) ?? "healthy"
-      let detectableN = 0
-      let caught = 0
-      let flakyAny = 0
-      tests.forEach((t, i) => {
-        if (t.truth !== "flaky") return
-        if (runs.some((run) => !run.infra && (run.byTest[i] ?? []).some((f) => f))) flakyAny++
-        if (!detectable(i, runs, retries)) return
-        detectableN++
-        if (of(t) === "flaky") caught++
-      })
-      const called = tests.filter((t) => of(t) === "flaky")
-      const broken = tests.filter((t) => t.truth === "broken")
-      const regressed = tests.filter((t) => t.truth === "regressed")
-      const healthy = tests.filter((t) => t.truth === "healthy")
-      rows.push({
-        scenario,
-        recall: caught / detectableN,
-        detectable: detectableN,
-        precision: called.filter((t) => t.truth === "flaky").length / called.length,
-        calledFlaky: called.length,
-        brokenRecall: broken.filter((t) => of(t) === "broken").length / broken.length,
-        regressionsFlagged: regressed.filter((t) => of(t) === "flaky").length,
-        regressions: regressed.length,
-        healthyFlagged: healthy.filter((t) => of(t) !== "healthy").length,
-        healthy: healthy.length,
-        flakyAny,
-        seconds
-      })
+      rows.push(evaluate(scenario, status, seconds))
+      const replayed = replay(after.classify, tests, runs, retries)
+      const disagree = tests.filter((t) => (replayed.get(t.name) ?? "healthy") !== of(t))
+      if (disagree.length > 0)
+        log(`${scenario}: the in-memory replay disagrees with the service on ${disagree.map((t) => t.name).join(", ")}`)
+      const t1 = performance.now()
+      const old = replay(before.classify as Classifier, tests, runs, retries)
+      rows.push(evaluate(`${scenario}, before #20 (baseline, in memory)`, old, (performance.now() - t1) / 1000))
       const misses = tests.filter((t, i) => t.truth === "flaky" && detectable(i, runs, retries) && of(t) !== "flaky")
       if (misses.length > 0)
         log(
@@ -314,7 +368,7 @@ const main = async () => {
             .map((t) => `${t.name} p=${t.p.toFixed(4)} (${of(t)})`)
             .join(", ")}`
         )
-      const wrong = called.filter((t) => t.truth !== "flaky")
+      const wrong = tests.filter((t) => of(t) === "flaky" && t.truth !== "flaky")
       if (wrong.length > 0)
         log(
           `${scenario}: wrongly flaky ${wrong
