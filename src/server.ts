@@ -63,7 +63,9 @@ export const AppLayer = <E>(config: Layer.Layer<AppConfig, E>, probe?: RunnerPro
   const probed = probe === undefined ? services : Layer.provideMerge(Layer.succeed(RunnerProbe, probe), services)
   // the flaky-test results answer the queue's runners why a test run failed (#20, TestVerdicts)
   const flaky = Layer.provideMerge(FlakyTestVerdictsLive, FlakyLive)
-  return Layer.mergeAll(EngineLive, GitHubReconcileLive).pipe(Layer.provideMerge(flaky), Layer.provideMerge(probed))
+  const features = EngineLive.pipe(Layer.provideMerge(flaky), Layer.provideMerge(probed))
+  // reconciliation hands what GitHub shows to the engine
+  return GitHubReconcileLive.pipe(Layer.provideMerge(features))
 }
 
 /**

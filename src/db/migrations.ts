@@ -2,6 +2,7 @@ import * as Migrator from "@effect/sql/Migrator"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { Effect } from "effect"
 import { flakyMigration, flakyQuarantineLifecycle, flakyResultsByTime } from "../flaky/migration.ts"
+import { requestsAndRunnerErrors } from "../queue/migration.ts"
 
 /**
  * One set of migrations for PostgreSQL and PGlite. Each is a list of single statements (PGlite's extended protocol
@@ -241,6 +242,7 @@ export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.S
   "0007_entries_state_changed": entriesChanged,
   "0008_flaky_results_by_time": flakyResultsByTime,
   "0009_runtime_json": runtimeJson,
+  "0010_requests_runner_errors": requestsAndRunnerErrors,
   "0050_flaky_quarantine_lifecycle": flakyQuarantineLifecycle
 }
 
