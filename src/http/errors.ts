@@ -92,7 +92,8 @@ const domainStatus: { readonly [Tag in DomainError["_tag"]]: readonly [status: n
   PullRequestNotFound: [404, "PR_NOT_FOUND"],
   PrNotActive: [409, "PR_NOT_ACTIVE"],
   PrTestsNotRestartable: [409, "PR_TESTS_NOT_RESTARTABLE"],
-  TestRunNotFound: [404, "TEST_RUN_NOT_FOUND"]
+  TestRunNotFound: [404, "TEST_RUN_NOT_FOUND"],
+  InvalidQuarantineInput: [400, "INVALID_REQUEST"]
 }
 
 export const fromDomainError = (error: DomainError): ApiError => {
