@@ -2,6 +2,11 @@ import * as SqlClient from "@effect/sql/SqlClient"
 import { Context, Effect, Fiber, Layer, Logger, LogLevel, ManagedRuntime, Option, Redacted } from "effect"
 import { AppConfig } from "./config.ts"
 import { Database, DatabaseLive } from "./db/Database.ts"
+import { DeliveryLive } from "./events/Delivery.ts"
+import { EventLogLive } from "./events/EventLogLive.ts"
+import { eventRoutes } from "./events/Http.ts"
+import { makeEventStream, STREAM_PATH } from "./events/Stream.ts"
+import { WebhooksLive } from "./events/Webhooks.ts"
 import { FlakyLive } from "./flaky/Flaky.ts"
 import { flakyRoutes } from "./flaky/Http.ts"
 import { CommandCiLayer } from "./git-local/CommandCi.ts"
@@ -53,10 +58,17 @@ export const AppLayer = <E>(config: Layer.Layer<AppConfig, E>) => {
     Layer.provideMerge(github),
     Layer.provideMerge(base)
   )
-  return Layer.mergeAll(EngineLive, FlakyLive, GitHubReconcileLive).pipe(Layer.provideMerge(services))
+  // outgoing events: the log the features append to, the webhook endpoints API and the delivery worker
+  const events = Layer.mergeAll(WebhooksLive, DeliveryLive).pipe(
+    Layer.provideMerge(EventLogLive),
+    Layer.provideMerge(services)
+  )
+  return Layer.mergeAll(EngineLive, FlakyLive, GitHubReconcileLive).pipe(Layer.provideMerge(events))
 }
 
-const routes = [...queueRoutes, ...metricsRoutes, ...flakyRoutes] as unknown as ReadonlyArray<Route<never>>
+const routes = [...queueRoutes, ...metricsRoutes, ...flakyRoutes, ...eventRoutes] as unknown as ReadonlyArray<
+  Route<never>
+>
 
 export type AppServices = Layer.Layer.Success<ReturnType<typeof AppLayer>>
 
@@ -105,12 +117,34 @@ export const startServer = async <E>(configLayer: Layer.Layer<AppConfig, E>): Pr
   }
 
   const webhook = await runtime.runPromise(makeWebhookEndpoint)
+  const eventStream = await runtime.runPromise(makeEventStream)
+  // who may open the live stream: an API token; the dashboard's session is to be accepted here too
+  const streamOrg = async (request: Request) => {
+    const token =
+      request.headers.get("x-api-token")?.trim() ??
+      /^Bearer\s+(.+)$/i.exec(request.headers.get("authorization") ?? "")?.[1]?.trim()
+    if (token === undefined || token === "") return Option.none()
+    return runtime.runPromise(tenancy.authenticate(token))
+  }
   const docsHtml = renderDocs(openApiDocument())
   const openApiJson = JSON.stringify(openApiDocument())
   const metricsToken = Option.map(config.metricsToken, Redacted.value)
 
   const extra = async (request: Request, url: URL): Promise<Response | undefined> => {
     if (url.pathname === WEBHOOK_PATH) return webhook.handle(request)
+    if (url.pathname === STREAM_PATH && request.method === "GET") {
+      const org = await streamOrg(request)
+      if (Option.isNone(org)) {
+        return errorResponse(
+          new ApiError({
+            status: 401,
+            code: "UNAUTHORIZED",
+            message: "a valid API token is required (x-api-token or Authorization: Bearer)"
+          })
+        )
+      }
+      return eventStream(request, url, org.value)
+    }
     if (request.method !== "GET" && request.method !== "HEAD") return undefined
     switch (url.pathname) {
       case "/healthz":

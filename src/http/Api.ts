@@ -5,6 +5,7 @@ import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
 import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
 import * as OpenApi from "@effect/platform/OpenApi"
 import * as Schema from "effect/Schema"
+import * as W from "../events/schemas.ts"
 import * as F from "../flaky/schemas.ts"
 import * as Q from "../queue/schemas.ts"
 import { Authentication, EmptyObject, endpointOf, type Op, post } from "./operation.ts"
@@ -98,7 +99,50 @@ export const ops = {
     typeof F.UploadSummary.Encoded
   >,
 
-  reportStatus: post("reportStatus", "/reportStatus", Q.ReportStatusRequest, EmptyObject)
+  reportStatus: post("reportStatus", "/reportStatus", Q.ReportStatusRequest, EmptyObject),
+
+  createWebhookEndpoint: post(
+    "createWebhookEndpoint",
+    "/createWebhookEndpoint",
+    W.CreateWebhookEndpointRequest,
+    W.CreatedWebhookEndpoint
+  ),
+  listWebhookEndpoints: post(
+    "listWebhookEndpoints",
+    "/listWebhookEndpoints",
+    W.ListWebhookEndpointsRequest,
+    W.ListWebhookEndpointsResponse
+  ),
+  updateWebhookEndpoint: post(
+    "updateWebhookEndpoint",
+    "/updateWebhookEndpoint",
+    W.UpdateWebhookEndpointRequest,
+    W.WebhookEndpoint
+  ),
+  deleteWebhookEndpoint: post(
+    "deleteWebhookEndpoint",
+    "/deleteWebhookEndpoint",
+    W.WebhookEndpointIdRequest,
+    EmptyObject
+  ),
+  rotateWebhookSecret: post(
+    "rotateWebhookSecret",
+    "/rotateWebhookSecret",
+    W.WebhookEndpointIdRequest,
+    W.RotatedWebhookSecret
+  ),
+  listWebhookDeliveries: post(
+    "listWebhookDeliveries",
+    "/listWebhookDeliveries",
+    W.ListWebhookDeliveriesRequest,
+    W.ListWebhookDeliveriesResponse
+  ),
+  replayWebhookMessages: post(
+    "replayWebhookMessages",
+    "/replayWebhookMessages",
+    W.ReplayWebhookMessagesRequest,
+    W.ReplayWebhookMessagesResponse
+  )
 } as const
 
 export type Ops = typeof ops
@@ -157,6 +201,19 @@ export const Api = HttpApi.make("greenline")
   )
   .add(group("uploads", "JUnit result uploads", "uploadTestResults"))
   .add(group("ciStatus", "Commit statuses reported by CI", "reportStatus"))
+  .add(
+    group(
+      "webhooks",
+      "Outgoing webhooks (Standard Webhooks 1.0 signatures): endpoints, secrets, deliveries and replay",
+      "createWebhookEndpoint",
+      "listWebhookEndpoints",
+      "updateWebhookEndpoint",
+      "deleteWebhookEndpoint",
+      "rotateWebhookSecret",
+      "listWebhookDeliveries",
+      "replayWebhookMessages"
+    )
+  )
   .annotate(OpenApi.Title, "Greenline merge queue API")
   .annotate(OpenApi.Version, "1.0.0")
   .annotate(

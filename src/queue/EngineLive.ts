@@ -4,6 +4,7 @@ import type { SqlError } from "@effect/sql/SqlError"
 import { Cause, Clock, Context, Deferred, Effect, FiberMap, Layer, Option, Queue, Schedule, Stream } from "effect"
 import { AppConfig } from "../config.ts"
 import { Database } from "../db/Database.ts"
+import { EventLog } from "../events/EventLog.ts"
 import type { CommandCi } from "../git-local/CommandCi.ts"
 import { PrFeedback } from "../github/feedback.ts"
 import { conflict, notFound } from "../http/errors.ts"
@@ -147,7 +148,10 @@ export const EngineLive = Layer.scopedContext(
     >()
     // the Git host's view of a PR (GitHub: comment and status check), when the application provides one
     const feedback = yield* Effect.serviceOption(PrFeedback)
-    const runnerContext = Option.isSome(feedback) ? Context.add(context, PrFeedback, feedback.value) : context
+    const withFeedback = Option.isSome(feedback) ? Context.add(context, PrFeedback, feedback.value) : context
+    // the event log the runners append their rounds' events to, when the application has one
+    const eventLog = yield* Effect.serviceOption(EventLog)
+    const runnerContext = Option.isSome(eventLog) ? Context.add(withFeedback, EventLog, eventLog.value) : withFeedback
     const { activeEntries, enqueueEvent, enqueueEvents, findEntry, insertRuntime, loadRuntime, readTargets, timeline } =
       makeStore(sql)
 

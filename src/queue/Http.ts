@@ -5,6 +5,7 @@ import { ApiError, conflict, notFound } from "../http/errors.ts"
 import { CurrentOrg, handle } from "../http/router.ts"
 import { Tenancy } from "../tenancy/Tenancy.ts"
 import { Engine, type EngineShape, type QueueKey } from "./Engine.ts"
+import { appendConfigEvents } from "./events.ts"
 import { QueueRepo, type QueueRow } from "./QueueRepo.ts"
 import { applyUpdate, publicConfig } from "./queueSettings.ts"
 import { Statuses } from "./Statuses.ts"
@@ -100,6 +101,7 @@ export const queueRoutes = [
         const config = applyUpdate(queue.config, req)
         yield* queues.saveConfig(queue.id, config)
         yield* engine.configChanged({ ...queue, config })
+        yield* appendConfigEvents(queue, config, publicConfig(config))
         const view = yield* engine.view({ ...queue, config })
         return publicConfig(view.config)
       })

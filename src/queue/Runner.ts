@@ -1,9 +1,11 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import { Clock, Duration, Effect, type Fiber, FiberMap, Option, Queue } from "effect"
 import { AppConfig } from "../config.ts"
+import { EventLog } from "../events/EventLog.ts"
 import { CommandCi } from "../git-local/CommandCi.ts"
 import { PrFeedback } from "../github/feedback.ts"
 import type { Repository } from "../tenancy/Tenancy.ts"
+import { makeRoundEventWriter } from "./events.ts"
 import { GitHost, type RepoRef } from "./GitHost.ts"
 import {
   activePrNumbers,
@@ -106,7 +108,12 @@ export const runQueue = (
       // what the Git host shows on the pull request besides (GitHub: its comment and status check); optional
       const feedback = yield* Effect.serviceOption(PrFeedback)
       const ciJobs = yield* FiberMap.make<string>()
-      const { loadRuntime, persistStep, readInbox, readTargets, saveOutbox } = makeStore(sql)
+      // the round's events (PR, batch and test run changes) go to the event log in the round's transaction
+      const eventLog = yield* Effect.serviceOption(EventLog)
+      const { loadRuntime, persistStep, readInbox, readTargets, saveOutbox } = makeStore(
+        sql,
+        Option.isSome(eventLog) ? makeRoundEventWriter(sql, eventLog.value, config.publicUrl) : undefined
+      )
 
       const loaded = yield* loadRuntime(queueId)
       if (Option.isNone(loaded)) return
