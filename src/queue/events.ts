@@ -156,7 +156,7 @@ export const roundEvents = (
         ...reasonField(action, t.reason),
         ...(WITH_TEST_DETAILS.has(action) ? testDetails(run) : {})
       }
-      events.push(base(q, `pull_request.${action}`, t.at, `pr:${q.branch}:${t.prNumber}`, data))
+      events.push(base(q, `pull_request.${action}`, t.at, `pr:${q.repoId}:${q.branch}:${t.prNumber}`, data))
       if (run !== undefined && run.testedEntryIds.length > 1 && action !== "submitted" && action !== "queued") {
         batchCandidates.set(`${run.id}:${action}`, { run, action, at: t.at })
       }
