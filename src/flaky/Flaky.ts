@@ -3,6 +3,7 @@ import * as SqlClient from "@effect/sql/SqlClient"
 import { Clock, Context, Effect, Layer, Option, Schema } from "effect"
 import { AppConfig } from "../config.ts"
 import { copyClient } from "../db/pgCopy.ts"
+import { EventLog, type NewEvent } from "../events/EventLog.ts"
 import { ApiError, fromParseError, invalidRequest, notFound } from "../http/errors.ts"
 import { GitHost } from "../queue/GitHost.ts"
 import type { RepoRef } from "../queue/schemas.ts"
@@ -13,9 +14,11 @@ import {
   DAY,
   isInfraFailureUpload,
   isStableBranch,
-  type PreviousStatus
+  type PreviousStatus,
+  type TestStatusValue
 } from "./classify.ts"
 import { type Codeowners, locations, ownersOf, parseCodeowners } from "./codeowners.ts"
+import { quarantineSettingChanged, statusChanged } from "./events.ts"
 import {
   BATCH_ROWS,
   type ClassifyInput as ClassifyCandidate,
@@ -186,6 +189,8 @@ export const makeFlaky = (options: FlakyOptions = {}) =>
     const tenancy = yield* Tenancy
     const config = yield* AppConfig
     const git = yield* GitHost
+    // the event log the status and quarantine changes are appended to, when the application has one
+    const eventLog = yield* Effect.serviceOption(EventLog)
 
     const now = Effect.map(Clock.currentTimeMillis, (ms) => new Date(ms))
 
@@ -271,6 +276,19 @@ export const makeFlaky = (options: FlakyOptions = {}) =>
         return rows.map((t) => toTestCase(r, t, stats.get(t.id), co))
       })
 
+    /** Appends an event per test case (at most 1000 per change), in the caller's transaction, when there is a log. */
+    const appendEvents = (r: Repository, ids: ReadonlyArray<string>, event: (tc: F.TestCase) => NewEvent) =>
+      Effect.gen(function* () {
+        if (ids.length === 0 || Option.isNone(eventLog)) return
+        const records: Array<TestCaseRecord> = []
+        for (const id of ids.slice(0, 1000)) {
+          const record = yield* repo.findTestCase(r.id, id)
+          if (record !== undefined) records.push(record)
+        }
+        const cases = yield* describe(r, records)
+        yield* eventLog.value.append(cases.map(event))
+      })
+
     const paged = <A>(
       q: ReadonlyArray<unknown>,
       pageQuery: F.PageQuery,
@@ -314,6 +332,8 @@ export const makeFlaky = (options: FlakyOptions = {}) =>
         const queueBranches = yield* repo.queueBranches(r.id)
         const stable = (branch: string) => isStableBranch(branch, queueBranches)
         const updates: StatusUpdate[] = []
+        // the previous status of the test cases whose status changed: their test_case.status_changed events
+        const statusWas = new Map<string, TestStatusValue>()
         // one input for every candidate (`classify` keeps nothing of it): most keep their status, and then nothing
         // is made for them but the classification
         const previous: Mutable<PreviousStatus> = { value: "healthy", reason: "", since: 0 }
@@ -336,6 +356,7 @@ export const makeFlaky = (options: FlakyOptions = {}) =>
             ) {
               continue
             }
+            if (result.value !== c.status) statusWas.set(c.id, c.status)
             updates.push({
               id: c.id,
               status: result.value,
@@ -357,6 +378,9 @@ export const makeFlaky = (options: FlakyOptions = {}) =>
           r.id,
           updates.map((u) => u.id),
           at
+        )
+        yield* appendEvents(r, [...statusWas.keys()], (tc) =>
+          statusChanged(r.orgId, r.id, tc, statusWas.get(tc.id) ?? "healthy")
         )
       })
 
@@ -638,9 +662,22 @@ export const makeFlaky = (options: FlakyOptions = {}) =>
             Effect.gen(function* () {
               const r = yield* requireRepo(org, req.org_url_slug, req.repo)
               const id = req.test_case_id.toLowerCase()
+              const before = yield* repo.findTestCase(r.id, id)
               const found = yield* repo.setOverride(r.id, id, req.override as QuarantineOverride)
               if (!found) return yield* testNotFound(req.test_case_id)
-              yield* repo.refreshQuarantine(r.id, [id], yield* now)
+              const at = yield* now
+              yield* repo.refreshQuarantine(r.id, [id], at)
+              const previous = before?.override ?? "unspecified"
+              if (previous !== req.override) {
+                yield* appendEvents(r, [id], (tc) =>
+                  quarantineSettingChanged(r.orgId, r.id, tc, {
+                    actor: { full_name: org.slug, email: null },
+                    at: at.getTime(),
+                    previous,
+                    updated: req.override as QuarantineOverride
+                  })
+                )
+              }
               return {}
             })
           )

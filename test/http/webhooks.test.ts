@@ -70,7 +70,7 @@ for (const db of databases) {
     })
 
     test(
-      "every merge-queue event type arrives signed, with Trunk's payload keys",
+      "every event type arrives signed, with Trunk's payload keys",
       async () => {
         const receiver = startReceiver()
         try {
@@ -130,7 +130,45 @@ for (const db of databases) {
             b.close()
           }
 
+          // flaky tests: a pass on retry makes a test flaky; then it is quarantined by hand
+          const flakyRepo = { host: "local", owner: "acme", name: `flaky-${db}` }
+          const form = new FormData()
+          form.append(
+            "metadata",
+            JSON.stringify({ repo: flakyRepo, org_url_slug: "acme-org", sha: "a".repeat(40), branch: "feature" })
+          )
+          const junit = `<?xml version="1.0"?><testsuites><testsuite name="s">
+            <testcase name="flappy" classname="pkg.C" file="a.test.ts"><failure message="boom">x</failure></testcase>
+            <testcase name="flappy" classname="pkg.C" file="a.test.ts"/><testcase name="ok" classname="pkg.C"/>
+            </testsuite></testsuites>`
+          form.append("junit", new File([junit], "a.xml", { type: "application/xml" }))
+          const uploaded = await fetch(`${server.url}/v1/flaky-tests/upload`, {
+            method: "POST",
+            headers: { "x-api-token": server.token },
+            body: form
+          })
+          expect(uploaded.status).toBe(200)
+          const statusEvent = await receiver.waitFor(
+            (r) => r.message.type === "test_case.status_changed",
+            "test_case.status_changed"
+          )
+          const testCase = statusEvent.message.data.test_case as { id: string; name: string }
+          expect(testCase.name).toBe("flappy")
+          expect(statusEvent.message.data.status_change).toMatchObject({
+            previous_status: "healthy",
+            current_status: { value: "flaky" }
+          })
+          const override = await server.post("flaky-tests/set-quarantine-override", {
+            repo: flakyRepo,
+            org_url_slug: "acme-org",
+            test_case_id: testCase.id,
+            override: "always_quarantine"
+          })
+          expect(override.status).toBe(200)
+
           const wanted = [
+            "test_case.status_changed",
+            "test_case.quarantining_setting_changed",
             ...Object.keys(PR_KEYS).map((a) => `pull_request.${a}`),
             "pull_request_batch.testing",
             "pull_request_batch.merged",
@@ -157,6 +195,25 @@ for (const db of databases) {
               expect(r.message.data.action).toBe(action)
               expect(r.message.data.status).toBe(action)
               expect(r.message.data.repository).toEqual({ host: "local", owner: "acme", name: expect.any(String) })
+            }
+            if (family === "test_case") {
+              const detail = action === "status_changed" ? "status_change" : "quarantine_setting_changed"
+              expect(sorted(Object.keys(r.message.data))).toEqual(sorted(["type", "test_case", detail]))
+            }
+            if (r.message.type === "test_case.quarantining_setting_changed") {
+              expect(sorted(Object.keys(r.message.data.quarantine_setting_changed as object))).toEqual(
+                sorted([
+                  "actor",
+                  "reason",
+                  "timestamp",
+                  "previous_quarantining_setting",
+                  "updated_quarantining_setting"
+                ])
+              )
+              expect(r.message.data.quarantine_setting_changed).toMatchObject({
+                previous_quarantining_setting: "UNSPECIFIED",
+                updated_quarantining_setting: "ALWAYS_QUARANTINE"
+              })
             }
             if (family === "pull_request_batch") {
               expect(r.message.data.pr_numbers).toEqual([6, 7])
