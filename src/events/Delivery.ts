@@ -33,7 +33,7 @@ export const ATTEMPT_TIMEOUT_MS = 15_000
 /** An endpoint failing for this long without one success is disabled. */
 export const DISABLE_AFTER_MS = 5 * 24 * 3_600_000
 const LEASE_MS = 60_000
-const MAX_IN_FLIGHT = 32
+const MAX_IN_FLIGHT = 128
 const MAX_RETRY_AFTER_MS = 24 * 3_600_000
 
 /** The wait before attempt `attempts + 1` (attempts made so far), ±10% jitter; undefined when none is left. */
@@ -103,17 +103,20 @@ export const DeliveryLive = Layer.scoped(
       )
     )
 
+    // The due messages: of each endpoint and ordering key only the oldest pending one (the head: a later message of
+    // the same pull request waits until the earlier one is delivered or given up), not leased, oldest due first.
     const claim = (now: number, limit: number) =>
       sql<Claimed>`
-        with due as (
+        with heads as (
+          select distinct on (m.endpoint_id, m.ordering_key) m.endpoint_id, m.event_seq
+          from webhook_messages m where m.status = 'pending'
+          order by m.endpoint_id, m.ordering_key, m.event_seq),
+        due as (
           select m.endpoint_id, m.event_seq from webhook_messages m
-          join webhook_endpoints w on w.id = m.endpoint_id
+          join heads h on h.endpoint_id = m.endpoint_id and h.event_seq = m.event_seq
+          join webhook_endpoints w on w.id = m.endpoint_id and not w.disabled
           where m.status = 'pending' and m.next_attempt_at <= ${new Date(now).toISOString()}
             and (m.locked_until is null or m.locked_until < ${new Date(now).toISOString()})
-            and not w.disabled
-            and not exists (select 1 from webhook_messages p
-                            where p.endpoint_id = m.endpoint_id and p.ordering_key = m.ordering_key
-                              and p.status = 'pending' and p.event_seq < m.event_seq)
           order by m.next_attempt_at, m.event_seq
           limit ${limit}
           for update of m skip locked)
@@ -169,76 +172,110 @@ export const DeliveryLive = Layer.scoped(
         }
       })
 
-    const disable = (endpointId: string, reason: string) =>
-      Effect.zipRight(
-        sql`update webhook_endpoints set disabled = true, disabled_reason = ${reason}, updated_at = now()
-            where id = ${endpointId}`,
-        Effect.logWarning(`webhook endpoint ${endpointId} disabled: ${reason}`).pipe(
-          Effect.annotateLogs({ endpointId, reason })
-        )
-      )
+    interface Done {
+      readonly msg: Claimed
+      readonly out: Outcome
+      readonly at: number
+    }
 
-    const record = (msg: Claimed, out: Outcome, now: number) =>
-      sql.withTransaction(
-        Effect.gen(function* () {
-          const at = new Date(now).toISOString()
-          const attempts = msg.attempts + 1
+    /**
+     * Records finished attempts, many in one transaction of a fixed number of statements (with PGlite every
+     * transaction takes turns with the queue's runners): the attempts, the messages' new state, and the endpoints'
+     * failure streaks; 410 and five days of failures disable an endpoint, with a log line.
+     */
+    const record = (batch: ReadonlyArray<Done>) =>
+      Effect.gen(function* () {
+        if (batch.length === 0) return
+        const attempts: Array<Record<string, unknown>> = []
+        const messages: Array<Record<string, unknown>> = []
+        const healthy = new Set<string>()
+        const failing = new Map<string, string>()
+        const disabled = new Map<string, string>()
+        for (const { msg, out, at } of batch) {
+          const when = new Date(at).toISOString()
+          const count = msg.attempts + 1
+          attempts.push({
+            endpoint_id: msg.endpoint_id,
+            event_seq: msg.event_seq,
+            at: when,
+            http_status: out.status,
+            duration_ms: out.durationMs,
+            error: out.error
+          })
           const key = { endpoint: msg.endpoint_id }
-          yield* sql`insert into webhook_attempts (endpoint_id, event_seq, at, http_status, duration_ms, error)
-                     values (${msg.endpoint_id}, ${msg.event_seq}, ${at}, ${out.status}, ${out.durationMs}, ${out.error})`
-          const ok = out.status !== null && out.status >= 200 && out.status < 300
-          if (ok) {
+          const base = { endpoint_id: msg.endpoint_id, event_seq: msg.event_seq, attempts: count }
+          if (out.status !== null && out.status >= 200 && out.status < 300) {
             deliveries.inc({ ...key, outcome: "delivered" })
-            yield* sql`update webhook_messages set status = 'delivered', attempts = ${attempts}, locked_until = null,
-                         ended_at = ${at}
-                       where endpoint_id = ${msg.endpoint_id} and event_seq = ${msg.event_seq}`
-            if (msg.failing_since !== null) {
-              yield* sql`update webhook_endpoints set failing_since = null where id = ${msg.endpoint_id}`
-            }
-            return
+            messages.push({ ...base, status: "delivered", next_attempt_at: null, ended_at: when })
+            if (msg.failing_since !== null) healthy.add(msg.endpoint_id)
+            continue
           }
           if (out.status === 410) {
             deliveries.inc({ ...key, outcome: "gone" })
-            yield* sql`update webhook_messages set status = 'failed', attempts = ${attempts}, locked_until = null,
-                         ended_at = ${at}
-                       where endpoint_id = ${msg.endpoint_id} and event_seq = ${msg.event_seq}`
-            return yield* disable(msg.endpoint_id, "the receiver answered 410 Gone")
+            messages.push({ ...base, status: "failed", next_attempt_at: null, ended_at: when })
+            disabled.set(msg.endpoint_id, "the receiver answered 410 Gone")
+            continue
           }
           deliveries.inc({ ...key, outcome: "failed" })
           const wait =
             out.status === 429 || out.status === 503
-              ? (retryAfterMs(out.retryAfter, now) ?? retryDelay(attempts, Math.random()))
-              : retryDelay(attempts, Math.random())
-          if (wait === undefined) {
-            yield* sql`update webhook_messages set status = 'failed', attempts = ${attempts}, locked_until = null,
-                         ended_at = ${at}
-                       where endpoint_id = ${msg.endpoint_id} and event_seq = ${msg.event_seq}`
-          } else {
-            yield* sql`update webhook_messages set attempts = ${attempts}, locked_until = null,
-                         next_attempt_at = ${new Date(now + wait).toISOString()}
-                       where endpoint_id = ${msg.endpoint_id} and event_seq = ${msg.event_seq}`
+              ? (retryAfterMs(out.retryAfter, at) ?? retryDelay(count, Math.random()))
+              : retryDelay(count, Math.random())
+          messages.push(
+            wait === undefined
+              ? { ...base, status: "failed", next_attempt_at: null, ended_at: when }
+              : { ...base, status: "pending", next_attempt_at: new Date(at + wait).toISOString(), ended_at: null }
+          )
+          if (msg.failing_since === null) failing.set(msg.endpoint_id, when)
+          else if (at - new Date(msg.failing_since).getTime() >= DISABLE_AFTER_MS) {
+            disabled.set(msg.endpoint_id, "every delivery failed for 5 days")
           }
-          const since = msg.failing_since === null ? now : new Date(msg.failing_since).getTime()
-          if (msg.failing_since === null) {
-            yield* sql`update webhook_endpoints set failing_since = ${at}
-                       where id = ${msg.endpoint_id} and failing_since is null`
-          } else if (now - since >= DISABLE_AFTER_MS) {
-            yield* disable(msg.endpoint_id, "every delivery failed for 5 days")
-          }
-        })
-      )
+        }
+        yield* sql.withTransaction(
+          Effect.gen(function* () {
+            yield* sql`insert into webhook_attempts (endpoint_id, event_seq, at, http_status, duration_ms, error)
+                       select v.endpoint_id, v.event_seq, v.at, v.http_status, v.duration_ms, v.error
+                       from jsonb_to_recordset(${JSON.stringify(attempts)}::jsonb) as v(endpoint_id uuid,
+                         event_seq bigint, at timestamptz, http_status int, duration_ms int, error text)`
+            yield* sql`update webhook_messages m set status = v.status, attempts = v.attempts, locked_until = null,
+                         next_attempt_at = coalesce(v.next_attempt_at, m.next_attempt_at), ended_at = v.ended_at
+                       from jsonb_to_recordset(${JSON.stringify(messages)}::jsonb) as v(endpoint_id uuid,
+                         event_seq bigint, attempts int, status text, next_attempt_at timestamptz, ended_at timestamptz)
+                       where m.endpoint_id = v.endpoint_id and m.event_seq = v.event_seq`
+            if (healthy.size > 0 || failing.size > 0) {
+              const streaks = [
+                ...[...healthy].filter((id) => !failing.has(id)).map((id) => ({ id, since: null })),
+                ...[...failing].map(([id, since]) => ({ id, since }))
+              ]
+              yield* sql`update webhook_endpoints w set failing_since = case when v.since is null then null
+                                                                        else coalesce(w.failing_since, v.since) end
+                         from jsonb_to_recordset(${JSON.stringify(streaks)}::jsonb) as v(id uuid, since timestamptz)
+                         where w.id = v.id`
+            }
+            for (const [endpointId, reason] of disabled) {
+              yield* sql`update webhook_endpoints set disabled = true, disabled_reason = ${reason}, updated_at = now()
+                         where id = ${endpointId} and not disabled`
+            }
+          })
+        )
+        for (const [endpointId, reason] of disabled) {
+          yield* Effect.logWarning(`webhook endpoint ${endpointId} disabled: ${reason}`).pipe(
+            Effect.annotateLogs({ endpointId, reason })
+          )
+        }
+      })
 
-    const deliverOne = (msg: Claimed) =>
+    const attempt = (msg: Claimed) =>
       Effect.gen(function* () {
-        const now = yield* Clock.currentTimeMillis
-        const out = yield* send(msg, now)
-        yield* record(msg, out, yield* Clock.currentTimeMillis)
+        const out = yield* send(msg, yield* Clock.currentTimeMillis)
+        return { msg, out, at: yield* Clock.currentTimeMillis } satisfies Done
       })
 
     const deliverDue = Effect.gen(function* () {
       const now = yield* Clock.currentTimeMillis
       const claimed = yield* claim(now, MAX_IN_FLIGHT)
-      yield* Effect.forEach(claimed, deliverOne, { concurrency: "unbounded", discard: true })
+      const done = yield* Effect.forEach(claimed, attempt, { concurrency: "unbounded" })
+      yield* record(done)
       return claimed.length
     })
 
@@ -253,30 +290,43 @@ export const DeliveryLive = Layer.scoped(
 
     if (config.webhookWorker) {
       const wake = yield* Queue.sliding<void>(1)
+      const finished = yield* Queue.unbounded<Done>()
       const sending = yield* FiberSet.make()
       let inFlight = 0
       // each message in a fiber of its own: a slow receiver holds its own slot, not the loop
       const pass = Effect.gen(function* () {
         const free = MAX_IN_FLIGHT - inFlight
         if (free <= 0) return
-        const now = yield* Clock.currentTimeMillis
-        const claimed = yield* claim(now, free)
+        const claimed = yield* claim(yield* Clock.currentTimeMillis, free)
         inFlight += claimed.length
         for (const msg of claimed) {
           yield* FiberSet.run(
             sending,
-            deliverOne(msg).pipe(
-              Effect.catchAllCause((cause) => Effect.logError("webhook delivery failed", cause)),
-              Effect.ensuring(
-                Effect.suspend(() => {
-                  inFlight--
-                  return Queue.offer(wake, undefined)
-                })
+            attempt(msg).pipe(
+              Effect.flatMap((done) => Queue.offer(finished, done)),
+              Effect.catchAllCause((cause) =>
+                Effect.zipRight(
+                  Effect.sync(() => inFlight--),
+                  Effect.logError("webhook delivery failed", cause)
+                )
               )
             )
           )
         }
       })
+      // what finished is recorded in batches; then the loop looks for what is due next (the next of each order)
+      const recorder = Effect.gen(function* () {
+        const first = yield* Queue.takeBetween(finished, 1, 256)
+        // a moment for the attempts sent together to finish together: one transaction and one claim for them all
+        yield* Effect.sleep(Duration.millis(5))
+        const batch = [...first, ...(yield* Queue.takeUpTo(finished, 256))]
+        yield* record(batch).pipe(
+          Effect.catchAllCause((cause) => Effect.logError("recording webhook attempts failed", cause)),
+          Effect.ensuring(Effect.sync(() => (inFlight -= batch.length)))
+        )
+        yield* Queue.offer(wake, undefined)
+      })
+      yield* Effect.forkScoped(Effect.forever(recorder))
       yield* Effect.forkScoped(db.listen(DELIVERY_CHANNEL).pipe(Stream.runForEach(() => Queue.offer(wake, undefined))))
       yield* Effect.forkScoped(
         Effect.forever(
