@@ -289,6 +289,9 @@ export const DeliveryLive = Layer.scoped(
     })
 
     if (config.webhookWorker) {
+      // How long a wake-up and a finished attempt wait for company, so that one claim and one transaction serve
+      // many messages: with PGlite every statement takes turns on its one connection with the queue's runners.
+      const gather = Duration.millis(db.kind === "pglite" ? 250 : 20)
       const wake = yield* Queue.sliding<void>(1)
       const finished = yield* Queue.unbounded<Done>()
       const sending = yield* FiberSet.make()
@@ -318,7 +321,7 @@ export const DeliveryLive = Layer.scoped(
       const recorder = Effect.gen(function* () {
         const first = yield* Queue.takeBetween(finished, 1, 256)
         // a moment for the attempts sent together to finish together: one transaction and one claim for them all
-        yield* Effect.sleep(Duration.millis(5))
+        yield* Effect.sleep(gather)
         const batch = [...first, ...(yield* Queue.takeUpTo(finished, 256))]
         yield* record(batch).pipe(
           Effect.catchAllCause((cause) => Effect.logError("recording webhook attempts failed", cause)),
@@ -332,7 +335,8 @@ export const DeliveryLive = Layer.scoped(
         Effect.forever(
           pass.pipe(
             Effect.catchAllCause((cause) => Effect.logError("webhook delivery pass failed", cause)),
-            Effect.zipRight(Effect.raceFirst(Queue.take(wake), Effect.sleep(Duration.seconds(1))))
+            Effect.zipRight(Effect.raceFirst(Queue.take(wake), Effect.sleep(Duration.seconds(1)))),
+            Effect.zipRight(Effect.sleep(gather))
           )
         )
       )
