@@ -1,14 +1,11 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import { Context, Effect, Fiber, Layer, Logger, LogLevel, ManagedRuntime, Option, Redacted } from "effect"
 import { AppConfig } from "./config.ts"
-import { Database, DatabaseLive } from "./db/Database.ts"
-import { DeliveryLive } from "./events/Delivery.ts"
+import { DatabaseLive } from "./db/Database.ts"
+import { Delivery, DeliveryLive } from "./events/Delivery.ts"
 import { EventLogLive } from "./events/EventLogLive.ts"
-import { eventRoutes } from "./events/Http.ts"
-import { makeEventStream, STREAM_PATH } from "./events/Stream.ts"
 import { WebhooksLive } from "./events/Webhooks.ts"
 import { FlakyLive } from "./flaky/Flaky.ts"
-import { flakyRoutes } from "./flaky/Http.ts"
 import { CommandCiLayer } from "./git-local/CommandCi.ts"
 import { GitHubFeedbackLive } from "./github/feedback.ts"
 import { GitHubClientLive } from "./github/GitHubClient.ts"
@@ -18,14 +15,20 @@ import { makeWebhookEndpoint, WEBHOOK_PATH } from "./github/webhooks.ts"
 import { openApiDocument } from "./http/Api.ts"
 import { renderDocs } from "./http/docs.ts"
 import { ApiError, errorResponse } from "./http/errors.ts"
-import { makeApp, RateLimiter, type Route } from "./http/router.ts"
-import { metricsRoutes } from "./metrics/Http.ts"
+import { makeApp, RateLimiter, servesEveryOp } from "./http/router.ts"
+import { makeEventStream, STREAM_PATH } from "./http/routes/eventStream.ts"
+import { eventRoutes } from "./http/routes/events.ts"
+import { flakyRoutes } from "./http/routes/flaky.ts"
+import { metricsRoutes } from "./http/routes/metrics.ts"
+import { queueRoutes } from "./http/routes/queue.ts"
+import { makeRequestTracer } from "./http/tracing.ts"
+import { Database } from "./kernel/Database.ts"
+import { registerEventMetrics } from "./metrics/eventMetrics.ts"
 import { DbPoolMetricsLive, Metrics, MetricsLive } from "./metrics/Metrics.ts"
-import { makeRequestTracer, TracingLive } from "./metrics/Tracing.ts"
+import { TracingLive } from "./metrics/Tracing.ts"
 import { ProvidersLayer } from "./providers.ts"
 import { Engine, EngineRunner } from "./queue/Engine.ts"
 import { EngineLive } from "./queue/EngineLive.ts"
-import { queueRoutes } from "./queue/Http.ts"
 import { QueueRepoLive } from "./queue/QueueRepo.ts"
 import { StatusesLive } from "./queue/Statuses.ts"
 import { Tenancy, TenancyLive } from "./tenancy/Tenancy.ts"
@@ -66,9 +69,12 @@ export const AppLayer = <E>(config: Layer.Layer<AppConfig, E>) => {
   return Layer.mergeAll(EngineLive, FlakyLive, GitHubReconcileLive).pipe(Layer.provideMerge(events))
 }
 
-const routes = [...queueRoutes, ...metricsRoutes, ...flakyRoutes, ...eventRoutes] as unknown as ReadonlyArray<
-  Route<never>
->
+/**
+ * Every operation of `Api.ts` with its handler. The compiler checks that none is missing (`servesEveryOp`) and that
+ * every handler's requirements are among the application's services (`makeApp` over the application's runtime);
+ * `makeApp` refuses two handlers for one operation at start-up.
+ */
+const routes = servesEveryOp([...queueRoutes, ...metricsRoutes, ...flakyRoutes, ...eventRoutes])
 
 export type AppServices = Layer.Layer.Success<ReturnType<typeof AppLayer>>
 
@@ -118,6 +124,7 @@ export const startServer = async <E>(configLayer: Layer.Layer<AppConfig, E>): Pr
 
   const webhook = await runtime.runPromise(makeWebhookEndpoint)
   const eventStream = await runtime.runPromise(makeEventStream)
+  registerEventMetrics(metrics.registry, Context.get(ctx, Delivery).stats, eventStream.subscribers)
   // who may open the live stream: an API token; the dashboard's session is to be accepted here too
   const streamOrg = async (request: Request) => {
     const token =
@@ -143,7 +150,7 @@ export const startServer = async <E>(configLayer: Layer.Layer<AppConfig, E>): Pr
           })
         )
       }
-      return eventStream(request, url, org.value)
+      return eventStream.handle(request, url, org.value)
     }
     if (request.method !== "GET" && request.method !== "HEAD") return undefined
     switch (url.pathname) {

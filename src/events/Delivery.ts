@@ -2,9 +2,7 @@ import * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Clock, Context, Duration, Effect, FiberSet, Layer, Queue, Stream } from "effect"
 import { AppConfig } from "../config.ts"
-import { Database } from "../db/Database.ts"
-import { Metrics } from "../metrics/Metrics.ts"
-import { Counter, Gauge } from "../metrics/registry.ts"
+import { Database } from "../kernel/Database.ts"
 import { refusedAddress } from "./address.ts"
 import { DELIVERY_CHANNEL, EventReader, messageId } from "./EventLogLive.ts"
 import { signedHeaders } from "./signing.ts"
@@ -70,9 +68,20 @@ interface Outcome {
   readonly retryAfter: string | null
 }
 
+/** The worker's figures for GET /metrics. */
+export interface DeliveryStats {
+  /** attempts made by this instance since it started */
+  readonly attempts: ReadonlyArray<{ readonly endpoint: string; readonly outcome: string; readonly value: number }>
+  /** messages waiting for a retry (all instances) */
+  readonly retryQueueDepth: number
+  /** age of the oldest message not delivered yet, 0 when none */
+  readonly oldestUndeliveredSeconds: number
+}
+
 export interface DeliveryShape {
   /** One pass: takes the messages due at the Clock's now, sends them and records the outcomes. The number sent. */
   readonly deliverDue: Effect.Effect<number, SqlError>
+  readonly stats: () => DeliveryStats
 }
 
 export class Delivery extends Context.Tag("greenline/WebhookDelivery")<Delivery, DeliveryShape>() {}
@@ -84,24 +93,24 @@ export const DeliveryLive = Layer.scoped(
     const db = yield* Database
     const config = yield* AppConfig
     const reader = yield* EventReader
-    const { registry } = yield* Metrics
 
-    const deliveries = registry.register(
-      new Counter("greenline_webhook_deliveries_total", "Webhook delivery attempts by endpoint and outcome")
-    )
+    // what GET /metrics shows (registered by the metrics adapter): attempts by endpoint and outcome, and two gauges
+    // read from the database every few seconds by the worker
+    const counts = new Map<string, { endpoint: string; outcome: string; value: number }>()
+    const deliveries = {
+      inc: (labels: { endpoint: string; outcome: string }) => {
+        const key = `${labels.endpoint} ${labels.outcome}`
+        const entry = counts.get(key) ?? { ...labels, value: 0 }
+        entry.value++
+        counts.set(key, entry)
+      }
+    }
     const gauges = { retryDepth: 0, oldestSeconds: 0 }
-    registry.register(
-      new Gauge("greenline_webhook_retry_queue_depth", "Webhook messages waiting for a retry", () => [
-        [{}, gauges.retryDepth]
-      ])
-    )
-    registry.register(
-      new Gauge(
-        "greenline_webhook_oldest_undelivered_seconds",
-        "Age of the oldest webhook message not delivered yet (0 when none)",
-        () => [[{}, gauges.oldestSeconds]]
-      )
-    )
+    const stats = (): DeliveryStats => ({
+      attempts: [...counts.values()],
+      retryQueueDepth: gauges.retryDepth,
+      oldestUndeliveredSeconds: gauges.oldestSeconds
+    })
 
     // The due messages: of each endpoint and ordering key only the oldest pending one (the head: a later message of
     // the same pull request waits until the earlier one is delivered or given up), not leased, oldest due first.
@@ -360,6 +369,6 @@ export const DeliveryLive = Layer.scoped(
       )
     }
 
-    return { deliverDue }
+    return { deliverDue, stats }
   })
 )

@@ -1,8 +1,8 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Context, Effect, Layer } from "effect"
-import { Database } from "../db/Database.ts"
-import { EventLog, type EventLogShape, type NewEvent } from "./EventLog.ts"
+import { Database } from "../kernel/Database.ts"
+import { EventLog, type EventLogShape, type NewEvent } from "../kernel/EventLog.ts"
 
 /** Tells the delivery workers of every instance (after the commit, with PostgreSQL) that messages are due. */
 export const DELIVERY_CHANNEL = "greenline_webhooks"

@@ -2,11 +2,11 @@ import * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Context, Effect, Layer, Option } from "effect"
 import { AppConfig } from "../config.ts"
-import { Database } from "../db/Database.ts"
-import { type ApiError, invalidRequest, notFound } from "../http/errors.ts"
+import { Database } from "../kernel/Database.ts"
 import { type Organization, Tenancy } from "../tenancy/Tenancy.ts"
 import { namesPrivateHost } from "./address.ts"
 import { DELIVERY_CHANNEL, eventIdOf, messageId } from "./EventLogLive.ts"
+import { type EventsError, EventsNotFound, InvalidEventsRequest } from "./errors.ts"
 import type {
   CreateWebhookEndpointRequest,
   ListWebhookDeliveriesRequest,
@@ -58,31 +58,36 @@ const endpointOf = (r: EndpointRow): WebhookEndpoint => ({
 
 const pgTextArray = (values: ReadonlyArray<string>) => `{${values.map((v) => `"${v}"`).join(",")}}`
 
-const endpointNotFound = (id: string) => notFound("NOT_FOUND", `no webhook endpoint ${id}`)
+const endpointNotFound = (id: string) => new EventsNotFound({ message: `no webhook endpoint ${id}` })
+const invalidRequest = (message: string, details: ReadonlyArray<{ path: string; message: string }>) =>
+  new InvalidEventsRequest({ message, details })
 
 export interface WebhooksShape {
   readonly create: (
     org: Organization,
     req: typeof CreateWebhookEndpointRequest.Type
-  ) => Effect.Effect<WebhookEndpoint & { readonly secret: string }, ApiError | SqlError>
+  ) => Effect.Effect<WebhookEndpoint & { readonly secret: string }, EventsError | SqlError>
   readonly list: (org: Organization) => Effect.Effect<ReadonlyArray<WebhookEndpoint>, SqlError>
   readonly update: (
     org: Organization,
     req: typeof UpdateWebhookEndpointRequest.Type
-  ) => Effect.Effect<WebhookEndpoint, ApiError | SqlError>
-  readonly remove: (org: Organization, id: string) => Effect.Effect<void, ApiError | SqlError>
-  readonly rotate: (org: Organization, id: string) => Effect.Effect<{ id: string; secret: string }, ApiError | SqlError>
+  ) => Effect.Effect<WebhookEndpoint, EventsError | SqlError>
+  readonly remove: (org: Organization, id: string) => Effect.Effect<void, EventsError | SqlError>
+  readonly rotate: (
+    org: Organization,
+    id: string
+  ) => Effect.Effect<{ id: string; secret: string }, EventsError | SqlError>
   readonly deliveries: (
     org: Organization,
     req: typeof ListWebhookDeliveriesRequest.Type
   ) => Effect.Effect<
     { readonly messages: ReadonlyArray<WebhookMessage>; readonly page: { readonly next_page_token: string } },
-    ApiError | SqlError
+    EventsError | SqlError
   >
   readonly replay: (
     org: Organization,
     req: typeof ReplayWebhookMessagesRequest.Type
-  ) => Effect.Effect<{ readonly replayed: number }, ApiError | SqlError>
+  ) => Effect.Effect<{ readonly replayed: number }, EventsError | SqlError>
 }
 
 export class Webhooks extends Context.Tag("greenline/Webhooks")<Webhooks, WebhooksShape>() {}
@@ -105,12 +110,14 @@ export const WebhooksLive = Layer.effect(
 
     const checkUrl = (url: string) =>
       !config.webhookAllowPrivate && namesPrivateHost(new URL(url))
-        ? invalidRequest("the URL names a private or loopback address", [
-            {
-              path: "url",
-              message: "must be a public address (WEBHOOK_ALLOW_PRIVATE=true allows private ones)"
-            }
-          ])
+        ? Effect.fail(
+            invalidRequest("the URL names a private or loopback address", [
+              {
+                path: "url",
+                message: "must be a public address (WEBHOOK_ALLOW_PRIVATE=true allows private ones)"
+              }
+            ])
+          )
         : Effect.void
 
     const selectEndpoints = (orgId: string, id?: string) =>
@@ -123,7 +130,7 @@ export const WebhooksLive = Layer.effect(
 
     const owned = (org: Organization, id: string) =>
       Effect.flatMap(selectEndpoints(org.id, id), (rows) =>
-        rows[0] === undefined ? endpointNotFound(id) : Effect.succeed(rows[0])
+        rows[0] === undefined ? Effect.fail(endpointNotFound(id)) : Effect.succeed(rows[0])
       )
 
     return {
@@ -134,10 +141,9 @@ export const WebhooksLive = Layer.effect(
           if (req.repo !== undefined) {
             const repo = yield* tenancy.findRepo(org, req.repo)
             if (Option.isNone(repo)) {
-              return yield* notFound(
-                "NOT_FOUND",
-                `repository ${req.repo.host}/${req.repo.owner}/${req.repo.name} not found`
-              )
+              return yield* new EventsNotFound({
+                message: `repository ${req.repo.host}/${req.repo.owner}/${req.repo.name} not found`
+              })
             }
             repoId = repo.value.id
           }

@@ -1,5 +1,5 @@
 import { Schema } from "effect"
-import { EVENT_TYPES } from "./EventLog.ts"
+import { EVENT_TYPES } from "../kernel/EventLog.ts"
 
 /** Request and answer schemas of the webhook endpoints API (extension; contract.md §8, issue #17). */
 

@@ -1,4 +1,4 @@
-import type { NewEvent } from "../events/EventLog.ts"
+import type { NewEvent } from "../kernel/EventLog.ts"
 import type { TestStatusValue } from "./classify.ts"
 import type { QuarantineOverride } from "./FlakyRepo.ts"
 import type { TestCase } from "./schemas.ts"

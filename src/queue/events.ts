@@ -1,6 +1,6 @@
 import type * as SqlClient from "@effect/sql/SqlClient"
 import { Clock, Effect, Option } from "effect"
-import { EventLog, type EventLogShape, type EventType, type NewEvent, type PrAction } from "../events/EventLog.ts"
+import { EventLog, type EventLogShape, type EventType, type NewEvent, type PrAction } from "../kernel/EventLog.ts"
 import type { EntryState, QueueState, RunRecord, Transition } from "./planner/index.ts"
 import type { QueueRow } from "./QueueRepo.ts"
 import type { StoredQueueConfig } from "./schemas.ts"

@@ -1,9 +1,10 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import { Effect } from "effect"
-import { ops } from "../http/Api.ts"
-import { ApiError } from "../http/errors.ts"
-import { CurrentOrg, handle, type Route } from "../http/router.ts"
-import { Webhooks, type WebhooksShape } from "./Webhooks.ts"
+import { isEventsError } from "../../events/errors.ts"
+import { Webhooks, type WebhooksShape } from "../../events/Webhooks.ts"
+import { ops } from "../Api.ts"
+import { fromDomainError } from "../errors.ts"
+import { CurrentOrg, handle } from "../router.ts"
 
 /** Handlers of the webhook endpoints API (extension): thin, each one transaction, the work is in `Webhooks`. */
 
@@ -13,9 +14,9 @@ const write = <A>(f: (webhooks: WebhooksShape, org: typeof CurrentOrg.Service) =
     const webhooks = yield* Webhooks
     const org = yield* CurrentOrg
     return yield* sql.withTransaction(f(webhooks, org))
-  }).pipe(Effect.catchAll((e) => (e instanceof ApiError ? Effect.fail(e) : Effect.die(e))))
+  }).pipe(Effect.catchAll((e) => (isEventsError(e) ? Effect.fail(fromDomainError(e)) : Effect.die(e))))
 
-export const eventRoutes: ReadonlyArray<Route<Webhooks | SqlClient.SqlClient>> = [
+export const eventRoutes = [
   handle(ops.createWebhookEndpoint, (req) => write((w, org) => w.create(org, req))),
   handle(ops.listWebhookEndpoints, () => write((w, org) => Effect.map(w.list(org), (endpoints) => ({ endpoints })))),
   handle(ops.updateWebhookEndpoint, (req) => write((w, org) => w.update(org, req))),

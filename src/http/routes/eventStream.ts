@@ -1,11 +1,9 @@
 import { Effect, Option, Runtime } from "effect"
-import { AppConfig } from "../config.ts"
-import { ApiError, errorResponse, invalidRequest, notFound } from "../http/errors.ts"
-import { Metrics } from "../metrics/Metrics.ts"
-import { Gauge } from "../metrics/registry.ts"
-import { type Organization, Tenancy } from "../tenancy/Tenancy.ts"
-import { EVENT_TYPES } from "./EventLog.ts"
-import { EventReader, eventIdOf, type LogPosition, messageId, type StreamFilter } from "./EventLogLive.ts"
+import { AppConfig } from "../../config.ts"
+import { EventReader, eventIdOf, type LogPosition, messageId, type StreamFilter } from "../../events/EventLogLive.ts"
+import { EVENT_TYPES } from "../../kernel/EventLog.ts"
+import { type Organization, Tenancy } from "../../tenancy/Tenancy.ts"
+import { ApiError, errorResponse, invalidRequest, notFound } from "../errors.ts"
 
 /**
  * `GET /v1/events/stream`: the event log as Server-Sent Events (`id:` the message id, `event:` the type, `data:` the
@@ -32,17 +30,14 @@ export const makeEventStream = Effect.gen(function* () {
   const reader = yield* EventReader
   const tenancy = yield* Tenancy
   const config = yield* AppConfig
-  const { registry } = yield* Metrics
   const runtime = yield* Effect.runtime<never>()
   const run = Runtime.runPromise(runtime)
   const open = new Map<string, number>()
-  registry.register(
-    new Gauge("greenline_event_stream_subscribers", "Open live event streams (GET /v1/events/stream)", () => {
-      let n = 0
-      for (const v of open.values()) n += v
-      return [[{}, n]]
-    })
-  )
+  const subscribers = () => {
+    let n = 0
+    for (const v of open.values()) n += v
+    return n
+  }
 
   const filterOf = (org: Organization, url: URL) =>
     Effect.gen(function* () {
@@ -90,7 +85,7 @@ export const makeEventStream = Effect.gen(function* () {
       return at ?? { xid: "0", seq: 0 }
     })
 
-  return async (request: Request, url: URL, org: Organization): Promise<Response> => {
+  const handle = async (request: Request, url: URL, org: Organization): Promise<Response> => {
     const prepared = await run(Effect.either(Effect.all([filterOf(org, url), startOf(org, request, url)])))
     if (prepared._tag === "Left") return errorResponse(prepared.left)
     const [filter, start] = prepared.right
@@ -156,4 +151,6 @@ export const makeEventStream = Effect.gen(function* () {
       }
     })
   }
+  /** `subscribers`: streams open on this instance now (GET /metrics). */
+  return { handle, subscribers }
 })
