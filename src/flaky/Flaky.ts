@@ -263,7 +263,8 @@ export const makeFlaky = (options: FlakyOptions = {}) =>
       ticket: tc.ticketId === null ? null : { html_url: tc.ticketUrl ?? "", external_ticket_id: tc.ticketId }
     })
 
-    const describe = (r: Repository, rows: ReadonlyArray<TestCaseRecord>) =>
+    /** `concurrency` 1 inside a transaction: its one connection runs one statement at a time. */
+    const describe = (r: Repository, rows: ReadonlyArray<TestCaseRecord>, concurrency = 2) =>
       Effect.gen(function* () {
         const at = yield* now
         const [stats, co] = yield* Effect.all(
@@ -277,7 +278,7 @@ export const makeFlaky = (options: FlakyOptions = {}) =>
               ? Effect.succeed(null)
               : Effect.flatMap(repo.latestSha(r.id), (sha) => codeownersAt(r, sha))
           ],
-          { concurrency: 2 }
+          { concurrency }
         )
         return rows.map((t) => toTestCase(r, t, stats.get(t.id), co))
       })
@@ -291,7 +292,7 @@ export const makeFlaky = (options: FlakyOptions = {}) =>
           const record = yield* repo.findTestCase(r.id, id)
           if (record !== undefined) records.push(record)
         }
-        const cases = yield* describe(r, records)
+        const cases = yield* describe(r, records, 1)
         yield* eventLog.value.append(cases.map(event))
       })
 
