@@ -3,6 +3,8 @@ import * as SqlClient from "@effect/sql/SqlClient"
 import { Effect } from "effect"
 import { eventsMigration } from "../events/migration.ts"
 import { flakyMigration, flakyResultsByTime } from "../flaky/migration.ts"
+import { requestsAndRunnerErrors } from "../queue/migration.ts"
+import { adminTokensMigration } from "../tenancy/migration.ts"
 
 /**
  * One set of migrations for PostgreSQL and PGlite. Each is a list of single statements (PGlite's extended protocol
@@ -242,7 +244,9 @@ export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.S
   "0007_entries_state_changed": entriesChanged,
   "0008_flaky_results_by_time": flakyResultsByTime,
   "0009_runtime_json": runtimeJson,
-  "0030_events": eventsMigration
+  "0010_requests_runner_errors": requestsAndRunnerErrors,
+  "0030_events": eventsMigration,
+  "0070_admin_tokens": adminTokensMigration
 }
 
 export const runMigrations = Migrator.make({})({

@@ -8,6 +8,7 @@ import * as Schema from "effect/Schema"
 import * as W from "../events/schemas.ts"
 import * as F from "../flaky/schemas.ts"
 import * as Q from "../queue/schemas.ts"
+import * as T from "./adminSchemas.ts"
 import { Authentication, EmptyObject, endpointOf, type Op, post } from "./operation.ts"
 
 /** Every operation of the v1 API (contract.md), grouped as the OpenAPI document shows them. */
@@ -142,7 +143,18 @@ export const ops = {
     "/replayWebhookMessages",
     W.ReplayWebhookMessagesRequest,
     W.ReplayWebhookMessagesResponse
-  )
+  ),
+  // the admin API (admin tokens only): what the CLI uses while the server holds the embedded database
+  adminCreateOrganization: post(
+    "adminCreateOrganization",
+    "/admin/createOrganization",
+    T.CreateOrganizationRequest,
+    T.Organization
+  ),
+  adminCreateToken: post("adminCreateToken", "/admin/createToken", T.CreateTokenRequest, T.CreatedToken),
+  adminListTokens: post("adminListTokens", "/admin/listTokens", T.OrgRequest, T.TokenList),
+  adminRevokeToken: post("adminRevokeToken", "/admin/revokeToken", T.RevokeTokenRequest, EmptyObject),
+  adminAddRepository: post("adminAddRepository", "/admin/addRepository", T.AddRepositoryRequest, T.AddedRepository)
 } as const
 
 export type Ops = typeof ops
@@ -212,6 +224,17 @@ export const Api = HttpApi.make("greenline")
       "rotateWebhookSecret",
       "listWebhookDeliveries",
       "replayWebhookMessages"
+    )
+  )
+  .add(
+    group(
+      "admin",
+      "Organizations, API tokens and repositories (admin tokens only)",
+      "adminCreateOrganization",
+      "adminCreateToken",
+      "adminListTokens",
+      "adminRevokeToken",
+      "adminAddRepository"
     )
   )
   .annotate(OpenApi.Title, "Greenline merge queue API")

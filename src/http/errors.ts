@@ -2,6 +2,7 @@ import { Data, type ParseResult, Schema } from "effect"
 import type { EventsError } from "../events/errors.ts"
 import type { FlakyError } from "../flaky/errors.ts"
 import { describeParseError, type ErrorDetail } from "../kernel/errors.ts"
+import type { QueueError } from "../queue/errors.ts"
 
 /** The stable error codes of contract.md §1. */
 export type ErrorCode =
@@ -79,7 +80,7 @@ export const fromParseError = (error: ParseResult.ParseError): ApiError => {
 }
 
 /** Every feature's domain errors: the HTTP edge is the one place that knows their status codes and contract codes. */
-export type DomainError = FlakyError | EventsError
+export type DomainError = FlakyError | QueueError | EventsError
 
 const domainStatus: { readonly [Tag in DomainError["_tag"]]: readonly [status: number, code: ErrorCode] } = {
   RepositoryNotFound: [404, "NOT_FOUND"],
@@ -88,6 +89,11 @@ const domainStatus: { readonly [Tag in DomainError["_tag"]]: readonly [status: n
   InvalidUpload: [400, "INVALID_REQUEST"],
   InvalidPageToken: [400, "INVALID_PAGE_TOKEN"],
   TimeRangeInvalid: [400, "TIME_RANGE_INVALID"],
+  QueueNotFound: [404, "QUEUE_NOT_FOUND"],
+  PullRequestNotFound: [404, "PR_NOT_FOUND"],
+  PrNotActive: [409, "PR_NOT_ACTIVE"],
+  PrTestsNotRestartable: [409, "PR_TESTS_NOT_RESTARTABLE"],
+  TestRunNotFound: [404, "TEST_RUN_NOT_FOUND"],
   EventsNotFound: [404, "NOT_FOUND"],
   InvalidEventsRequest: [400, "INVALID_REQUEST"]
 }

@@ -1,6 +1,8 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import { Effect, Option } from "effect"
+import { dieUnless } from "../../kernel/errors.ts"
 import { Engine, type EngineShape, type QueueKey } from "../../queue/Engine.ts"
+import { isQueueError, type QueueError } from "../../queue/errors.ts"
 import { appendConfigEvents } from "../../queue/events.ts"
 import { QueueRepo, type QueueRow } from "../../queue/QueueRepo.ts"
 import { applyUpdate, publicConfig } from "../../queue/queueSettings.ts"
@@ -21,8 +23,8 @@ import { CurrentOrg, handle } from "../router.ts"
 
 const describe = (repo: RepoRef, branch: string) => `${repo.host}/${repo.owner}/${repo.name}@${branch}`
 
-const orDie = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
-  Effect.catchAll(effect, (e) => (e instanceof ApiError ? Effect.fail(e) : Effect.die(e)))
+/** Keeps the answers a handler means (the contract's errors, the engine's domain errors); anything else is a defect. */
+const orDie = dieUnless((e): e is ApiError | QueueError => e instanceof ApiError || isQueueError(e))
 
 /** The queue of `repo`@`branch` in the caller's organization, or 404 QUEUE_NOT_FOUND. */
 export const requireQueue = (repo: RepoRef, branch: string) =>
@@ -97,7 +99,8 @@ export const queueRoutes = [
       return {
         ...publicConfig(view.config),
         enqueuedPullRequests: view.enqueued,
-        adaptiveChoice: view.adaptiveChoice ?? null
+        adaptiveChoice: view.adaptiveChoice ?? null,
+        runnerError: view.runnerError
       }
     })
   ),
@@ -108,6 +111,9 @@ export const queueRoutes = [
         const queue = yield* requireQueue(req.repo, req.targetBranch)
         const queues = yield* QueueRepo
         const engine = yield* Engine
+        if (!(yield* queues.hold(queue.id))) {
+          return yield* notFound("QUEUE_NOT_FOUND", `no queue ${describe(req.repo, req.targetBranch)}`)
+        }
         const config = applyUpdate(queue.config, req)
         yield* queues.saveConfig(queue.id, config)
         yield* engine.configChanged({ ...queue, config })
@@ -128,14 +134,13 @@ export const queueRoutes = [
         if (Option.isNone(owned)) return {}
         const queue = yield* queues.find(owned.value, req.targetBranch)
         if (Option.isNone(queue)) return {}
-        const active = yield* queues.activeCount(queue.value.id)
+        const active = yield* queues.removeIfEmpty(queue.value.id)
         if (active > 0) {
           return yield* conflict(
             "QUEUE_NOT_EMPTY",
             `queue ${describe(req.repo, req.targetBranch)} still holds ${active} pull request${active === 1 ? "" : "s"}`
           )
         }
-        yield* queues.remove(queue.value.id)
         return {}
       })
     )
