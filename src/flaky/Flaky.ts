@@ -2,6 +2,7 @@ import { createHash } from "node:crypto"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { Clock, Context, Effect, Layer, Option, Schema } from "effect"
 import { AppConfig } from "../config.ts"
+import { EventLog, type NewEvent } from "../kernel/EventLog.ts"
 import { describeParseError, dieUnless } from "../kernel/errors.ts"
 import { copyClient } from "../kernel/pgCopy.ts"
 import { GitHost } from "../queue/GitHost.ts"
@@ -14,6 +15,7 @@ import {
   isInfraFailureUpload,
   isStableBranch,
   type PreviousStatus,
+  type TestStatusValue,
   trailingCleanRuns
 } from "./classify.ts"
 import { type Codeowners, locations, ownersOf, parseCodeowners } from "./codeowners.ts"
@@ -29,7 +31,14 @@ import {
   TestCaseNotFound,
   TimeRangeInvalid
 } from "./errors.ts"
-import { FlakyEvents, noFlakyEvents, type QuarantineSettingChanged } from "./events.ts"
+import {
+  FlakyEvents,
+  type FlakyEventsShape,
+  noFlakyEvents,
+  type QuarantineSettingChanged,
+  quarantineSettingChanged,
+  statusChanged
+} from "./events.ts"
 import {
   BATCH_ROWS,
   type ClassifyInput as ClassifyCandidate,
@@ -233,7 +242,29 @@ export const makeFlaky = (options: FlakyOptions = {}) =>
     const tenancy = yield* Tenancy
     const config = yield* AppConfig
     const git = yield* GitHost
-    const events = Option.getOrElse(yield* Effect.serviceOption(FlakyEvents), () => noFlakyEvents)
+    // the event log the status and quarantine changes are appended to, when the application has one
+    const eventLog = yield* Effect.serviceOption(EventLog)
+    // quarantine changes: to the event log (contract.md §8), unless the application provides its own port
+    const events: FlakyEventsShape = Option.getOrElse(yield* Effect.serviceOption(FlakyEvents), () =>
+      Option.isNone(eventLog)
+        ? noFlakyEvents
+        : {
+            quarantiningSettingChanged: (changes) =>
+              Effect.forEach(
+                changes,
+                (c) =>
+                  appendEvents(c.repo, [c.testCaseId], (tc) =>
+                    quarantineSettingChanged(c.orgId, c.repo.id, tc, {
+                      actor: { full_name: c.actor, email: null },
+                      at: c.at.getTime(),
+                      previous: c.previous,
+                      updated: c.current
+                    })
+                  ),
+                { discard: true }
+              )
+          }
+    )
 
     const now = Effect.map(Clock.currentTimeMillis, (ms) => new Date(ms))
 
@@ -281,7 +312,8 @@ export const makeFlaky = (options: FlakyOptions = {}) =>
       at: Date
     ): QuarantineSettingChanged => ({
       orgId: org.id,
-      repoId: r.id,
+      repo: r,
+      actor: cause === "set" ? org.slug : "greenline",
       testCaseId: o.id,
       name: o.name,
       previous: o.override,
@@ -346,7 +378,8 @@ export const makeFlaky = (options: FlakyOptions = {}) =>
       ticket: tc.ticketId === null ? null : { html_url: tc.ticketUrl ?? "", external_ticket_id: tc.ticketId }
     })
 
-    const describe = (r: Repository, rows: ReadonlyArray<TestCaseRecord>) =>
+    /** `concurrency` 1 inside a transaction: its one connection runs one statement at a time. */
+    const describe = (r: Repository, rows: ReadonlyArray<TestCaseRecord>, concurrency = 2) =>
       Effect.gen(function* () {
         const at = yield* now
         const [stats, co] = yield* Effect.all(
@@ -360,9 +393,22 @@ export const makeFlaky = (options: FlakyOptions = {}) =>
               ? Effect.succeed(null)
               : Effect.flatMap(repo.latestSha(r.id), (sha) => codeownersAt(r, sha))
           ],
-          { concurrency: 2 }
+          { concurrency }
         )
         return rows.map((t) => toTestCase(r, t, stats.get(t.id), co))
+      })
+
+    /** Appends an event per test case (at most 1000 per change), in the caller's transaction, when there is a log. */
+    const appendEvents = (r: Repository, ids: ReadonlyArray<string>, event: (tc: F.TestCase) => NewEvent) =>
+      Effect.gen(function* () {
+        if (ids.length === 0 || Option.isNone(eventLog)) return
+        const records: Array<TestCaseRecord> = []
+        for (const id of ids.slice(0, 1000)) {
+          const record = yield* repo.findTestCase(r.id, id)
+          if (record !== undefined) records.push(record)
+        }
+        const cases = yield* describe(r, records, 1)
+        yield* eventLog.value.append(cases.map(event))
       })
 
     const paged = <A>(
@@ -408,6 +454,8 @@ export const makeFlaky = (options: FlakyOptions = {}) =>
         const queueBranches = yield* repo.queueBranches(r.id)
         const stable = (branch: string) => isStableBranch(branch, queueBranches)
         const updates: StatusUpdate[] = []
+        // the previous status of the test cases whose status changed: their test_case.status_changed events
+        const statusWas = new Map<string, TestStatusValue>()
         // one input for every candidate (`classify` keeps nothing of it): most keep their status, and then nothing
         // is made for them but the classification
         const previous: Mutable<PreviousStatus> = { value: "healthy", reason: "", since: 0 }
@@ -433,6 +481,7 @@ export const makeFlaky = (options: FlakyOptions = {}) =>
             ) {
               continue
             }
+            if (result.value !== c.status) statusWas.set(c.id, c.status)
             updates.push({
               id: c.id,
               status: result.value,
@@ -455,6 +504,9 @@ export const makeFlaky = (options: FlakyOptions = {}) =>
           r.id,
           updates.map((u) => u.id),
           at
+        )
+        yield* appendEvents(r, [...statusWas.keys()], (tc) =>
+          statusChanged(r.orgId, r.id, tc, statusWas.get(tc.id) ?? "healthy")
         )
       })
 

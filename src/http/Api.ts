@@ -5,6 +5,7 @@ import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
 import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
 import * as OpenApi from "@effect/platform/OpenApi"
 import * as Schema from "effect/Schema"
+import * as W from "../events/schemas.ts"
 import * as F from "../flaky/schemas.ts"
 import * as Q from "../queue/schemas.ts"
 import * as T from "./adminSchemas.ts"
@@ -101,6 +102,48 @@ export const ops = {
 
   reportStatus: post("reportStatus", "/reportStatus", Q.ReportStatusRequest, EmptyObject),
 
+  createWebhookEndpoint: post(
+    "createWebhookEndpoint",
+    "/createWebhookEndpoint",
+    W.CreateWebhookEndpointRequest,
+    W.CreatedWebhookEndpoint
+  ),
+  listWebhookEndpoints: post(
+    "listWebhookEndpoints",
+    "/listWebhookEndpoints",
+    W.ListWebhookEndpointsRequest,
+    W.ListWebhookEndpointsResponse
+  ),
+  updateWebhookEndpoint: post(
+    "updateWebhookEndpoint",
+    "/updateWebhookEndpoint",
+    W.UpdateWebhookEndpointRequest,
+    W.WebhookEndpoint
+  ),
+  deleteWebhookEndpoint: post(
+    "deleteWebhookEndpoint",
+    "/deleteWebhookEndpoint",
+    W.WebhookEndpointIdRequest,
+    EmptyObject
+  ),
+  rotateWebhookSecret: post(
+    "rotateWebhookSecret",
+    "/rotateWebhookSecret",
+    W.WebhookEndpointIdRequest,
+    W.RotatedWebhookSecret
+  ),
+  listWebhookDeliveries: post(
+    "listWebhookDeliveries",
+    "/listWebhookDeliveries",
+    W.ListWebhookDeliveriesRequest,
+    W.ListWebhookDeliveriesResponse
+  ),
+  replayWebhookMessages: post(
+    "replayWebhookMessages",
+    "/replayWebhookMessages",
+    W.ReplayWebhookMessagesRequest,
+    W.ReplayWebhookMessagesResponse
+  ),
   // the admin API (admin tokens only): what the CLI uses while the server holds the embedded database
   adminCreateOrganization: post(
     "adminCreateOrganization",
@@ -205,6 +248,19 @@ export const Api = HttpApi.make("greenline")
   )
   .add(group("uploads", "JUnit result uploads", "uploadTestResults"))
   .add(group("ciStatus", "Commit statuses reported by CI", "reportStatus"))
+  .add(
+    group(
+      "webhooks",
+      "Outgoing webhooks (Standard Webhooks 1.0 signatures): endpoints, secrets, deliveries and replay",
+      "createWebhookEndpoint",
+      "listWebhookEndpoints",
+      "updateWebhookEndpoint",
+      "deleteWebhookEndpoint",
+      "rotateWebhookSecret",
+      "listWebhookDeliveries",
+      "replayWebhookMessages"
+    )
+  )
   .add(
     group(
       "admin",

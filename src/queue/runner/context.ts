@@ -1,8 +1,10 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import { Effect, FiberMap, Option } from "effect"
 import { AppConfig, type AppConfigShape } from "../../config.ts"
+import { EventLog } from "../../kernel/EventLog.ts"
 import type { Repository } from "../../tenancy/Tenancy.ts"
 import { CommandCi, type CommandCiService } from "../CiRunner.ts"
+import { makeRoundEventWriter } from "../events.ts"
 import { PrFeedback, type PrFeedbackShape } from "../Feedback.ts"
 import { GitHost, type GitHostService, type RepoRef } from "../GitHost.ts"
 import type { Command, PlannerEvent, QueueState, RunRecord } from "../planner/index.ts"
@@ -68,7 +70,13 @@ export const reloadQueue = (ctx: RunnerCtx) =>
 export const makeRunnerCtx = (queueId: string) =>
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
-    const store = makeStore(sql)
+    // each persisted round's events (PR, batch and test run changes) go to the event log in the round's transaction
+    const eventLog = yield* Effect.serviceOption(EventLog)
+    const publicUrl = (yield* AppConfig).publicUrl
+    const store = makeStore(
+      sql,
+      Option.isSome(eventLog) ? makeRoundEventWriter(sql, eventLog.value, publicUrl) : undefined
+    )
     const loaded = yield* store.loadRuntime(queueId)
     if (Option.isNone(loaded)) return Option.none<RunnerCtx>()
     const queues = yield* QueueRepo
