@@ -4,6 +4,7 @@ import { AppConfig } from "./config.ts"
 import { Database, DatabaseLive } from "./db/Database.ts"
 import { FlakyLive } from "./flaky/Flaky.ts"
 import { flakyRoutes } from "./flaky/Http.ts"
+import { TestHistoryLive } from "./flaky/history.ts"
 import { CommandCiLayer } from "./git-local/CommandCi.ts"
 import { GitHubFeedbackLive } from "./github/feedback.ts"
 import { GitHubClientLive } from "./github/GitHubClient.ts"
@@ -18,12 +19,16 @@ import { metricsRoutes } from "./metrics/Http.ts"
 import { DbPoolMetricsLive, Metrics, MetricsLive } from "./metrics/Metrics.ts"
 import { makeRequestTracer, TracingLive } from "./metrics/Tracing.ts"
 import { ProvidersLayer } from "./providers.ts"
+import { QueueActivityLive } from "./queue/activity.ts"
 import { Engine, EngineRunner } from "./queue/Engine.ts"
 import { EngineLive } from "./queue/EngineLive.ts"
 import { queueRoutes } from "./queue/Http.ts"
 import { QueueRepoLive } from "./queue/QueueRepo.ts"
 import { StatusesLive } from "./queue/Statuses.ts"
 import { Tenancy, TenancyLive } from "./tenancy/Tenancy.ts"
+import { webRoutes } from "./web/Http.ts"
+import { makeDashboard } from "./web/pages.ts"
+import { Sessions, SessionsLive } from "./web/Sessions.ts"
 
 /** Every service of the running application, over the configured database. */
 export const AppLayer = <E>(config: Layer.Layer<AppConfig, E>) => {
@@ -53,10 +58,19 @@ export const AppLayer = <E>(config: Layer.Layer<AppConfig, E>) => {
     Layer.provideMerge(github),
     Layer.provideMerge(base)
   )
-  return Layer.mergeAll(EngineLive, FlakyLive, GitHubReconcileLive).pipe(Layer.provideMerge(services))
+  return Layer.mergeAll(
+    EngineLive,
+    FlakyLive,
+    GitHubReconcileLive,
+    QueueActivityLive,
+    TestHistoryLive,
+    SessionsLive
+  ).pipe(Layer.provideMerge(services))
 }
 
-const routes = [...queueRoutes, ...metricsRoutes, ...flakyRoutes] as unknown as ReadonlyArray<Route<never>>
+const routes = [...queueRoutes, ...metricsRoutes, ...flakyRoutes, ...webRoutes] as unknown as ReadonlyArray<
+  Route<never>
+>
 
 export type AppServices = Layer.Layer.Success<ReturnType<typeof AppLayer>>
 
@@ -109,8 +123,17 @@ export const startServer = async <E>(configLayer: Layer.Layer<AppConfig, E>): Pr
   const openApiJson = JSON.stringify(openApiDocument())
   const metricsToken = Option.map(config.metricsToken, Redacted.value)
 
+  const dashboard = makeDashboard({
+    run: (effect) => runtime.runPromise(effect),
+    sessions: Context.get(ctx, Sessions),
+    tenancy,
+    publicUrl: config.publicUrl
+  })
+
   const extra = async (request: Request, url: URL): Promise<Response | undefined> => {
     if (url.pathname === WEBHOOK_PATH) return webhook.handle(request)
+    const page = await dashboard.handle(request, url)
+    if (page !== undefined) return page
     if (request.method !== "GET" && request.method !== "HEAD") return undefined
     switch (url.pathname) {
       case "/healthz":
@@ -158,6 +181,7 @@ export const startServer = async <E>(configLayer: Layer.Layer<AppConfig, E>): Pr
         return org !== undefined ? Promise.resolve(Option.some(org)) : runtime.runPromise(tenancy.authenticate(token))
       }
     },
+    session: dashboard.apiSession,
     rateLimiter: new RateLimiter(config.rateLimitPerSecond, () => Date.now()),
     observer: { observe: metrics.observeRequest },
     tracer: Option.isSome(config.otlpEndpoint) ? makeRequestTracer(rt) : undefined,

@@ -5,8 +5,11 @@ import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
 import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
 import * as OpenApi from "@effect/platform/OpenApi"
 import * as Schema from "effect/Schema"
+import * as FH from "../flaky/history.ts"
 import * as F from "../flaky/schemas.ts"
+import * as QA from "../queue/activity.ts"
 import * as Q from "../queue/schemas.ts"
+import * as W from "../web/schemas.ts"
 import { Authentication, EmptyObject, endpointOf, type Op, post } from "./operation.ts"
 
 /** Every operation of the v1 API (contract.md), grouped as the OpenAPI document shows them. */
@@ -98,7 +101,21 @@ export const ops = {
     typeof F.UploadSummary.Encoded
   >,
 
-  reportStatus: post("reportStatus", "/reportStatus", Q.ReportStatusRequest, EmptyObject)
+  reportStatus: post("reportStatus", "/reportStatus", Q.ReportStatusRequest, EmptyObject),
+
+  // extensions the dashboard reads (each also usable with an API token)
+  listQueues: post("listQueues", "/listQueues", EmptyObject, QA.ListQueuesResponse),
+  getQueueActivity: post("getQueueActivity", "/getQueueActivity", Q.QueueKeyRequest, QA.QueueActivity),
+  getPullRequestActivity: post(
+    "getPullRequestActivity",
+    "/getPullRequestActivity",
+    W.PullRequestActivityRequest,
+    W.PullRequestActivity
+  ),
+  getTestHistory: post("getTestHistory", "/flaky-tests/get-test-history", FH.TestHistoryRequest, FH.TestHistory),
+  listApiTokens: post("listApiTokens", "/listApiTokens", EmptyObject, W.ListApiTokensResponse),
+  createApiToken: post("createApiToken", "/createApiToken", W.CreateApiTokenRequest, W.CreatedApiToken),
+  revokeApiToken: post("revokeApiToken", "/revokeApiToken", W.RevokeApiTokenRequest, EmptyObject)
 } as const
 
 export type Ops = typeof ops
@@ -157,6 +174,19 @@ export const Api = HttpApi.make("greenline")
   )
   .add(group("uploads", "JUnit result uploads", "uploadTestResults"))
   .add(group("ciStatus", "Commit statuses reported by CI", "reportStatus"))
+  .add(
+    group(
+      "dashboard",
+      "Extensions the dashboard reads: queues with their figures, a queue's runs and entries, a PR's runs, CI output and comments, a test's history, API tokens",
+      "listQueues",
+      "getQueueActivity",
+      "getPullRequestActivity",
+      "getTestHistory",
+      "listApiTokens",
+      "createApiToken",
+      "revokeApiToken"
+    )
+  )
   .annotate(OpenApi.Title, "Greenline merge queue API")
   .annotate(OpenApi.Version, "1.0.0")
   .annotate(

@@ -61,7 +61,8 @@ const entryRecord = (queue: QueueRow, row: EntryRow, position: number | null): E
     prBaseBranch: queue.branch,
     prAuthor: row.author,
     verifiedByTestRun: row.verified_by_test_run,
-    testRunId: active ? row.run_id : null,
+    // a failed PR keeps the run that failed it (the dashboard links to its output)
+    testRunId: active || row.state === "failed" ? row.run_id : null,
     position
   }
 }
