@@ -115,7 +115,8 @@ export const ops = {
   getTestHistory: post("getTestHistory", "/flaky-tests/get-test-history", FH.TestHistoryRequest, FH.TestHistory),
   listApiTokens: post("listApiTokens", "/listApiTokens", EmptyObject, W.ListApiTokensResponse),
   createApiToken: post("createApiToken", "/createApiToken", W.CreateApiTokenRequest, W.CreatedApiToken),
-  revokeApiToken: post("revokeApiToken", "/revokeApiToken", W.RevokeApiTokenRequest, EmptyObject)
+  revokeApiToken: post("revokeApiToken", "/revokeApiToken", W.RevokeApiTokenRequest, EmptyObject),
+  getQueueHealth: post("getQueueHealth", "/getQueueHealth", QA.HealthRequest, QA.QueueHealth)
 } as const
 
 export type Ops = typeof ops
@@ -177,14 +178,15 @@ export const Api = HttpApi.make("greenline")
   .add(
     group(
       "dashboard",
-      "Extensions the dashboard reads: queues with their figures, a queue's runs and entries, a PR's runs, CI output and comments, a test's history, API tokens",
+      "Extensions the dashboard reads: queues with their figures, a queue's runs and entries, a PR's runs, CI output and comments, a test's history, API tokens, a queue's health over time",
       "listQueues",
       "getQueueActivity",
       "getPullRequestActivity",
       "getTestHistory",
       "listApiTokens",
       "createApiToken",
-      "revokeApiToken"
+      "revokeApiToken",
+      "getQueueHealth"
     )
   )
   .annotate(OpenApi.Title, "Greenline merge queue API")

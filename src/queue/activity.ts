@@ -314,3 +314,109 @@ export const QueueActivityLive = Layer.effect(
     }
   })
 )
+
+export const HealthRequest = Schema.Struct({
+  repo: RepoRef,
+  targetBranch: Schema.String.pipe(Schema.minLength(1, { message: () => "must be a non-empty string" })),
+  days: Schema.optionalWith(
+    Schema.Int.pipe(Schema.between(1, 90, { message: () => "must be an integer from 1 to 90" })),
+    { exact: true }
+  ),
+  bucket: Schema.optionalWith(Schema.Literal("hour", "day"), { exact: true })
+}).annotations({ identifier: "QueueHealthRequest" })
+
+export const HealthPoint = Schema.Struct({
+  start: Time,
+  merged: Schema.Number,
+  failed: Schema.Number,
+  cancelled: Schema.Number,
+  /** conclusions by their reason ("merged", or the failure or cancel reason) */
+  reasons: Schema.Record({ key: Schema.String, value: Schema.Number }),
+  timeInQueueP50: Schema.NullOr(Schema.Number),
+  timeInQueueP95: Schema.NullOr(Schema.Number),
+  timeInQueueP99: Schema.NullOr(Schema.Number),
+  ciRunsPerMerge: Schema.NullOr(Schema.Number),
+  restartsPerMerge: Schema.NullOr(Schema.Number),
+  /** entries in the queue at the bucket's end */
+  depth: Schema.Number,
+  averageBatchSize: Schema.NullOr(Schema.Number),
+  /** runs in flight at the bucket's end */
+  slotsUsed: Schema.Number,
+  /** the PRs that concluded in the bucket */
+  prs: Schema.Array(Schema.Struct({ prNumber: Schema.Number, state: Schema.String, reason: Schema.String }))
+}).annotations({ identifier: "QueueHealthPoint" })
+
+export const QueueHealth = Schema.Struct({
+  bucketSeconds: Schema.Number,
+  concurrency: Schema.Number,
+  /** the batch size the queue fills batches to (batchingMinSize) */
+  batchSize: Schema.Number,
+  points: Schema.Array(HealthPoint)
+}).annotations({ identifier: "QueueHealth" })
+export type QueueHealth = typeof QueueHealth.Type
+
+const quantile = (sorted: ReadonlyArray<number>, q: number) =>
+  sorted.length === 0 ? null : (sorted[Math.min(sorted.length - 1, Math.ceil(q * sorted.length) - 1)] ?? null)
+
+/** A queue's health over `days` in buckets of an hour or a day: one read of its entries and runs, counted here. */
+export const queueHealth = (queue: QueueRow, days: number, bucket: "hour" | "day", now: number) =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    const step = bucket === "hour" ? 3_600_000 : 86_400_000
+    const end = Math.ceil(now / step) * step
+    const from = end - Math.ceil((days * 86_400_000) / step) * step
+    const entries = yield* sql<{
+      pr_number: number | string
+      state: string
+      submitted_at: Date | string
+      ended_at: Date | string | null
+      restarts: number
+      reason: string | null
+    }>`
+      select e.pr_number, e.state, e.submitted_at, e.ended_at, e.restarts,
+        (select t.reason from entry_timeline t where t.entry_id = e.id order by t.id desc limit 1) as reason
+      from entries e
+      where e.queue_id = ${queue.id} and (e.ended_at is null or e.ended_at >= ${new Date(from)})`
+    const runs = yield* sql<{ created_at: Date | string; ended_at: Date | string | null; tested: number | string }>`
+      select created_at, ended_at, jsonb_array_length(record->'testedEntryIds') as tested
+      from test_runs where queue_id = ${queue.id} and (ended_at is null or ended_at >= ${new Date(from)})`
+    const ms = (t: Date | string) => new Date(t).getTime()
+    const points: Array<typeof HealthPoint.Type> = []
+    for (let start = from; start < end; start += step) {
+      const stop = start + step
+      const concluded = entries.filter((e) => e.ended_at !== null && ms(e.ended_at) >= start && ms(e.ended_at) < stop)
+      const merged = concluded.filter((e) => e.state === "merged")
+      const waits = merged.map((e) => (ms(e.ended_at!) - ms(e.submitted_at)) / 1000).sort((a, b) => a - b)
+      const reasons: Record<string, number> = {}
+      for (const e of concluded) {
+        const key = e.state === "merged" ? "merged" : `${e.state}: ${e.reason ?? ""}`
+        reasons[key] = (reasons[key] ?? 0) + 1
+      }
+      const ended = runs.filter((r) => r.ended_at !== null && ms(r.ended_at) >= start && ms(r.ended_at) < stop)
+      const created = runs.filter((r) => ms(r.created_at) >= start && ms(r.created_at) < stop)
+      const at = Math.min(stop, now)
+      points.push({
+        start: iso(start),
+        merged: merged.length,
+        failed: concluded.filter((e) => e.state === "failed").length,
+        cancelled: concluded.filter((e) => e.state === "cancelled").length,
+        reasons,
+        timeInQueueP50: quantile(waits, 0.5),
+        timeInQueueP95: quantile(waits, 0.95),
+        timeInQueueP99: quantile(waits, 0.99),
+        ciRunsPerMerge: merged.length === 0 ? null : ended.length / merged.length,
+        restartsPerMerge: merged.length === 0 ? null : merged.reduce((n, e) => n + e.restarts, 0) / merged.length,
+        depth: entries.filter((e) => ms(e.submitted_at) <= at && (e.ended_at === null || ms(e.ended_at) > at)).length,
+        averageBatchSize:
+          created.length === 0 ? null : created.reduce((n, r) => n + Number(r.tested), 0) / created.length,
+        slotsUsed: runs.filter((r) => ms(r.created_at) <= at && (r.ended_at === null || ms(r.ended_at) > at)).length,
+        prs: concluded.map((e) => ({ prNumber: Number(e.pr_number), state: e.state, reason: e.reason ?? "" }))
+      })
+    }
+    return {
+      bucketSeconds: step / 1000,
+      concurrency: queue.config.concurrency,
+      batchSize: queue.config.batch ? queue.config.batchingMinSize : 1,
+      points
+    }
+  })

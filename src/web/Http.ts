@@ -3,7 +3,7 @@ import { TestHistoryReader } from "../flaky/history.ts"
 import { ops } from "../http/Api.ts"
 import { ApiError, notFound } from "../http/errors.ts"
 import { CurrentOrg, handle } from "../http/router.ts"
-import { QueueActivityReader } from "../queue/activity.ts"
+import { QueueActivityReader, queueHealth } from "../queue/activity.ts"
 import { Engine } from "../queue/Engine.ts"
 import { requireQueue } from "../queue/Http.ts"
 import { Tenancy } from "../tenancy/Tenancy.ts"
@@ -29,6 +29,14 @@ export const webRoutes = [
       const queue = yield* requireQueue(req.repo, req.targetBranch)
       const reader = yield* QueueActivityReader
       return yield* orDie(reader.activity(queue))
+    })
+  ),
+
+  handle(ops.getQueueHealth, (req) =>
+    Effect.gen(function* () {
+      const queue = yield* requireQueue(req.repo, req.targetBranch)
+      const days = req.days ?? 7
+      return yield* orDie(queueHealth(queue, days, req.bucket ?? (days <= 2 ? "hour" : "day"), Date.now()))
     })
   ),
 

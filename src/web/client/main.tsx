@@ -1,6 +1,7 @@
 import { render } from "preact"
 import { csrf, orgSlug } from "./api.ts"
 import { FlakyListPage, TestPage } from "./flaky.tsx"
+import { HealthPage } from "./health.tsx"
 import { HomePage, RepoPage } from "./home.tsx"
 import { interceptLinks, useLocation } from "./hooks.ts"
 import { PrPage, RunPage } from "./pr.tsx"
@@ -38,6 +39,7 @@ const route = (pathname: string, search: string) => {
   if (rest === "/tests") return <FlakyListPage repo={repo} />
   const test = /^\/tests\/([^/]+)$/.exec(rest)
   if (test !== null) return <TestPage key={rest} repo={repo} id={decode(test[1]!)} />
+  if (rest === "/health" && branch !== undefined) return <HealthPage repo={repo} branch={branch} />
   if (rest === "/settings" && branch !== undefined) return <QueueSettingsPage repo={repo} branch={branch} />
   return <NotFound />
 }

@@ -6,6 +6,7 @@ import {
   Badge,
   Crumbs,
   ErrorView,
+  healthPath,
   Loading,
   PriorityBadge,
   prPath,
@@ -210,7 +211,8 @@ export const QueuePage = ({ repo, branch }: { repo: RepoKey; branch: string }) =
         </p>
         <QueueControls repo={repo} branch={branch} queue={queue} onDone={() => void live.refresh()} />
         <p class="links">
-          <a href={settingsPath(repo, branch)}>Settings</a> · <a href={testsPath(repo)}>Flaky tests</a>
+          <a href={healthPath(repo, branch)}>Health</a> · <a href={settingsPath(repo, branch)}>Settings</a> ·{" "}
+          <a href={testsPath(repo)}>Flaky tests</a>
         </p>
         {live.error !== undefined && (
           <p class="error" role="status">
