@@ -2,7 +2,7 @@ import * as Migrator from "@effect/sql/Migrator"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { Effect } from "effect"
 import { flakyMigration, flakyResultsByTime } from "../flaky/migration.ts"
-import { webSessionsMigration } from "../web/migration.ts"
+import { webSessionsMigration } from "../tenancy/sessionsMigration.ts"
 
 /**
  * One set of migrations for PostgreSQL and PGlite. Each is a list of single statements (PGlite's extended protocol

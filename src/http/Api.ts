@@ -9,7 +9,7 @@ import * as FH from "../flaky/history.ts"
 import * as F from "../flaky/schemas.ts"
 import * as QA from "../queue/activity.ts"
 import * as Q from "../queue/schemas.ts"
-import * as W from "../web/schemas.ts"
+import * as W from "./dashboardSchemas.ts"
 import { Authentication, EmptyObject, endpointOf, type Op, post } from "./operation.ts"
 
 /** Every operation of the v1 API (contract.md), grouped as the OpenAPI document shows them. */

@@ -1,8 +1,8 @@
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { type Effect, Option } from "effect"
+import { type OpenSession, SESSION_COOKIE, SESSION_IDLE_MS, type SessionsShape } from "../tenancy/Sessions.ts"
 import type { Organization, TenancyShape } from "../tenancy/Tenancy.ts"
-import { type OpenSession, SESSION_COOKIE, SESSION_IDLE_MS, type SessionsShape } from "./Sessions.ts"
 
 /**
  * The dashboard's HTTP side: sign-in and sign-out, the page shell (every page is the same small HTML document; the

@@ -235,13 +235,21 @@ for (const db of databases) {
         graphRepo.createPr(i + 1, { files: { [`g${i + 1}.txt`]: `${i}\n` }, title })
         await ok("submitPullRequest", { ...graph, pr: { number: i + 1 } })
       }
-      await page.goto(`${server.url}/repos/local/acme/graph/queues/main`)
-      await page.waitForFunction("document.querySelectorAll('.graph .run').length === 3")
-      // each run after the first is built on the one before it (single mode: a chain)
-      expect(await page.textContent(".graph .run:nth-child(3) .run-base")).toContain("built on run")
-      await page.waitForSelector('#waiting tr[data-pr="4"] >> text=waiting for a CI slot')
-      await shot("queue")
-      for (let n = 1; n <= 4; n++) await ok("cancelPullRequest", { ...graph, pr: { number: n } })
+      try {
+        await page.goto(`${server.url}/repos/local/acme/graph/queues/main`)
+        await page.locator(".graph .run").nth(2).waitFor()
+        expect(await page.locator(".graph .run").count()).toBe(3)
+        // each run after the first is built on the one before it (single mode: a chain)
+        expect(await page.textContent(".graph .run:nth-child(3) .run-base")).toContain("built on run")
+        await page.waitForSelector('#waiting tr[data-pr="4"] >> text=waiting for a CI slot')
+        await shot("queue")
+        await page.emulateMedia({ colorScheme: "dark" })
+        await shot("queue-dark")
+        await page.emulateMedia({ colorScheme: "light" })
+      } finally {
+        // the runs in flight end, whatever the page showed
+        for (let n = 1; n <= 4; n++) await ok("cancelPullRequest", { ...graph, pr: { number: n } })
+      }
     }, 60_000)
 
     test("PR titles are escaped everywhere (no element, no script from a title)", async () => {
@@ -331,7 +339,7 @@ for (const db of databases) {
       await page.waitForSelector("#queues >> text=acme/app")
       await shot("home")
       await page.goto(`${server.url}/repos/local/acme/app/health?branch=main`)
-      await page.waitForFunction("document.querySelectorAll('.chart canvas').length === 6")
+      await page.locator(".chart canvas").nth(5).waitFor()
       await page.waitForSelector("summary >> text=PRs")
       await shot("health")
       await page.goto(`${server.url}/repos/local/acme/app/settings?branch=main`)
@@ -363,7 +371,8 @@ for (const db of databases) {
         )
       }
       await page.goto(`${server.url}/repos/local/acme/big/queues/main`)
-      await page.waitForFunction("document.querySelectorAll('#waiting tbody tr').length === 500")
+      await page.locator("#waiting tbody tr").nth(499).waitFor()
+      expect(await page.locator("#waiting tbody tr").count()).toBe(500)
       const timing = (await page.evaluate(`(() => {
         const nav = performance.getEntriesByType("navigation")[0]
         const mark = performance.getEntriesByName("greenline:queue-rendered")[0]

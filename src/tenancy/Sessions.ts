@@ -2,9 +2,9 @@ import { createHash, randomBytes } from "node:crypto"
 import * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Context, Effect, Layer, Option } from "effect"
-import { type Organization, Tenancy } from "../tenancy/Tenancy.ts"
+import { type Organization, Tenancy } from "./Tenancy.ts"
 
-/** Dashboard sign-in: sessions opened with an API token, stored hashed, ended by inactivity or by revoking the token. */
+/** Dashboard sign-in (the web adapter serves it): sessions opened with an API token, stored hashed, ended by inactivity or by revoking the token. */
 
 /** A session unused this long is over (the next request signs in again). */
 export const SESSION_IDLE_MS = 12 * 60 * 60 * 1000
@@ -33,7 +33,7 @@ export interface SessionsShape {
   readonly signOut: (secret: string) => Effect.Effect<void, SqlError>
 }
 
-export class Sessions extends Context.Tag("greenline/web/Sessions")<Sessions, SessionsShape>() {}
+export class Sessions extends Context.Tag("greenline/Sessions")<Sessions, SessionsShape>() {}
 
 interface SessionRow {
   readonly org_id: string

@@ -1,12 +1,12 @@
 import { Effect, Option } from "effect"
-import { TestHistoryReader } from "../flaky/history.ts"
-import { ops } from "../http/Api.ts"
-import { ApiError, notFound } from "../http/errors.ts"
-import { CurrentOrg, handle } from "../http/router.ts"
-import { QueueActivityReader, queueHealth } from "../queue/activity.ts"
-import { Engine } from "../queue/Engine.ts"
-import { requireQueue } from "../queue/Http.ts"
-import { Tenancy } from "../tenancy/Tenancy.ts"
+import { TestHistoryReader } from "../../flaky/history.ts"
+import { QueueActivityReader, queueHealth } from "../../queue/activity.ts"
+import { Engine } from "../../queue/Engine.ts"
+import { Tenancy } from "../../tenancy/Tenancy.ts"
+import { ops } from "../Api.ts"
+import { ApiError, notFound } from "../errors.ts"
+import { CurrentOrg, handle } from "../router.ts"
+import { requireQueue } from "./queue.ts"
 
 /** Handlers of the dashboard's extension endpoints (every one of them also answers an API token). */
 
