@@ -89,10 +89,23 @@ const shell = (org: Organization, csrf: string, js: string, css: string) => `<!d
 <script type="module" src="/assets/${js}"></script></head>
 <body><div id="app"><p class="loading">Loading…</p></div></body></html>`
 
-interface Bundle {
-  readonly js: { readonly name: string; readonly body: Uint8Array }
-  readonly css: { readonly name: string; readonly body: Uint8Array }
+interface Asset {
+  readonly name: string
+  readonly body: Uint8Array
+  /** the same bytes gzipped once, for browsers that accept it (Bun.serve does not compress) */
+  readonly gzip: Uint8Array
 }
+
+interface Bundle {
+  readonly js: Asset
+  readonly css: Asset
+}
+
+const asset = (base: string, ext: string, body: Uint8Array): Asset => ({
+  name: hashName(base, ext, body),
+  body,
+  gzip: Bun.gzipSync(body as Uint8Array<ArrayBuffer>)
+})
 
 const clientDir = path.join(import.meta.dir, "client")
 
@@ -114,7 +127,7 @@ const buildBundle = async (): Promise<Bundle> => {
   const js = new Uint8Array(await output.arrayBuffer())
   const uplotCss = fs.readFileSync(require.resolve("uplot/dist/uPlot.min.css"), "utf8")
   const css = new TextEncoder().encode(`${uplotCss}\n${fs.readFileSync(path.join(clientDir, "app.css"), "utf8")}`)
-  return { js: { name: hashName("app", "js", js), body: js }, css: { name: hashName("app", "css", css), body: css } }
+  return { js: asset("app", "js", js), css: asset("app", "css", css) }
 }
 
 /** The repository a page path names (`/repos/<host>/<owner>/<name>/...`). */
@@ -207,16 +220,19 @@ export const makeDashboard = (options: DashboardOptions) => {
       if (request.method !== "GET" && request.method !== "HEAD") return undefined
       const b = await getBundle()
       const name = pathname.slice("/assets/".length)
-      const asset =
+      const found =
         name === b.js.name || name === "app.js"
-          ? { body: b.js.body, type: "text/javascript; charset=utf-8" }
+          ? { asset: b.js, type: "text/javascript; charset=utf-8" }
           : name === b.css.name || name === "app.css"
-            ? { body: b.css.body, type: "text/css; charset=utf-8" }
+            ? { asset: b.css, type: "text/css; charset=utf-8" }
             : undefined
-      if (asset === undefined) return undefined
-      return new Response(asset.body, {
+      if (found === undefined) return undefined
+      const gzip = /\bgzip\b/.test(request.headers.get("accept-encoding") ?? "")
+      return new Response(gzip ? found.asset.gzip : found.asset.body, {
         headers: {
-          "content-type": asset.type,
+          "content-type": found.type,
+          vary: "accept-encoding",
+          ...(gzip ? { "content-encoding": "gzip" } : {}),
           // the hashed names never change content; the plain names (the sign-in page's) are revalidated
           "cache-control": name.includes("-") ? "public, max-age=31536000, immutable" : "no-cache",
           ...securityHeaders

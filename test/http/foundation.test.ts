@@ -49,7 +49,15 @@ for (const db of databases) {
         "/v1/flaky-tests/get-settings",
         "/v1/flaky-tests/update-settings",
         "/v1/flaky-tests/upload",
-        "/v1/reportStatus"
+        "/v1/reportStatus",
+        "/v1/listQueues",
+        "/v1/getQueueActivity",
+        "/v1/getQueueHealth",
+        "/v1/getPullRequestActivity",
+        "/v1/flaky-tests/get-test-history",
+        "/v1/listApiTokens",
+        "/v1/createApiToken",
+        "/v1/revokeApiToken"
       ]
       expect(Object.keys(doc.paths).sort()).toEqual([...expected].sort())
       const docs = await fetch(`${server.url}/docs`)

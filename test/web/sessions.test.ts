@@ -141,6 +141,26 @@ for (const db of databases) {
       expect(page.headers.get("location")).toStartWith("/login")
     })
 
+    test("the page's script and style: hashed names, cached for good, gzipped; their weights printed", async () => {
+      const cookie = cookieOf(await signIn(server.token))!
+      const shell = await (await fetch(`${server.url}/`, { headers: { cookie: `greenline_session=${cookie}` } })).text()
+      const names = [...shell.matchAll(/\/assets\/(app-[0-9a-f]{12}\.(?:js|css))/g)].map((m) => m[1]!)
+      expect(names.length).toBe(2)
+      const weights: string[] = []
+      for (const name of names) {
+        const r = await fetch(`${server.url}/assets/${name}`, { headers: { "accept-encoding": "gzip" } })
+        expect(r.status).toBe(200)
+        expect(r.headers.get("content-encoding")).toBe("gzip")
+        expect(r.headers.get("cache-control")).toContain("immutable")
+        const gz = Number(r.headers.get("content-length"))
+        const plain = (await r.arrayBuffer()).byteLength
+        weights.push(
+          `${name.endsWith(".js") ? "JS" : "CSS"} ${(gz / 1024).toFixed(1)} KiB gzipped (${(plain / 1024).toFixed(1)} KiB)`
+        )
+      }
+      console.log(`dashboard page weight (${db}): ${weights.join(", ")}`)
+    })
+
     test("revoking the token ends its sessions", async () => {
       const created = (await server.post("createApiToken", { name: "short-lived" })).body as {
         id: string

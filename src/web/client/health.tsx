@@ -16,6 +16,16 @@ const RANGES = [
 ] as const
 
 const COLORS = ["#1a7f37", "#c62828", "#9a6700", "#0b5cad", "#8250df", "#bf3989", "#57606a"]
+const FAILED = ["#c62828", "#e57373", "#b71c1c", "#ef9a9a"]
+const CANCELLED = ["#57606a", "#8c959f", "#9a6700", "#d29922"]
+
+/** Merged green, failures in reds, cancellations in greys (one shade per reason). */
+const outcomeColor = (reason: string, i: number) =>
+  reason === "merged"
+    ? COLORS[0]!
+    : reason.startsWith("failed")
+      ? FAILED[i % FAILED.length]!
+      : CANCELLED[i % CANCELLED.length]!
 
 export const HealthPage = ({ repo, branch }: { repo: RepoKey; branch: string }) => {
   const [range, setRange] = useState(2)
@@ -87,9 +97,7 @@ export const HealthPage = ({ repo, branch }: { repo: RepoKey; branch: string }) 
             <Chart
               title="Conclusions by reason (stacked)"
               data={charts.conclusions}
-              series={[...charts.reasons]
-                .reverse()
-                .map((r, i) => ({ label: r, stroke: COLORS[(charts.reasons.length - 1 - i) % COLORS.length]! }))}
+              series={[...charts.reasons].reverse().map((r, i) => ({ label: r, stroke: outcomeColor(r, i) }))}
               bars={true}
             />
             <Chart

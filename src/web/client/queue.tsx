@@ -167,15 +167,13 @@ const RunNode = ({
   )
 }
 
+const NO_ACTIVITY: Activity = { runs: [], active: [], recent: [] }
+
 export const QueuePage = ({ repo, branch }: { repo: RepoKey; branch: string }) => {
-  const live = useLive(
-    async () => {
-      const key = { repo, targetBranch: branch }
-      const [queue, activity] = await Promise.all([call("getQueue", key), call("getQueueActivity", key)])
-      return { queue, activity }
-    },
-    `${queuePath(repo, branch)}`
-  )
+  const key = { repo, targetBranch: branch }
+  // the queue first (the list people come for), its runs and conclusions beside it: neither waits for the other
+  const live = useLive(() => call("getQueue", key), queuePath(repo, branch))
+  const more = useLive(() => call("getQueueActivity", key), `${queuePath(repo, branch)}#activity`)
   const loaded = live.data !== undefined
   useEffect(() => {
     // the first render with data, for the browser tests' Performance API measurement
@@ -185,7 +183,12 @@ export const QueuePage = ({ repo, branch }: { repo: RepoKey; branch: string }) =
   }, [loaded])
   if (live.error !== undefined && live.data === undefined) return <ErrorView error={live.error} />
   if (live.data === undefined) return <Loading />
-  const { queue, activity } = live.data
+  const queue = live.data
+  const activity = more.data ?? NO_ACTIVITY
+  const refresh = () => {
+    void live.refresh()
+    void more.refresh()
+  }
   const titles = new Map<number, string>()
   for (const e of activity.active) titles.set(e.prNumber, e.title)
   const byPr = new Map<number, EntryView>(activity.active.map((e) => [e.prNumber, e]))
@@ -209,7 +212,7 @@ export const QueuePage = ({ repo, branch }: { repo: RepoKey; branch: string }) =
           <StateBadge state={queue.state} /> <Badge kind="mode">{queue.mode}</Badge> concurrency {queue.concurrency}
           {queue.batch && ` · batches of ${queue.batchingMinSize}+`} · {queue.enqueuedPullRequests.length} in queue
         </p>
-        <QueueControls repo={repo} branch={branch} queue={queue} onDone={() => void live.refresh()} />
+        <QueueControls repo={repo} branch={branch} queue={queue} onDone={refresh} />
         <p class="links">
           <a href={healthPath(repo, branch)}>Health</a> · <a href={settingsPath(repo, branch)}>Settings</a> ·{" "}
           <a href={testsPath(repo)}>Flaky tests</a>
@@ -223,7 +226,9 @@ export const QueuePage = ({ repo, branch }: { repo: RepoKey; branch: string }) =
 
       <section aria-labelledby="testing-h">
         <h2 id="testing-h">Testing ({activity.runs.length} runs)</h2>
-        {activity.runs.length === 0 ? (
+        {more.data === undefined ? (
+          <Loading />
+        ) : activity.runs.length === 0 ? (
           <p class="muted">No run in flight.</p>
         ) : (
           <ol class="graph">
@@ -307,7 +312,9 @@ export const QueuePage = ({ repo, branch }: { repo: RepoKey; branch: string }) =
 
       <section aria-labelledby="recent-h">
         <h2 id="recent-h">Recent conclusions</h2>
-        {activity.recent.length === 0 ? (
+        {more.data === undefined ? (
+          <Loading />
+        ) : activity.recent.length === 0 ? (
           <p class="muted">None yet.</p>
         ) : (
           <table class="list" id="recent">
