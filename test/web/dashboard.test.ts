@@ -388,6 +388,6 @@ for (const db of databases) {
           `(DOMContentLoaded ${timing.domContentLoaded.toFixed(0)} ms; ${timing.api})`
       )
       expect(timing.rendered).toBeGreaterThan(0)
-    }, 180_000)
+    }, 300_000)
   })
 }
