@@ -168,6 +168,38 @@ const failure = (args: ReadonlyArray<string>, result: GitRunResult): GitError =>
     message: `git ${args[0] ?? ""} exited with ${result.exitCode}: ${result.stderr.trim().split("\n").slice(-3).join(" | ")}`
   })
 
+/** A ref lock older than this is left by a git that was killed (a live git holds one for milliseconds). */
+export const STALE_LOCK_MS = 10_000
+
+/**
+ * Removes the `*.lock` file that git's `stderr` says it could not create, when it lies inside `gitDir` and is older
+ * than STALE_LOCK_MS (a killed git leaves it behind, and every later update of that ref fails). True when removed.
+ */
+export const clearStaleLock = (gitDir: string, stderr: string): Effect.Effect<boolean> =>
+  Effect.sync(() => {
+    const lock = /Unable to create '([^']+\.lock)': File exists/.exec(stderr)?.[1]
+    if (lock === undefined) return false
+    const resolved = path.resolve(gitDir, lock)
+    if (!resolved.startsWith(`${path.resolve(gitDir)}${path.sep}`)) return false
+    try {
+      if (Date.now() - fs.statSync(resolved).mtimeMs < STALE_LOCK_MS) return false
+      fs.rmSync(resolved, { force: true })
+      return true
+    } catch {
+      return false
+    }
+  })
+
+/** `git update-ref`, which removes a stale lock of the ref (clearStaleLock) and tries once more. */
+const updateRef = (gitDir: string, args: ReadonlyArray<string>): Effect.Effect<GitRunResult, GitError> =>
+  Effect.flatMap(runGit(gitDir, args), (result) =>
+    result.exitCode === 0
+      ? Effect.succeed(result)
+      : Effect.flatMap(clearStaleLock(gitDir, result.stderr), (cleared) =>
+          cleared ? runGit(gitDir, args) : Effect.succeed(result)
+        )
+  )
+
 /** Runs git and returns its standard output; a non-zero exit fails with GitError. */
 export const git = (
   gitDir: string,
@@ -532,7 +564,9 @@ export const makeLocalGit = (gitRootInput: string): GitHostService => {
           builtCommits.set(keyOf(parent, item), tip)
         }
       }
-      yield* git(gitDir, ["update-ref", "--no-deref", `refs/heads/${input.branch}`, tip])
+      const updateArgs = ["update-ref", "--no-deref", `refs/heads/${input.branch}`, tip]
+      const updated = yield* updateRef(gitDir, updateArgs)
+      if (updated.exitCode !== 0) return yield* failure(updateArgs, updated)
       return { sha: tip, commits }
     })
 
@@ -577,7 +611,7 @@ export const makeLocalGit = (gitRootInput: string): GitHostService => {
       const ref = `refs/heads/${branch}`
       const args = ["update-ref", "--no-deref", ref, newSha, expectedOld]
       for (let attempt = 0; ; attempt++) {
-        const result = yield* runGit(gitDir, args)
+        const result = yield* updateRef(gitDir, args)
         if (result.exitCode === 0) return true
         const current = yield* readRef(gitDir, ref)
         const expectedAbsent = /^0+$/.test(expectedOld)
@@ -603,7 +637,7 @@ export const makeLocalGit = (gitRootInput: string): GitHostService => {
       if (!isBareRepo(dir)) return
       const args = ["update-ref", "--no-deref", "-d", `refs/heads/${branch}`]
       for (let attempt = 0; ; attempt++) {
-        const result = yield* runGit(dir, args)
+        const result = yield* updateRef(dir, args)
         if (result.exitCode === 0) return
         if (attempt < 5 && /lock/i.test(result.stderr)) {
           yield* Effect.sleep(10 * (attempt + 1))

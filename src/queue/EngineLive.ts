@@ -1,15 +1,15 @@
 import * as os from "node:os"
 import * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Cause, Clock, Context, Deferred, Effect, FiberMap, Layer, Option, Queue, Schedule, Stream } from "effect"
+import { Cause, Clock, Context, Deferred, Effect, FiberMap, Layer, Option, Queue, Stream } from "effect"
 import { AppConfig } from "../config.ts"
-import type { CommandCi } from "../git-local/CommandCi.ts"
-import { PrFeedback } from "../github/feedback.ts"
 import { conflict, notFound } from "../http/errors.ts"
 import { Database } from "../kernel/Database.ts"
 import { Metrics } from "../metrics/Metrics.ts"
 import { usesGitHub } from "../providers.ts"
+import type { CommandCi } from "./CiRunner.ts"
 import { Engine, EngineRunner, type EngineShape, type QueueKey, type Submission } from "./Engine.ts"
+import { PrFeedback } from "./Feedback.ts"
 import { GitHost } from "./GitHost.ts"
 import { type Entry, initialState, type QueueState, type RunRecord } from "./planner/index.ts"
 import {
@@ -21,6 +21,8 @@ import {
   queueOfColumns
 } from "./QueueRepo.ts"
 import { plannerConfig, repoRefOf, runQueue } from "./Runner.ts"
+import { RunnerHealth } from "./runner/health.ts"
+import { supervise } from "./runner/supervise.ts"
 import { Statuses, type StoredCheckRun, WAKE_CHANNEL } from "./Statuses.ts"
 import {
   DEFAULT_PRIORITY,
@@ -41,8 +43,13 @@ type NullableEntryRow = { readonly [K in keyof EntryRow]: EntryRow[K] | null }
 const keyOf = (queue: QueueRow): QueueKey => ({ orgId: queue.repo.orgId, repo: queue.repo, branch: queue.branch })
 
 const PRIORITY_NAMES: Record<number, string> = { 0: "urgent", 10: "high", 100: "medium", 200: "low" }
-const LEASE_SECONDS = 15
-const LEASE_LOOP_MS = 5000
+/**
+ * A queue's lease, renewed every LEASE_LOOP_MS: another instance takes a dead owner's queues over within
+ * LEASE_SECONDS + LEASE_LOOP_MS. Short is safe: a stale owner cannot save a round (its fencing token is old) and its
+ * Git commands are idempotent or compare-and-swap (see docs/decisions.md, "Lease takeover").
+ */
+const LEASE_SECONDS = 6
+const LEASE_LOOP_MS = 2000
 
 const entryRecord = (queue: QueueRow, row: EntryRow, position: number | null): EnqueuedPullRequest => {
   const active = !TERMINAL.has(row.state)
@@ -143,6 +150,7 @@ export const EngineLive = Layer.scopedContext(
     const statuses = yield* Statuses
     const config = yield* AppConfig
     const metrics = yield* Metrics
+    const health = yield* RunnerHealth
     const context = yield* Effect.context<
       SqlClient.SqlClient | GitHost | QueueRepo | Statuses | AppConfig | Database | CommandCi
     >()
@@ -625,6 +633,7 @@ export const EngineLive = Layer.scopedContext(
     const hooks = {
       observeLag: (seconds: number) => metrics.runnerLag.observe({}, seconds),
       observeStep: (seconds: number) => metrics.observeStep(seconds),
+      roundDone: (queueId: string) => health.recovered(queueId),
       lostLease: (queueId: string, fencing: number) =>
         Effect.sync(() => forget(queueId, fencing)).pipe(
           Effect.zipRight(Effect.logWarning(`lost the lease of queue ${queueId}`))
@@ -632,19 +641,19 @@ export const EngineLive = Layer.scopedContext(
     }
 
     const supervised = (queueId: string, fencing: number) =>
-      runQueue(queueId, owner, fencing, signalOf(queueId), hooks).pipe(
+      supervise(runQueue(queueId, owner, fencing, signalOf(queueId), hooks), {
         // a runner that lost its lease ends by interruption: that is no failure, and it is not restarted
-        Effect.tapErrorCause((cause) =>
-          Cause.isInterruptedOnly(cause)
-            ? Effect.void
-            : Effect.sync(() => metrics.runnerRestarts.inc()).pipe(
-                Effect.zipRight(Effect.logError(`runner of queue ${queueId} failed; restarting`, cause))
-              )
-        ),
-        Effect.retry(Schedule.exponential("200 millis").pipe(Schedule.either(Schedule.spaced("10 seconds")))),
-        Effect.ensuring(Effect.sync(() => forget(queueId, fencing))),
-        Effect.provide(runnerContext)
-      )
+        failed: (cause, attempt, delayMs) =>
+          Effect.gen(function* () {
+            const now = yield* Clock.currentTimeMillis
+            health.failed(queueId, Cause.pretty(cause).split("\n")[0] ?? "failed", now, now + delayMs)
+            metrics.runnerRestarts.inc()
+            yield* Effect.logError(
+              `runner of queue ${queueId} failed (${attempt + 1} in a row); restarting in ${delayMs} ms`,
+              cause
+            )
+          })
+      }).pipe(Effect.ensuring(Effect.sync(() => forget(queueId, fencing))), Effect.provide(runnerContext))
 
     const takeLeases = (force: boolean) =>
       Effect.gen(function* () {

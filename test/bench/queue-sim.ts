@@ -157,12 +157,7 @@ export const simulate = (params: SimParams): SimResult => {
   const recorded: StepInput[] = []
   const end = params.hours * HOUR
 
-  const idsFor = (): string[] => {
-    const n = 2 * state.config.concurrency + state.config.bisectionConcurrency + 8
-    const out: string[] = []
-    for (let k = 0; k < n; k++) out.push(`00000000-0000-4000-8000-${(idn + k).toString(16).padStart(12, "0")}`)
-    return out
-  }
+  const nextId = () => `00000000-0000-4000-8000-${(idn++).toString(16).padStart(12, "0")}`
 
   const startCi = () => {
     while (ciRunning.size < ciBudget && ciWaiting.length > 0) {
@@ -176,18 +171,14 @@ export const simulate = (params: SimParams): SimResult => {
   }
 
   const dispatch = (ev: PlannerEvent) => {
-    const ids = idsFor()
-    const input = { ...ev, newIds: ids }
+    const input = ev
     const t0 = params.timeSteps ? Bun.nanoseconds() : 0
-    const r = step(state, input, now)
+    const r = step(state, input, now, nextId)
     if (params.timeSteps) {
       stepNs.push(Bun.nanoseconds() - t0)
       recorded.push({ state, ev: input, now })
     }
     state = r.state
-    // the ids the planner used are the first ones
-    const used = new Set(r.runChanges.map((x) => x.id))
-    idn += ids.filter((id) => used.has(id)).length
     for (const t of r.transitions) {
       const info = prs.get(t.prNumber)
       if (info === undefined) continue
@@ -355,12 +346,14 @@ export interface StepInput {
 
 /** Time every recorded step again `reps` times and keep its fastest run: the planner's own cost, without the
  * garbage collections and scheduling noise the measurement inside the simulation picks up. */
+const replayId = () => "00000000-0000-4000-8000-000000000000"
+
 export const replayTimes = (inputs: readonly StepInput[], reps: number): number[] => {
   const best = inputs.map(() => Number.POSITIVE_INFINITY)
   for (let k = 0; k < reps; k++) {
     inputs.forEach((x, i) => {
       const t0 = Bun.nanoseconds()
-      step(x.state, x.ev, x.now)
+      step(x.state, x.ev, x.now, replayId)
       const d = Bun.nanoseconds() - t0
       if (d < best[i]!) best[i] = d
     })

@@ -4,6 +4,6 @@
  */
 
 export { laneOf } from "./lanes.ts"
-export { activePrNumbers, enqueued, initialState, joinsSubmissions, step, stepMany } from "./step.ts"
+export { activePrNumbers, enqueued, initialState, joinsSubmissions, randomIds, step, stepMany } from "./step.ts"
 export type * from "./types.ts"
 export { Reasons } from "./types.ts"
