@@ -6,10 +6,9 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test"
 import * as fs from "node:fs"
-import * as os from "node:os"
 import * as path from "node:path"
 import { Effect } from "effect"
-import { type BrowserContext, chromium, type Page } from "playwright-core"
+import { type Browser, type BrowserContext, chromium, type Page } from "playwright-core"
 import { Tenancy } from "../../src/tenancy/Tenancy.ts"
 import { createTestRepo, type TestRepo } from "../support/git.ts"
 import { databases, startTestServer, type TestServer, tempDir } from "../support/server.ts"
@@ -19,10 +18,13 @@ const SCREENSHOTS = process.env.GREENLINE_SCREENSHOTS === "1"
 const SCREENS = path.join(import.meta.dir, "../../docs/screens")
 const XSS_TITLE = `<img src=x onerror="window.__xss=1">Fix <b>bold</b> & "quotes"`
 
-/** Chromium with a fresh profile each time (its user-data-dir is removed afterwards). */
-const launch = async () => {
-  const profile = fs.mkdtempSync(path.join(os.tmpdir(), "greenline-chromium-"))
-  const context = await chromium.launchPersistentContext(profile, {
+/**
+ * One chromium for the file (Playwright gives it a fresh temporary profile), a new context (cookies, storage) per
+ * database. A second chromium started in the same process sometimes never answered its close.
+ */
+let shared: Promise<Browser> | undefined
+const browserOnce = () => {
+  shared ??= chromium.launch({
     executablePath: CHROMIUM,
     headless: true,
     args: [
@@ -34,18 +36,17 @@ const launch = async () => {
       "--disable-background-networking",
       "--disable-component-update",
       "--disable-sync"
-    ],
-    viewport: { width: 1100, height: 760 },
-    colorScheme: "light"
+    ]
   })
-  return {
-    context,
-    close: async () => {
-      await context.close()
-      fs.rmSync(profile, { recursive: true, force: true })
-    }
-  }
+  return shared
 }
+
+afterAll(async () => {
+  if (shared === undefined) return
+  const browser = await shared
+  // a close that does not finish in 10 s is left to the test runner, which ends the processes a file leaves behind
+  await Promise.race([browser.close(), Bun.sleep(10_000)])
+})
 
 const junit = (name: string, failed: boolean) => `<?xml version="1.0"?>
 <testsuite name="suite" tests="2">
@@ -81,7 +82,6 @@ for (const db of databases) {
     let server: TestServer
     let root: string
     let repo: TestRepo
-    let browser: Awaited<ReturnType<typeof launch>>
     let context: BrowserContext
     let page: Page
     const key = { repo: { host: "local", owner: "acme", name: "app" }, targetBranch: "main" }
@@ -125,12 +125,11 @@ for (const db of databases) {
       await ok("createQueue", key)
       // the built-in CI reports the `ci` status
       await ok("updateQueue", { ...key, requiredStatuses: ["ci"] })
-      browser = await launch()
-      context = browser.context
-      page = context.pages()[0] ?? (await context.newPage())
+      context = await (await browserOnce()).newContext({ viewport: { width: 1100, height: 760 }, colorScheme: "light" })
+      page = await context.newPage()
     })
     afterAll(async () => {
-      await browser?.close()
+      await context?.close()
       await server?.close()
       fs.rmSync(root, { recursive: true, force: true })
     })
@@ -311,7 +310,12 @@ for (const db of databases) {
       expect(t).toBeDefined()
       // the html_url the API hands out opens the test page
       await page.goto(t!.html_url.replace(/^https?:\/\/[^/]+/, server.url))
-      await page.waitForSelector(".chart canvas")
+      try {
+        await page.waitForSelector(".chart canvas")
+      } catch (e) {
+        console.log(`the test page shows: ${await page.textContent("main")}`)
+        throw e
+      }
       await page.waitForSelector("text=timed out waiting for the payment mock")
       await shot("flaky-test")
       await page.goto(`${server.url}/repos/local/acme/app/tests`)
