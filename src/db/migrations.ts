@@ -2,6 +2,8 @@ import * as Migrator from "@effect/sql/Migrator"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { Effect } from "effect"
 import { flakyMigration, flakyResultsByTime } from "../flaky/migration.ts"
+import { requestsAndRunnerErrors } from "../queue/migration.ts"
+import { adminTokensMigration } from "../tenancy/migration.ts"
 import { webSessionsMigration } from "../tenancy/sessionsMigration.ts"
 
 /**
@@ -242,7 +244,9 @@ export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.S
   "0007_entries_state_changed": entriesChanged,
   "0008_flaky_results_by_time": flakyResultsByTime,
   "0009_runtime_json": runtimeJson,
-  "0040_web_sessions": webSessionsMigration
+  "0010_requests_runner_errors": requestsAndRunnerErrors,
+  "0040_web_sessions": webSessionsMigration,
+  "0070_admin_tokens": adminTokensMigration
 }
 
 export const runMigrations = Migrator.make({})({

@@ -9,6 +9,7 @@ import * as FH from "../flaky/history.ts"
 import * as F from "../flaky/schemas.ts"
 import * as QA from "../queue/activity.ts"
 import * as Q from "../queue/schemas.ts"
+import * as T from "./adminSchemas.ts"
 import * as W from "./dashboardSchemas.ts"
 import { Authentication, EmptyObject, endpointOf, type Op, post } from "./operation.ts"
 
@@ -116,7 +117,19 @@ export const ops = {
   listApiTokens: post("listApiTokens", "/listApiTokens", EmptyObject, W.ListApiTokensResponse),
   createApiToken: post("createApiToken", "/createApiToken", W.CreateApiTokenRequest, W.CreatedApiToken),
   revokeApiToken: post("revokeApiToken", "/revokeApiToken", W.RevokeApiTokenRequest, EmptyObject),
-  getQueueHealth: post("getQueueHealth", "/getQueueHealth", QA.HealthRequest, QA.QueueHealth)
+  getQueueHealth: post("getQueueHealth", "/getQueueHealth", QA.HealthRequest, QA.QueueHealth),
+
+  // the admin API (admin tokens only): what the CLI uses while the server holds the embedded database
+  adminCreateOrganization: post(
+    "adminCreateOrganization",
+    "/admin/createOrganization",
+    T.CreateOrganizationRequest,
+    T.Organization
+  ),
+  adminCreateToken: post("adminCreateToken", "/admin/createToken", T.CreateTokenRequest, T.CreatedToken),
+  adminListTokens: post("adminListTokens", "/admin/listTokens", T.OrgRequest, T.TokenList),
+  adminRevokeToken: post("adminRevokeToken", "/admin/revokeToken", T.RevokeTokenRequest, EmptyObject),
+  adminAddRepository: post("adminAddRepository", "/admin/addRepository", T.AddRepositoryRequest, T.AddedRepository)
 } as const
 
 export type Ops = typeof ops
@@ -187,6 +200,17 @@ export const Api = HttpApi.make("greenline")
       "createApiToken",
       "revokeApiToken",
       "getQueueHealth"
+    )
+  )
+  .add(
+    group(
+      "admin",
+      "Organizations, API tokens and repositories (admin tokens only)",
+      "adminCreateOrganization",
+      "adminCreateToken",
+      "adminListTokens",
+      "adminRevokeToken",
+      "adminAddRepository"
     )
   )
   .annotate(OpenApi.Title, "Greenline merge queue API")

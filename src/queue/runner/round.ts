@@ -52,7 +52,8 @@ export const plannerConfig = (c: StoredQueueConfig): PlannerConfig => ({
   batchingMinSize: c.batchingMinSize,
   directMergeMode: c.directMergeMode,
   optimizationMode: c.optimizationMode,
-  mergeMethod: c.mergeMethod
+  mergeMethod: c.mergeMethod,
+  ...(c.adaptive === true ? { adaptive: true } : {})
 })
 
 /** An inbox event as planner events, read against the state it arrives in. */
