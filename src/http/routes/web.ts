@@ -1,7 +1,9 @@
 import { Effect, Option } from "effect"
 import { TestHistoryReader } from "../../flaky/history.ts"
+import { dieUnless } from "../../kernel/errors.ts"
 import { QueueActivityReader, queueHealth } from "../../queue/activity.ts"
 import { Engine } from "../../queue/Engine.ts"
+import { isQueueError, type QueueError } from "../../queue/errors.ts"
 import { Tenancy } from "../../tenancy/Tenancy.ts"
 import { ops } from "../Api.ts"
 import { ApiError, notFound } from "../errors.ts"
@@ -10,8 +12,8 @@ import { requireQueue } from "./queue.ts"
 
 /** Handlers of the dashboard's extension endpoints (every one of them also answers an API token). */
 
-const orDie = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
-  Effect.catchAll(effect, (e) => (e instanceof ApiError ? Effect.fail(e) : Effect.die(e)))
+// the engine's domain errors (PR not found, ...) go on to the HTTP edge's mapping, as in the queue's handlers
+const orDie = dieUnless((e): e is ApiError | QueueError => e instanceof ApiError || isQueueError(e))
 
 const iso = (d: Date) => d.toISOString()
 
