@@ -46,8 +46,16 @@ module.exports = {
       name: "adapters-independent",
       severity: "error",
       comment: "Adapters implement ports and know nothing of each other (the composition root wires them).",
-      from: { path: "^src/(db|git-local|github|metrics|web)/", pathNot: edgeModule },
+      // the dashboard's browser code shares the API's schema types (type imports of src/http/Api.ts; issue 16)
+      from: { path: "^src/(db|git-local|github|metrics|web)/", pathNot: [edgeModule, "^src/web/client/"] },
       to: { path: adapter, pathNot: "^src/$1/" }
+    },
+    {
+      name: "web-client-reads-the-contract",
+      severity: "error",
+      comment: "The dashboard's browser code reaches the server only through the API contract's types.",
+      from: { path: "^src/web/client/" },
+      to: { path: "^src/", pathNot: ["^src/web/client/", "^src/http/Api[.]ts$"] }
     },
     {
       name: "root-is-the-top",

@@ -7,6 +7,7 @@ import { Delivery, DeliveryLive } from "./events/Delivery.ts"
 import { EventLogLive } from "./events/EventLogLive.ts"
 import { WebhooksLive } from "./events/Webhooks.ts"
 import { FlakyLive } from "./flaky/Flaky.ts"
+import { TestHistoryLive } from "./flaky/history.ts"
 import { FlakyTestVerdictsLive } from "./flaky/testVerdicts.ts"
 import { CommandCiLayer } from "./git-local/CommandCi.ts"
 import { GitHubFeedbackLive } from "./github/feedback.ts"
@@ -25,6 +26,7 @@ import { eventRoutes } from "./http/routes/events.ts"
 import { flakyRoutes } from "./http/routes/flaky.ts"
 import { metricsRoutes } from "./http/routes/metrics.ts"
 import { queueRoutes } from "./http/routes/queue.ts"
+import { webRoutes } from "./http/routes/web.ts"
 import { makeRequestTracer } from "./http/tracing.ts"
 import { Database } from "./kernel/Database.ts"
 import { registerEventMetrics } from "./metrics/eventMetrics.ts"
@@ -32,13 +34,16 @@ import { DbPoolMetricsLive, Metrics, MetricsLive } from "./metrics/Metrics.ts"
 import { Gauge } from "./metrics/registry.ts"
 import { TracingLive } from "./metrics/Tracing.ts"
 import { ProvidersLayer } from "./providers.ts"
+import { QueueActivityLive } from "./queue/activity.ts"
 import { Engine, EngineRunner } from "./queue/Engine.ts"
 import { EngineLive } from "./queue/EngineLive.ts"
 import { QueueRepoLive } from "./queue/QueueRepo.ts"
 import { RunnerHealth, RunnerHealthLive } from "./queue/runner/health.ts"
 import { RunnerProbe, type RunnerProbeShape } from "./queue/runner/probe.ts"
 import { StatusesLive } from "./queue/Statuses.ts"
+import { Sessions, SessionsLive } from "./tenancy/Sessions.ts"
 import { Tenancy, TenancyLive } from "./tenancy/Tenancy.ts"
+import { makeDashboard } from "./web/pages.ts"
 
 /** Every service of the running application, over the configured database. */
 export const AppLayer = <E>(config: Layer.Layer<AppConfig, E>, probe?: RunnerProbeShape) => {
@@ -77,7 +82,9 @@ export const AppLayer = <E>(config: Layer.Layer<AppConfig, E>, probe?: RunnerPro
   )
   // the flaky-test results answer the queue's runners why a test run failed (#20, TestVerdicts)
   const flaky = Layer.provideMerge(FlakyTestVerdictsLive, FlakyLive)
-  const features = EngineLive.pipe(Layer.provideMerge(flaky), Layer.provideMerge(events))
+  // the dashboard's read models and sessions
+  const dashboard = Layer.mergeAll(QueueActivityLive, TestHistoryLive, SessionsLive)
+  const features = Layer.mergeAll(EngineLive, dashboard).pipe(Layer.provideMerge(flaky), Layer.provideMerge(events))
   // reconciliation hands what GitHub shows to the engine
   return GitHubReconcileLive.pipe(Layer.provideMerge(features))
 }
@@ -87,7 +94,14 @@ export const AppLayer = <E>(config: Layer.Layer<AppConfig, E>, probe?: RunnerPro
  * every handler's requirements are among the application's services (`makeApp` over the application's runtime);
  * `makeApp` refuses two handlers for one operation at start-up.
  */
-const routes = servesEveryOp([...queueRoutes, ...metricsRoutes, ...flakyRoutes, ...adminRoutes, ...eventRoutes])
+const routes = servesEveryOp([
+  ...queueRoutes,
+  ...metricsRoutes,
+  ...flakyRoutes,
+  ...adminRoutes,
+  ...eventRoutes,
+  ...webRoutes
+])
 
 export type AppServices = Layer.Layer.Success<ReturnType<typeof AppLayer>>
 
@@ -199,6 +213,13 @@ export const startServer = async <E>(
   const openApiJson = JSON.stringify(document)
   const metricsToken = Option.map(config.metricsToken, Redacted.value)
 
+  const dashboard = makeDashboard({
+    run: (effect) => runtime.runPromise(effect),
+    sessions: Context.get(ctx, Sessions),
+    tenancy,
+    publicUrl: config.publicUrl
+  })
+
   const extra = async (request: Request, url: URL): Promise<Response | undefined> => {
     if (url.pathname === WEBHOOK_PATH) return webhook.handle(request)
     if (url.pathname === STREAM_PATH && request.method === "GET") {
@@ -214,6 +235,8 @@ export const startServer = async <E>(
       }
       return eventStream.handle(request, url, org.value)
     }
+    const page = await dashboard.handle(request, url)
+    if (page !== undefined) return page
     if (request.method !== "GET" && request.method !== "HEAD") return undefined
     switch (url.pathname) {
       case "/healthz":
@@ -279,6 +302,7 @@ export const startServer = async <E>(
         return org !== undefined ? Promise.resolve(Option.some(org)) : runtime.runPromise(tenancy.authenticate(token))
       }
     },
+    session: dashboard.apiSession,
     rateLimiter: new RateLimiter(config.rateLimitPerSecond, () => Date.now()),
     observer: { observe: metrics.observeRequest },
     tracer: Option.isSome(config.otlpEndpoint) ? makeRequestTracer(rt) : undefined,

@@ -5,6 +5,7 @@ import { eventsMigration } from "../events/migration.ts"
 import { flakyMigration, flakyQuarantineLifecycle, flakyResultsByTime } from "../flaky/migration.ts"
 import { requestsAndRunnerErrors } from "../queue/migration.ts"
 import { adminTokensMigration } from "../tenancy/migration.ts"
+import { webSessionsMigration } from "../tenancy/sessionsMigration.ts"
 
 /**
  * One set of migrations for PostgreSQL and PGlite. Each is a list of single statements (PGlite's extended protocol
@@ -246,6 +247,7 @@ export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.S
   "0009_runtime_json": runtimeJson,
   "0010_requests_runner_errors": requestsAndRunnerErrors,
   "0030_events": eventsMigration,
+  "0040_web_sessions": webSessionsMigration,
   "0050_flaky_quarantine_lifecycle": flakyQuarantineLifecycle,
   "0070_admin_tokens": adminTokensMigration
 }

@@ -6,9 +6,12 @@ import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
 import * as OpenApi from "@effect/platform/OpenApi"
 import * as Schema from "effect/Schema"
 import * as W from "../events/schemas.ts"
+import * as FH from "../flaky/history.ts"
 import * as F from "../flaky/schemas.ts"
+import * as QA from "../queue/activity.ts"
 import * as Q from "../queue/schemas.ts"
 import * as T from "./adminSchemas.ts"
+import * as D from "./dashboardSchemas.ts"
 import { Authentication, EmptyObject, endpointOf, type Op, post } from "./operation.ts"
 
 /** Every operation of the v1 API (contract.md), grouped as the OpenAPI document shows them. */
@@ -144,6 +147,21 @@ export const ops = {
     W.ReplayWebhookMessagesRequest,
     W.ReplayWebhookMessagesResponse
   ),
+  // extensions the dashboard reads (each also usable with an API token)
+  listQueues: post("listQueues", "/listQueues", EmptyObject, QA.ListQueuesResponse),
+  getQueueActivity: post("getQueueActivity", "/getQueueActivity", Q.QueueKeyRequest, QA.QueueActivity),
+  getPullRequestActivity: post(
+    "getPullRequestActivity",
+    "/getPullRequestActivity",
+    D.PullRequestActivityRequest,
+    D.PullRequestActivity
+  ),
+  getTestHistory: post("getTestHistory", "/flaky-tests/get-test-history", FH.TestHistoryRequest, FH.TestHistory),
+  listApiTokens: post("listApiTokens", "/listApiTokens", EmptyObject, D.ListApiTokensResponse),
+  createApiToken: post("createApiToken", "/createApiToken", D.CreateApiTokenRequest, D.CreatedApiToken),
+  revokeApiToken: post("revokeApiToken", "/revokeApiToken", D.RevokeApiTokenRequest, EmptyObject),
+  getQueueHealth: post("getQueueHealth", "/getQueueHealth", QA.HealthRequest, QA.QueueHealth),
+
   // the admin API (admin tokens only): what the CLI uses while the server holds the embedded database
   adminCreateOrganization: post(
     "adminCreateOrganization",
@@ -259,6 +277,20 @@ export const Api = HttpApi.make("greenline")
       "rotateWebhookSecret",
       "listWebhookDeliveries",
       "replayWebhookMessages"
+    )
+  )
+  .add(
+    group(
+      "dashboard",
+      "Extensions the dashboard reads: queues with their figures, a queue's runs and entries, a PR's runs, CI output and comments, a test's history, API tokens, a queue's health over time",
+      "listQueues",
+      "getQueueActivity",
+      "getPullRequestActivity",
+      "getTestHistory",
+      "listApiTokens",
+      "createApiToken",
+      "revokeApiToken",
+      "getQueueHealth"
     )
   )
   .add(

@@ -351,6 +351,53 @@ export const OP_DOCS: Record<OpName, OpDoc> = {
     request: { id: "6a4f4a57-5f8e-4c33-8f7b-1a2b3c4d5e6f" },
     response: {}
   },
+  listQueues: {
+    summary: "List the organization's queues with their figures (extension)",
+    description:
+      "Every queue of the caller's organization: state, mode, concurrency, entries waiting, testing and not ready, merged, failed and cancelled in 24 h, the success rate and the p50 time from submission to merge. The dashboard's home page.",
+    request: {}
+  },
+  getQueueActivity: {
+    summary: "Read a queue's runs in flight, active entries and recent conclusions (extension)",
+    description:
+      "The runs being built or tested (what each is built on, which PRs it tests, bisection halves), the active entries with their submission time, and the last 30 merged, failed or cancelled entries with their reason and (failed) the run that failed them.",
+    request: key
+  },
+  getQueueHealth: {
+    summary: "Read a queue's health over time (extension)",
+    description:
+      "Per hour or day over 1 to 90 days (default 7, daily past 2 days): conclusions by reason, time in queue p50/p95/p99, CI runs and restarts per merged PR, queue depth, average batch size, testing slots used, and the PRs that concluded in each bucket.",
+    request: { ...key, days: 7, bucket: "day" }
+  },
+  getPullRequestActivity: {
+    summary: "Read a pull request's runs, CI output and comments (extension)",
+    description:
+      "The PR as getSubmittedPullRequest answers it with its timeline, every test run it was part of (newest first), the built-in CI's output of those runs (the last 64 KiB each) and the comments the queue recorded. Without targetBranch, the queue it was last submitted to.",
+    request: { repo, pr: { number: 42 } }
+  },
+  getTestHistory: {
+    summary: "Read a test's daily failure rate and recent results (extension)",
+    description:
+      "Runs, failures and the failure rate per day (UTC) over `days` (1 to 90, default 30), and the 30 latest results with commit, branch, PR, outcome and upload id.",
+    request: { repo, test_id: "3f1d2c4b-5a69-4e8f-9b0a-1c2d3e4f5a6b", days: 30 }
+  },
+  listApiTokens: {
+    summary: "List the organization's API tokens (extension)",
+    description: "Ids, names, creation and revocation times of the caller's organization's tokens; never the tokens.",
+    request: {}
+  },
+  createApiToken: {
+    summary: "Create an API token for the organization (extension)",
+    description: "The answer is the only place the token is shown: it is stored as a hash.",
+    request: { name: "ci" }
+  },
+  revokeApiToken: {
+    summary: "Revoke one of the organization's API tokens (extension)",
+    description:
+      "Every instance stops accepting the token at once, and the dashboard sessions opened with it end. 404 for a token of another organization.",
+    request: { id: "6a4f4a57-5f8e-4c33-8f7b-1a2b3c4d5e6f" },
+    response: {}
+  },
   adminAddRepository: {
     summary: "Give a repository to an organization (admin)",
     description: "Admin tokens only. 400 when the repository belongs to another organization.",

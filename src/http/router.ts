@@ -187,6 +187,15 @@ export interface AppOptions<R> {
   /** Set only when tracing is on; without it no span is made for a request. */
   readonly tracer?: RequestTracer | undefined
   readonly logError: (message: string, cause: unknown) => void
+  /**
+   * A dashboard session (cookie) for a request without an API token: its organization, a rate-limit key, and whether
+   * the request carries the session's anti-CSRF token (required for anything but GET).
+   */
+  readonly session?:
+    | ((
+        request: Request
+      ) => Promise<{ readonly org: Organization; readonly key: string; readonly csrfOk: boolean } | undefined>)
+    | undefined
   /** Routes outside the API (health, docs, metrics, CI output); return undefined when the path is not theirs. */
   readonly extra: (request: Request, url: URL) => Promise<Response | undefined> | Response | undefined
 }
@@ -243,9 +252,21 @@ export const makeApp = <R>(options: AppOptions<R>) => {
       return fail(tooLarge())
     }
 
-    const token = tokenOf(request)
-    if (token === undefined) return fail(unauthorized())
-    const org = await options.authenticator.authenticate(token)
+    let token = tokenOf(request)
+    let org: Option.Option<Organization>
+    if (token === undefined) {
+      const session = options.session === undefined ? undefined : await options.session(request)
+      if (session === undefined) return fail(unauthorized())
+      if (request.method !== "GET" && !session.csrfOk) {
+        return fail(
+          new ApiError({ status: 403, code: "UNAUTHORIZED", message: "the session's x-csrf-token is missing or wrong" })
+        )
+      }
+      org = Option.some(session.org)
+      token = session.key
+    } else {
+      org = await options.authenticator.authenticate(token)
+    }
     if (Option.isNone(org)) return fail(unauthorized("the API token is unknown or revoked"))
     const wait = options.rateLimiter.take(token)
     if (wait > 0) {

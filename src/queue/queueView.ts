@@ -30,7 +30,8 @@ export const entryRecord = (queue: QueueRow, row: EntryRow, position: number | n
     prBaseBranch: queue.branch,
     prAuthor: row.author,
     verifiedByTestRun: row.verified_by_test_run,
-    testRunId: active ? row.run_id : null,
+    // a failed PR keeps the run that failed it (the dashboard links to its output)
+    testRunId: active || row.state === "failed" ? row.run_id : null,
     position
   }
 }

@@ -1,0 +1,92 @@
+import * as SqlClient from "@effect/sql/SqlClient"
+import type { SqlError } from "@effect/sql/SqlError"
+import { Context, Effect, Layer, Schema } from "effect"
+import { RepoRef } from "../queue/schemas.ts"
+
+/**
+ * A test case's history for the dashboard's test page (extension endpoint): runs and failures per day, and its
+ * latest results with the upload they came in. Read-only, over the flaky feature's own tables.
+ */
+
+export const TestHistoryRequest = Schema.Struct({
+  repo: RepoRef,
+  test_id: Schema.UUID.annotations({ message: () => "must be a UUID" }),
+  days: Schema.optionalWith(
+    Schema.Int.pipe(Schema.between(1, 90, { message: () => "must be an integer from 1 to 90" })),
+    { exact: true }
+  )
+}).annotations({ identifier: "TestHistoryRequest" })
+
+export const TestHistory = Schema.Struct({
+  daily: Schema.Array(
+    Schema.Struct({ day: Schema.String, runs: Schema.Number, failures: Schema.Number, failureRate: Schema.Number })
+  ),
+  recent: Schema.Array(
+    Schema.Struct({
+      runAt: Schema.String,
+      sha: Schema.String,
+      branch: Schema.String,
+      prNumber: Schema.NullOr(Schema.Number),
+      status: Schema.String,
+      failureSummary: Schema.NullOr(Schema.String),
+      uploadId: Schema.String
+    })
+  )
+}).annotations({ identifier: "TestHistory" })
+export type TestHistory = typeof TestHistory.Type
+
+export interface TestHistoryShape {
+  /** Days with no result are left out; `days` counts back from now. */
+  readonly history: (repoId: string, testId: string, days: number) => Effect.Effect<TestHistory, SqlError>
+}
+
+export class TestHistoryReader extends Context.Tag("greenline/TestHistory")<TestHistoryReader, TestHistoryShape>() {}
+
+const DAY_MS = 86_400_000
+
+export const TestHistoryLive = Layer.effect(
+  TestHistoryReader,
+  Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    return {
+      history: (repoId, testId, days) =>
+        Effect.gen(function* () {
+          const since = new Date(Math.floor((Date.now() - (days - 1) * DAY_MS) / DAY_MS) * DAY_MS)
+          const daily = yield* sql<{ day: string; runs: number | string; failures: number | string }>`
+            select to_char(run_at at time zone 'UTC', 'YYYY-MM-DD') as day, count(*) as runs,
+              count(*) filter (where status = 'failed') as failures
+            from test_results
+            where repo_id = ${repoId} and test_case_id = ${testId} and run_at >= ${since}
+            group by 1 order by 1`
+          const recent = yield* sql<{
+            run_at: Date | string
+            sha: string
+            branch: string
+            pr_number: number | string | null
+            status: string
+            failure_summary: string | null
+            upload_id: string
+          }>`
+            select run_at, sha, branch, pr_number, status, failure_summary, upload_id from test_results
+            where repo_id = ${repoId} and test_case_id = ${testId}
+            order by run_at desc, ord desc limit 30`
+          return {
+            daily: daily.map((d) => {
+              const runs = Number(d.runs)
+              const failures = Number(d.failures)
+              return { day: d.day, runs, failures, failureRate: runs === 0 ? 0 : failures / runs }
+            }),
+            recent: recent.map((r) => ({
+              runAt: new Date(r.run_at).toISOString(),
+              sha: r.sha,
+              branch: r.branch,
+              prNumber: r.pr_number === null ? null : Number(r.pr_number),
+              status: r.status,
+              failureSummary: r.failure_summary,
+              uploadId: r.upload_id
+            }))
+          }
+        })
+    }
+  })
+)

@@ -1,0 +1,117 @@
+import { Effect, Option } from "effect"
+import { TestHistoryReader } from "../../flaky/history.ts"
+import { dieUnless } from "../../kernel/errors.ts"
+import { QueueActivityReader, queueHealth } from "../../queue/activity.ts"
+import { Engine } from "../../queue/Engine.ts"
+import { isQueueError, type QueueError } from "../../queue/errors.ts"
+import { Tenancy } from "../../tenancy/Tenancy.ts"
+import { ops } from "../Api.ts"
+import { ApiError, notFound } from "../errors.ts"
+import { CurrentOrg, handle } from "../router.ts"
+import { requireQueue } from "./queue.ts"
+
+/** Handlers of the dashboard's extension endpoints (every one of them also answers an API token). */
+
+// the engine's domain errors (PR not found, ...) go on to the HTTP edge's mapping, as in the queue's handlers
+const orDie = dieUnless((e): e is ApiError | QueueError => e instanceof ApiError || isQueueError(e))
+
+const iso = (d: Date) => d.toISOString()
+
+export const webRoutes = [
+  handle(ops.listQueues, () =>
+    Effect.gen(function* () {
+      const org = yield* CurrentOrg
+      const reader = yield* QueueActivityReader
+      return { queues: yield* orDie(reader.listQueues(org.id)) }
+    })
+  ),
+
+  handle(ops.getQueueActivity, (req) =>
+    Effect.gen(function* () {
+      const queue = yield* requireQueue(req.repo, req.targetBranch)
+      const reader = yield* QueueActivityReader
+      return yield* orDie(reader.activity(queue))
+    })
+  ),
+
+  handle(ops.getQueueHealth, (req) =>
+    Effect.gen(function* () {
+      const queue = yield* requireQueue(req.repo, req.targetBranch)
+      const days = req.days ?? 7
+      return yield* orDie(queueHealth(queue, days, req.bucket ?? (days <= 2 ? "hour" : "day"), Date.now()))
+    })
+  ),
+
+  handle(ops.getPullRequestActivity, (req) =>
+    Effect.gen(function* () {
+      const org = yield* CurrentOrg
+      const reader = yield* QueueActivityReader
+      const engine = yield* Engine
+      const branches = yield* orDie(reader.branchesOfPr(org.id, req.repo, req.pr.number))
+      const branch = req.targetBranch ?? branches[0]
+      if (branch === undefined) {
+        const r = req.repo
+        return yield* notFound(
+          "PR_NOT_FOUND",
+          `pull request #${req.pr.number} of ${r.host}/${r.owner}/${r.name} was never submitted to a queue`
+        )
+      }
+      const queue = yield* requireQueue(req.repo, branch)
+      const pullRequest = yield* orDie(
+        engine.getSubmitted({ orgId: org.id, repo: req.repo, branch }, req.pr.number, true)
+      )
+      const runs = yield* orDie(reader.pullRequest(queue, req.pr.number))
+      return { targetBranch: branch, targetBranches: branches, pullRequest, ...runs }
+    })
+  ),
+
+  handle(ops.getTestHistory, (req) =>
+    Effect.gen(function* () {
+      const org = yield* CurrentOrg
+      const tenancy = yield* Tenancy
+      const reader = yield* TestHistoryReader
+      const repo = yield* orDie(tenancy.findRepo(org, req.repo))
+      if (Option.isNone(repo)) {
+        return yield* notFound("NOT_FOUND", `repository ${req.repo.host}/${req.repo.owner}/${req.repo.name} not found`)
+      }
+      return yield* orDie(reader.history(repo.value.id, req.test_id, req.days ?? 30))
+    })
+  ),
+
+  handle(ops.listApiTokens, () =>
+    Effect.gen(function* () {
+      const org = yield* CurrentOrg
+      const tenancy = yield* Tenancy
+      const tokens = yield* orDie(tenancy.listTokens(org.slug))
+      return {
+        tokens: tokens.map((t) => ({
+          id: t.id,
+          name: t.name,
+          createdAt: iso(t.createdAt),
+          revokedAt: t.revokedAt === null ? null : iso(t.revokedAt)
+        }))
+      }
+    })
+  ),
+
+  handle(ops.createApiToken, (req) =>
+    Effect.gen(function* () {
+      const org = yield* CurrentOrg
+      const tenancy = yield* Tenancy
+      const created = yield* orDie(tenancy.createToken(org.slug, req.name))
+      return { id: created.id, name: req.name, token: created.token }
+    })
+  ),
+
+  handle(ops.revokeApiToken, (req) =>
+    Effect.gen(function* () {
+      const org = yield* CurrentOrg
+      const tenancy = yield* Tenancy
+      // only a token of the caller's organization: another's is not found
+      const tokens = yield* orDie(tenancy.listTokens(org.slug))
+      if (!tokens.some((t) => t.id === req.id)) return yield* notFound("NOT_FOUND", `no API token ${req.id}`)
+      yield* orDie(tenancy.revokeToken(req.id))
+      return {}
+    })
+  )
+]

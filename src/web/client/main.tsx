@@ -1,0 +1,79 @@
+import { render } from "preact"
+import { csrf, orgSlug } from "./api.ts"
+import { FlakyListPage, TestPage } from "./flaky.tsx"
+import { HealthPage } from "./health.tsx"
+import { HomePage, RepoPage } from "./home.tsx"
+import { interceptLinks, useLocation } from "./hooks.ts"
+import { PrPage, RunPage } from "./pr.tsx"
+import { QueuePage } from "./queue.tsx"
+import { QueueSettingsPage, TokensPage } from "./settings.tsx"
+import { NotFound, type RepoKey } from "./ui.tsx"
+
+/** The dashboard: one small page shell, routes by path, every page a client of the API. */
+
+const decode = (s: string) => {
+  try {
+    return decodeURIComponent(s)
+  } catch {
+    return s
+  }
+}
+
+const route = (pathname: string, search: string) => {
+  const params = new URLSearchParams(search)
+  if (pathname === "/") return <HomePage />
+  if (pathname === "/settings") return <TokensPage />
+  const m = /^\/repos\/([^/]+)\/([^/]+)\/([^/]+)(\/.*)?$/.exec(pathname)
+  if (m === null) return <NotFound />
+  const repo: RepoKey = { host: decode(m[1]!), owner: decode(m[2]!), name: decode(m[3]!) }
+  const rest = m[4] ?? ""
+  const branch = params.get("branch") ?? undefined
+  if (rest === "" || rest === "/") return <RepoPage repo={repo} />
+  const queue = /^\/queues\/(.+)$/.exec(rest)
+  if (queue !== null) return <QueuePage key={rest} repo={repo} branch={queue[1]!.split("/").map(decode).join("/")} />
+  const pr = /^\/pull\/(\d+)$/.exec(rest)
+  if (pr !== null) return <PrPage key={rest + search} repo={repo} number={Number(pr[1])} branch={branch} />
+  const run = /^\/runs\/([^/]+)$/.exec(rest)
+  if (run !== null && branch !== undefined)
+    return <RunPage key={rest + search} repo={repo} branch={branch} id={decode(run[1]!)} />
+  if (rest === "/tests") return <FlakyListPage repo={repo} />
+  const test = /^\/tests\/([^/]+)$/.exec(rest)
+  if (test !== null) return <TestPage key={rest} repo={repo} id={decode(test[1]!)} />
+  if (rest === "/health" && branch !== undefined) return <HealthPage repo={repo} branch={branch} />
+  if (rest === "/settings" && branch !== undefined) return <QueueSettingsPage repo={repo} branch={branch} />
+  return <NotFound />
+}
+
+const App = () => {
+  const loc = useLocation()
+  return (
+    <>
+      <a class="skip" href="#main">
+        Skip to content
+      </a>
+      <header class="top">
+        <a class="brand" href="/">
+          Greenline
+        </a>
+        <nav aria-label="Main">
+          <a href="/">Queues</a> <a href="/settings">API tokens</a>
+        </nav>
+        <span class="org">{orgSlug()}</span>
+        <form method="post" action="/logout" class="logout">
+          <input type="hidden" name="csrf" value={csrf()} />
+          <button type="submit">Sign out</button>
+        </form>
+      </header>
+      <main id="main" tabIndex={-1}>
+        {route(loc.pathname, loc.search)}
+      </main>
+    </>
+  )
+}
+
+interceptLinks()
+const root = document.getElementById("app")
+if (root !== null) {
+  root.textContent = ""
+  render(<App />, root)
+}

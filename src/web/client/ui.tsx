@@ -1,0 +1,99 @@
+import type { ComponentChildren } from "preact"
+import type { ApiFailure } from "./api.ts"
+
+/** Small shared pieces: links to pages, badges, times, error and not-found views. */
+
+export interface RepoKey {
+  readonly host: string
+  readonly owner: string
+  readonly name: string
+}
+
+const seg = encodeURIComponent
+export const repoPath = (r: RepoKey) => `/repos/${seg(r.host)}/${seg(r.owner)}/${seg(r.name)}`
+export const queuePath = (r: RepoKey, branch: string) => `${repoPath(r)}/queues/${branch.split("/").map(seg).join("/")}`
+export const prPath = (r: RepoKey, n: number, branch?: string) =>
+  `${repoPath(r)}/pull/${n}${branch === undefined ? "" : `?branch=${seg(branch)}`}`
+export const runPath = (r: RepoKey, branch: string, id: string) =>
+  `${repoPath(r)}/runs/${seg(id)}?branch=${seg(branch)}`
+export const testsPath = (r: RepoKey) => `${repoPath(r)}/tests`
+export const testPath = (r: RepoKey, id: string) => `${repoPath(r)}/tests/${seg(id)}`
+export const healthPath = (r: RepoKey, branch: string) => `${repoPath(r)}/health?branch=${seg(branch)}`
+export const settingsPath = (r: RepoKey, branch: string) => `${repoPath(r)}/settings?branch=${seg(branch)}`
+
+export const shortId = (id: string) => (id.length > 12 ? `${id.slice(0, 8)}${id.slice(36)}` : id)
+export const shortSha = (sha: string | null) => (sha === null || sha === "" ? "—" : sha.slice(0, 8))
+
+export const ago = (iso: string | null, now = Date.now()) => {
+  if (iso === null) return "—"
+  const s = Math.max(0, Math.round((now - Date.parse(iso)) / 1000))
+  if (s < 60) return `${s}s`
+  if (s < 3600) return `${Math.floor(s / 60)}m`
+  if (s < 86400) return `${Math.floor(s / 3600)}h ${Math.floor((s % 3600) / 60)}m`
+  return `${Math.floor(s / 86400)}d ${Math.floor((s % 86400) / 3600)}h`
+}
+
+export const duration = (seconds: number | null) => {
+  if (seconds === null) return "—"
+  if (seconds < 60) return `${Math.round(seconds)}s`
+  if (seconds < 3600) return `${Math.round(seconds / 60)}m`
+  return `${(seconds / 3600).toFixed(1)}h`
+}
+
+export const when = (iso: string) => {
+  const d = new Date(iso)
+  return (
+    <time dateTime={iso} title={d.toISOString()}>
+      {d.toLocaleString()}
+    </time>
+  )
+}
+
+export const Badge = ({ kind, children }: { kind: string; children: ComponentChildren }) => (
+  <span class={`badge badge-${kind.replace(/[^a-z_]/gi, "")}`}>{children}</span>
+)
+
+export const StateBadge = ({ state }: { state: string }) => <Badge kind={state}>{state.replace(/_/g, " ")}</Badge>
+
+export const PRIORITY: Record<number, string> = { 0: "urgent", 10: "high", 100: "medium", 200: "low" }
+export const PriorityBadge = ({ value }: { value: number }) =>
+  value === 100 ? null : (
+    <Badge kind={`prio_${PRIORITY[value] ?? "custom"}`}>{PRIORITY[value] ?? `priority ${value}`}</Badge>
+  )
+
+export const ErrorView = ({ error }: { error: ApiFailure }) =>
+  error.status === 404 ? (
+    <NotFound message={error.message} />
+  ) : (
+    <div class="error" role="alert">
+      <strong>{error.code}</strong>: {error.message}
+    </div>
+  )
+
+export const NotFound = ({ message }: { message?: string }) => (
+  <section class="card">
+    <h1>Not found</h1>
+    <p>{message ?? "There is no such page in your organization."}</p>
+    <p>
+      <a href="/">All queues</a>
+    </p>
+  </section>
+)
+
+export const Loading = () => (
+  <p class="loading" aria-busy="true">
+    Loading…
+  </p>
+)
+
+export const Crumbs = ({ items }: { items: ReadonlyArray<readonly [string, string | undefined]> }) => (
+  <nav aria-label="Breadcrumb" class="crumbs">
+    <ol>
+      {items.map(([label, href]) => (
+        <li key={label}>
+          {href === undefined ? <span aria-current="page">{label}</span> : <a href={href}>{label}</a>}
+        </li>
+      ))}
+    </ol>
+  </nav>
+)
