@@ -21,6 +21,8 @@ export type ErrorCode =
   | "RATE_LIMITED"
   | "NOT_IMPLEMENTED"
   | "INTERNAL"
+  | "METHOD_NOT_ALLOWED"
+  | "HEADERS_TOO_LARGE"
 
 export interface ErrorDetail {
   readonly path: string
@@ -56,11 +58,22 @@ export const ErrorEnvelope = Schema.Struct({
   })
 }).annotations({ identifier: "ErrorEnvelope", description: "Every error answer (contract.md §1)" })
 
+/** An error body never echoes more than a few hundred bytes of what a client sent. */
+const MAX_MESSAGE_CHARS = 300
+const MAX_DETAILS = 20
+const clip = (s: string, max: number) => (s.length > max ? `${s.slice(0, max)}…` : s)
+
 export const envelope = (error: ApiError) => ({
   error: {
     code: error.code,
-    message: error.message,
-    ...(error.details && error.details.length > 0 ? { details: error.details } : {})
+    message: clip(error.message, MAX_MESSAGE_CHARS),
+    ...(error.details && error.details.length > 0
+      ? {
+          details: error.details
+            .slice(0, MAX_DETAILS)
+            .map((d) => ({ path: clip(d.path, MAX_MESSAGE_CHARS), message: clip(d.message, MAX_MESSAGE_CHARS) }))
+        }
+      : {})
   }
 })
 
@@ -74,7 +87,15 @@ export const errorResponse = (error: ApiError): Response =>
 
 /** Schema decode failures become INVALID_REQUEST with one detail per issue, paths dotted (`pr.number`). */
 export const fromParseError = (error: ParseResult.ParseError): ApiError => {
-  const issues = ParseResult.ArrayFormatter.formatErrorSync(error)
+  let issues: ReadonlyArray<ParseResult.ArrayFormatterIssue>
+  try {
+    issues = ParseResult.ArrayFormatter.formatErrorSync(error)
+  } catch {
+    // formatting the value a client sent recurses into it: a document nested deep enough exhausts the stack
+    return invalidRequest("invalid request: a value is nested too deeply", [
+      { path: "", message: "is nested too deeply" }
+    ])
+  }
   // one detail per field: a union reports each member's complaint, the first says enough
   const seen = new Set<string>()
   const details: Array<ErrorDetail> = []
