@@ -180,6 +180,16 @@ const isJsonType = (contentType: string | null) => {
 
 const isMultipart = (contentType: string | null) => contentType?.toLowerCase().startsWith("multipart/form-data")
 
+/**
+ * A multipart content type with a boundary RFC 2046 allows (1 to 70 of its characters, quoted or not). The runtime's
+ * form parser is not handed anything else: an unterminated quoted boundary (`boundary="`) crashes Bun 1.3.9.
+ */
+const hasValidBoundary = (contentType: string) => {
+  const m = /;\s*boundary=(?:"([^"]*)"|([^\s;"]*))\s*(?:;|$)/i.exec(contentType)
+  const boundary = m?.[1] ?? m?.[2]
+  return boundary !== undefined && /^[0-9A-Za-z'()+_,\-./:=? ]{0,69}[0-9A-Za-z'()+_,\-./:=?]$/.test(boundary)
+}
+
 const decoder = new TextDecoder("utf-8", { fatal: false })
 
 export interface AppOptions<R> {
@@ -281,6 +291,9 @@ export const makeApp = <R>(options: AppOptions<R>) => {
                 : `the body must be application/json, not ${contentType}`
           })
         )
+      }
+      if (route.op.source === "raw" && !hasValidBoundary(contentType ?? "")) {
+        return fail(invalidRequest("the multipart/form-data boundary is missing or malformed (RFC 2046)"))
       }
       let read: Uint8Array | "too-large"
       try {
