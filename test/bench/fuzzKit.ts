@@ -8,6 +8,9 @@ import { gzipSync } from "node:zlib"
  * error body echoing more than a few hundred bytes.
  */
 
+/** The organization's slug the requests name (`org_url_slug`): BOOTSTRAP_ORG of the server. */
+export const fuzzOrg = { slug: "default" }
+
 // ---- seeded randomness (mulberry32)
 
 export class Rng {
@@ -90,7 +93,6 @@ const KNOWN: Record<string, ReadonlyArray<Json>> = {
   override: ["always_quarantine", "never_quarantine", "unspecified"],
   status: ["flaky", "broken"],
   priority: ["urgent", "high", "medium", "low", 0, 42, 255, null],
-  org_url_slug: ["default"],
   host: ["local"],
   owner: ["fuzz"],
   name: ["a", "b", "c"],
@@ -122,7 +124,7 @@ export class Generator {
 
   /** A value that the schema accepts (mostly: refinements the document cannot say are hit by chance). */
   valid(schema: JsonSchema, name = "", depth = 0): Json {
-    const known = KNOWN[name]
+    const known = name === "org_url_slug" ? [fuzzOrg.slug] : KNOWN[name]
     if (known !== undefined && this.rng.chance(0.9)) return this.rng.pick(known)
     const s = this.resolve(schema)
     const alternatives = s.anyOf ?? s.oneOf
@@ -266,7 +268,7 @@ const junitDocs = [
 const metadataOf = (rng: Rng, mutate: boolean): string => {
   const meta: Record<string, Json> = {
     repo: { host: "local", owner: "fuzz", name: rng.pick(["a", "b", "c"]) },
-    org_url_slug: "default",
+    org_url_slug: fuzzOrg.slug,
     sha: "f".repeat(40),
     branch: "main"
   }
@@ -758,7 +760,7 @@ export const makeState = async (base: string, token: string): Promise<string> =>
   })
   await post(base, token, "flaky-tests/update-settings", {
     repo: KEEP.repo,
-    org_url_slug: "default",
+    org_url_slug: fuzzOrg.slug,
     quarantining_enabled: true
   })
   return snapshot(base, token)
@@ -766,7 +768,7 @@ export const makeState = async (base: string, token: string): Promise<string> =>
 
 export const snapshot = async (base: string, token: string): Promise<string> => {
   const queue = await post(base, token, "getQueue", KEEP)
-  const settings = await post(base, token, "flaky-tests/get-settings", { repo: KEEP.repo, org_url_slug: "default" })
+  const settings = await post(base, token, "flaky-tests/get-settings", { repo: KEEP.repo, org_url_slug: fuzzOrg.slug })
   return JSON.stringify({ queue, settings })
 }
 
