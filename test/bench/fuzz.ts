@@ -33,6 +33,8 @@ const db = arg("db", "pglite") as "pglite" | "postgres"
 const total = Number(arg("requests", "10000"))
 const seed = Number(arg("seed", "1"))
 const concurrency = Number(arg("concurrency", "8"))
+/** a time budget: the run ends after this many seconds even if fewer requests were sent (a busy machine) */
+const budget = Number(arg("seconds", "0"))
 /** only requests whose category contains this (to look at one kind of request alone) */
 const only = arg("only", "")
 const TOKEN = "fuzz-token-0123456789abcdefghijklmnopqrstuvwxyz"
@@ -111,7 +113,7 @@ let races = 0
 /** the last requests sent, shown when the server dies */
 const recent: Array<FuzzRequest> = []
 const worker = async () => {
-  while (sent < total && !exited) {
+  while (sent < total && !exited && (budget === 0 || performance.now() - started < budget * 1000)) {
     sent++
     if (sent % 1000 === 0 && only === "") {
       // every thousandth: deleteQueue racing the other writes
@@ -123,7 +125,7 @@ const worker = async () => {
     recent.push(request)
     if (recent.length > 2 * concurrency) recent.shift()
     tally.add(await send(base, TOKEN, request))
-    if (sent % 10_000 === 0) {
+    if (sent % 1000 === 0) {
       process.stderr.write(`${sent} requests, ${Math.round(sent / ((performance.now() - started) / 1000))}/s\n`)
     }
   }

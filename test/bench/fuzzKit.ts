@@ -250,8 +250,13 @@ export const bigBomb = (): Uint8Array => {
   return bombCache
 }
 /** A small bomb: 2 million `<testcase/>` (22 MB) in about 20 KB. */
-export const smallBomb = (): Uint8Array =>
-  new Uint8Array(gzipSync(Buffer.from(`<testsuite>${"<testcase/>".repeat(2_000_000)}</testsuite>`), { level: 9 }))
+let smallBombCache: Uint8Array | undefined
+export const smallBomb = (): Uint8Array => {
+  smallBombCache ??= new Uint8Array(
+    gzipSync(Buffer.from(`<testsuite>${"<testcase/>".repeat(2_000_000)}</testsuite>`), { level: 9 })
+  )
+  return smallBombCache
+}
 
 const junitDocs = [
   `<?xml version="1.0"?><testsuite name="s"><testcase name="t1" classname="c"/><testcase name="t2"><failure message="m">x</failure></testcase></testsuite>`,
@@ -625,6 +630,7 @@ export interface Outcome {
 }
 
 const MAX_ERROR_BODY = 8 * 1024
+const REQUEST_TIMEOUT_MS = 180_000
 
 const checkAnswer = (category: string, status: number, contentType: string | null, text: string): Outcome => {
   if (status >= 500) return { category, status, problem: `5xx: ${text.slice(0, 300)}` }
@@ -687,12 +693,17 @@ export const send = async (base: string, token: string, req: FuzzRequest): Promi
       headers,
       body: body as RequestInit["body"],
       // a streamed body (chunked) needs this in Node; Bun ignores it
-      ...(typeof req.body === "function" ? { duplex: "half" } : {})
+      ...(typeof req.body === "function" ? { duplex: "half" } : {}),
+      // an answer that never comes is a finding too (a hung request)
+      signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS)
     } as RequestInit)
     const text = await response.text()
     if (response.status === 431 && text === "") return { category: req.category, status: 431, runtime: true }
     return checkAnswer(req.category, response.status, response.headers.get("content-type"), text)
   } catch (e) {
+    if (e instanceof DOMException && e.name === "TimeoutError") {
+      return { category: req.category, status: 0, problem: `no answer within ${REQUEST_TIMEOUT_MS / 1000} s` }
+    }
     // the server may close a connection it refused (413, 431) while the body is still being sent
     return { category: req.category, status: 0, connectionError: true, problem: String(e).slice(0, 200) }
   }

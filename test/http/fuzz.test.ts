@@ -209,3 +209,27 @@ for (const db of databases) {
     })
   })
 }
+
+describe("a client that drops mid-body", () => {
+  test("is not logged as a failed request", async () => {
+    const { spawnServer } = await import("../support/process.ts")
+    const { tempDir } = await import("../support/server.ts")
+    const net = await import("node:net")
+    const server = await spawnServer({ DATA_DIR: tempDir(), DATABASE_URL: "", LOG_LEVEL: "info" }, TEST_TOKEN)
+    const url = new URL(server.url)
+    await new Promise<void>((resolve) => {
+      const socket = net.connect(Number(url.port), url.hostname, () => {
+        socket.write(
+          `POST /v1/createQueue HTTP/1.1\r\nHost: x\r\nx-api-token: ${TEST_TOKEN}\r\ncontent-type: application/json\r\ncontent-length: 1000\r\n\r\n{"repo":`,
+          () => {
+            socket.destroy()
+            resolve()
+          }
+        )
+      })
+    })
+    // a stop waits for the requests in flight: the dropped one has been handled by then
+    await server.kill("SIGTERM")
+    expect(server.stderr()).not.toContain("request failed")
+  })
+})
