@@ -1,9 +1,8 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import { Context, Effect, Fiber, Layer, Logger, LogLevel, ManagedRuntime, Option, Redacted } from "effect"
 import { AppConfig } from "./config.ts"
-import { Database, DatabaseLive } from "./db/Database.ts"
+import { DatabaseLive } from "./db/Database.ts"
 import { FlakyLive } from "./flaky/Flaky.ts"
-import { flakyRoutes } from "./flaky/Http.ts"
 import { CommandCiLayer } from "./git-local/CommandCi.ts"
 import { GitHubFeedbackLive } from "./github/feedback.ts"
 import { GitHubClientLive } from "./github/GitHubClient.ts"
@@ -13,14 +12,17 @@ import { makeWebhookEndpoint, WEBHOOK_PATH } from "./github/webhooks.ts"
 import { openApiDocument } from "./http/Api.ts"
 import { renderDocs } from "./http/docs.ts"
 import { ApiError, errorResponse } from "./http/errors.ts"
-import { makeApp, RateLimiter, type Route } from "./http/router.ts"
-import { metricsRoutes } from "./metrics/Http.ts"
+import { makeApp, RateLimiter, servesEveryOp } from "./http/router.ts"
+import { flakyRoutes } from "./http/routes/flaky.ts"
+import { metricsRoutes } from "./http/routes/metrics.ts"
+import { queueRoutes } from "./http/routes/queue.ts"
+import { makeRequestTracer } from "./http/tracing.ts"
+import { Database } from "./kernel/Database.ts"
 import { DbPoolMetricsLive, Metrics, MetricsLive } from "./metrics/Metrics.ts"
-import { makeRequestTracer, TracingLive } from "./metrics/Tracing.ts"
+import { TracingLive } from "./metrics/Tracing.ts"
 import { ProvidersLayer } from "./providers.ts"
 import { Engine, EngineRunner } from "./queue/Engine.ts"
 import { EngineLive } from "./queue/EngineLive.ts"
-import { queueRoutes } from "./queue/Http.ts"
 import { QueueRepoLive } from "./queue/QueueRepo.ts"
 import { StatusesLive } from "./queue/Statuses.ts"
 import { Tenancy, TenancyLive } from "./tenancy/Tenancy.ts"
@@ -56,7 +58,12 @@ export const AppLayer = <E>(config: Layer.Layer<AppConfig, E>) => {
   return Layer.mergeAll(EngineLive, FlakyLive, GitHubReconcileLive).pipe(Layer.provideMerge(services))
 }
 
-const routes = [...queueRoutes, ...metricsRoutes, ...flakyRoutes] as unknown as ReadonlyArray<Route<never>>
+/**
+ * Every operation of `Api.ts` with its handler. The compiler checks that none is missing (`servesEveryOp`) and that
+ * every handler's requirements are among the application's services (`makeApp` over the application's runtime);
+ * `makeApp` refuses two handlers for one operation at start-up.
+ */
+const routes = servesEveryOp([...queueRoutes, ...metricsRoutes, ...flakyRoutes])
 
 export type AppServices = Layer.Layer.Success<ReturnType<typeof AppLayer>>
 

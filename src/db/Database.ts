@@ -3,34 +3,13 @@ import * as path from "node:path"
 import type * as SqlClient from "@effect/sql/SqlClient"
 import { SqlError } from "@effect/sql/SqlError"
 import * as PgClient from "@effect/sql-pg/PgClient"
-import { Context, Duration, Effect, Layer, Option, PubSub, Redacted, Stream } from "effect"
+import { Duration, Effect, Layer, Option, PubSub, Redacted, Stream } from "effect"
 import Pg from "pg"
 import { AppConfig } from "../config.ts"
+import { Database, type PoolUse } from "../kernel/Database.ts"
 import { runMigrations } from "./migrations.ts"
 import { layerPglite, type PgliteUse } from "./pglite.ts"
 import { makeStatementNamer, prepareStatements } from "./prepare.ts"
-
-/** Connections of the pool right now (PGlite: its one connection, guarded by a semaphore). */
-export interface PoolUse {
-  readonly open: number
-  readonly idle: number
-  readonly inUse: number
-  /** Statements or transactions waiting for a connection. */
-  readonly waiting: number
-  readonly max: number
-}
-
-/** What kind of database is behind the `SqlClient`, and a wake-up channel between instances sharing it. */
-export interface DatabaseShape {
-  readonly kind: "postgres" | "pglite"
-  /** Tells every instance (with PostgreSQL: through NOTIFY) that something on `channel` changed. */
-  readonly notify: (channel: string, payload: string) => Effect.Effect<void>
-  readonly listen: (channel: string) => Stream.Stream<string>
-  /** How the connections are used right now (`GET /metrics`). */
-  readonly pool: () => PoolUse
-}
-
-export class Database extends Context.Tag("greenline/Database")<Database, DatabaseShape>() {}
 
 /** Raised when the embedded database is held by another process. */
 export class DatabaseLocked extends Error {

@@ -1,20 +1,6 @@
 import type Pg from "pg"
 
-/**
- * Server-side prepared statements for the statements Greenline sends again and again.
- *
- * `pg` sends every parameterised statement unnamed, so PostgreSQL parses and plans it anew each time; for the API's
- * reads (one statement joining four tables) planning costs several times what executing does. A statement text seen
- * `minUses` times gets a name, and each connection then parses it once and lets PostgreSQL keep its plan (PostgreSQL
- * still chooses per execution between its cached generic plan and a custom one, so a plan that depends on the
- * values is not lost). postgres.js and Bun's SQL client do the same by default.
- *
- * Only statements with parameters are named (they already use the extended protocol; a text without parameters may
- * hold several statements, which cannot be prepared). At most `maxNames` texts are named (statements built with a
- * variable number of parameters stay unnamed once the limit is reached). A named statement PostgreSQL refuses to
- * run as prepared — its result type changed under a schema change (0A000), or it was deallocated behind our back,
- * e.g. by a connection pooler (26000) — is run unnamed from then on, and this once again unnamed.
- */
+/** Server-side prepared statements for the statements sent again and again (docs/architecture.md). */
 export interface StatementNamer {
   /** The name to prepare `text` under, or undefined to send it unnamed. */
   readonly nameOf: (text: string) => string | undefined

@@ -2,8 +2,8 @@ import { createHash } from "node:crypto"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { Clock, Context, Effect, Layer, Option, Schema } from "effect"
 import { AppConfig } from "../config.ts"
-import { copyClient } from "../db/pgCopy.ts"
-import { ApiError, fromParseError, invalidRequest, notFound } from "../http/errors.ts"
+import { describeParseError, dieUnless } from "../kernel/errors.ts"
+import { copyClient } from "../kernel/pgCopy.ts"
 import { GitHost } from "../queue/GitHost.ts"
 import type { RepoRef } from "../queue/schemas.ts"
 import { type Organization, type Repository, Tenancy } from "../tenancy/Tenancy.ts"
@@ -16,6 +16,16 @@ import {
   type PreviousStatus
 } from "./classify.ts"
 import { type Codeowners, locations, ownersOf, parseCodeowners } from "./codeowners.ts"
+import {
+  type FlakyError,
+  InvalidJunit,
+  InvalidPageToken,
+  InvalidUpload,
+  isFlakyError,
+  RepositoryNotFound,
+  TestCaseNotFound,
+  TimeRangeInvalid
+} from "./errors.ts"
 import {
   BATCH_ROWS,
   type ClassifyInput as ClassifyCandidate,
@@ -59,36 +69,36 @@ export interface FlakyShape {
     org: Organization,
     metadata: string,
     parts: ReadonlyArray<UploadPart>
-  ) => Effect.Effect<F.UploadSummary, ApiError>
+  ) => Effect.Effect<F.UploadSummary, FlakyError>
   readonly listFailingTests: (
     org: Organization,
     req: typeof F.ListFailingTestsRequest.Type
-  ) => Effect.Effect<typeof F.ListFailingTestsResponse.Type, ApiError>
+  ) => Effect.Effect<typeof F.ListFailingTestsResponse.Type, FlakyError>
   readonly listQuarantinedTests: (
     org: Organization,
     req: typeof F.ListQuarantinedRequest.Type
-  ) => Effect.Effect<typeof F.ListQuarantinedResponse.Type, ApiError>
+  ) => Effect.Effect<typeof F.ListQuarantinedResponse.Type, FlakyError>
   readonly getTestDetails: (
     org: Organization,
     req: typeof F.GetTestDetailsRequest.Type
-  ) => Effect.Effect<typeof F.GetTestDetailsResponse.Type, ApiError>
+  ) => Effect.Effect<typeof F.GetTestDetailsResponse.Type, FlakyError>
   readonly listUnhealthyTests: (
     org: Organization,
     req: typeof F.ListUnhealthyRequest.Type
-  ) => Effect.Effect<typeof F.ListUnhealthyResponse.Type, ApiError>
-  readonly linkTicket: (org: Organization, req: typeof F.LinkTicketRequest.Type) => Effect.Effect<{}, ApiError>
+  ) => Effect.Effect<typeof F.ListUnhealthyResponse.Type, FlakyError>
+  readonly linkTicket: (org: Organization, req: typeof F.LinkTicketRequest.Type) => Effect.Effect<{}, FlakyError>
   readonly setQuarantineOverride: (
     org: Organization,
     req: typeof F.SetQuarantineOverrideRequest.Type
-  ) => Effect.Effect<{}, ApiError>
+  ) => Effect.Effect<{}, FlakyError>
   readonly getSettings: (
     org: Organization,
     req: typeof F.SettingsRequest.Type
-  ) => Effect.Effect<typeof F.Settings.Type, ApiError>
+  ) => Effect.Effect<typeof F.Settings.Type, FlakyError>
   readonly updateSettings: (
     org: Organization,
     req: typeof F.UpdateSettingsRequest.Type
-  ) => Effect.Effect<typeof F.Settings.Type, ApiError>
+  ) => Effect.Effect<typeof F.Settings.Type, FlakyError>
   /** Deletes results older than the retention (default 30 days); returns how many. */
   readonly prune: (retentionDays?: number) => Effect.Effect<number>
 }
@@ -102,16 +112,13 @@ export const MAX_RANGE_MS = 7 * DAY
 
 const repoPath = (repo: RepoRef) => `${repo.host}/${repo.owner}/${repo.name}`
 
-const orDie = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, ApiError, R> =>
-  Effect.catchAll(effect, (e) => (e instanceof ApiError ? Effect.fail(e) : Effect.die(e)))
+const orDie = dieUnless(isFlakyError)
 
-const repoNotFound = (repo: RepoRef) => notFound("NOT_FOUND", `repository ${repoPath(repo)} not found`)
-const testNotFound = (id: string) => notFound("TEST_CASE_NOT_FOUND", `no test case ${id} in this repository`)
+const repoNotFound = (repo: RepoRef) => new RepositoryNotFound({ message: `repository ${repoPath(repo)} not found` })
+const testNotFound = (id: string) => new TestCaseNotFound({ message: `no test case ${id} in this repository` })
 
 const invalidJunit = (part: UploadPart, index: number, error: JunitError) =>
-  new ApiError({
-    status: 400,
-    code: "INVALID_JUNIT",
+  new InvalidJunit({
     message: `junit part ${index + 1} ("${part.filename}")${error.line > 0 ? ` line ${error.line}` : ""}: ${error.message}`,
     details: [{ path: `junit[${index}]`, message: `${part.filename}:${error.line}: ${error.message}` }]
   })
@@ -123,10 +130,9 @@ const queryHash = (parts: ReadonlyArray<unknown>) =>
 
 const encodeToken = (q: string, o: number) => Buffer.from(JSON.stringify({ q, o }), "utf8").toString("base64url")
 
-const invalidToken = () =>
-  new ApiError({ status: 400, code: "INVALID_PAGE_TOKEN", message: "the page_token was not issued for this query" })
+const invalidToken = () => new InvalidPageToken({ message: "the page_token was not issued for this query" })
 
-export const decodePageToken = (token: string, q: string): Effect.Effect<number, ApiError> => {
+export const decodePageToken = (token: string, q: string): Effect.Effect<number, InvalidPageToken> => {
   if (token === "") return Effect.succeed(0)
   try {
     if (!/^[A-Za-z0-9_-]+$/.test(token)) return Effect.fail(invalidToken())
@@ -435,12 +441,12 @@ export const makeFlaky = (options: FlakyOptions = {}) =>
         try {
           raw = JSON.parse(metadataText)
         } catch {
-          return yield* invalidRequest("the metadata part is not valid JSON")
+          return yield* new InvalidUpload({ message: "the metadata part is not valid JSON" })
         }
         const meta = yield* Schema.decodeUnknown(UploadMetadata, { errors: "all", onExcessProperty: "ignore" })(
           raw
-        ).pipe(Effect.mapError(fromParseError))
-        if (parts.length === 0) return yield* invalidRequest("the upload has no junit part")
+        ).pipe(Effect.mapError((e) => new InvalidUpload(describeParseError(e))))
+        if (parts.length === 0) return yield* new InvalidUpload({ message: "the upload has no junit part" })
         const received = yield* now
         const runAt = meta.run_at === undefined || meta.run_at === null ? received : new Date(meta.run_at)
         const variant = meta.variant ?? ""
@@ -534,16 +540,10 @@ export const makeFlaky = (options: FlakyOptions = {}) =>
             const start = new Date(req.start_time)
             const end = new Date(req.end_time)
             if (!(start.getTime() < end.getTime())) {
-              return yield* new ApiError({
-                status: 400,
-                code: "TIME_RANGE_INVALID",
-                message: "start_time must be before end_time"
-              })
+              return yield* new TimeRangeInvalid({ message: "start_time must be before end_time" })
             }
             if (end.getTime() - start.getTime() > MAX_RANGE_MS) {
-              return yield* new ApiError({
-                status: 400,
-                code: "TIME_RANGE_INVALID",
+              return yield* new TimeRangeInvalid({
                 message: "start_time and end_time must be at most 7 days apart"
               })
             }

@@ -1,7 +1,7 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Context, Effect, Layer, Option } from "effect"
-import { copyClient, copyIn, copyInStream, copyText } from "../db/pgCopy.ts"
+import { copyClient, copyIn, copyInStream, copyText } from "../kernel/pgCopy.ts"
 import type { HistoryResult, ResultStatus, TestStatusValue } from "./classify.ts"
 
 /**

@@ -1,5 +1,5 @@
 import { edenGC } from "bun:jsc"
-import { copyText } from "../db/pgCopy.ts"
+import { copyText } from "../kernel/pgCopy.ts"
 import type { NewTestCases, ResultBatch, ResultContext } from "./FlakyRepo.ts"
 import { gunzipIfNeeded, JunitError, type JunitResult, JunitStreamParser } from "./junit.ts"
 import { failureGroupKey } from "./normalize.ts"

@@ -1,26 +1,4 @@
-/**
- * Streaming JUnit XML parser (semantics §8, contract §3 "upload").
- *
- * Pipeline: bytes → (optional gunzip, see `gunzipIfNeeded`) → `JunitStreamParser` (UTF-8 as it is; UTF-16 and other
- * declared encodings decoded and re-encoded) → `JunitByteParser`, a scanner specialised to JUnit that works on the
- * bytes and makes strings only of the attribute values and failure text the results use → one `JunitResult` per
- * `testcase` element (plus retry results, below). Memory stays flat: the input is scanned in windows, only a cut
- * token is carried over to the next chunk, and results are handed out after every chunk.
- *
- * Security (the XML 1.0 rules a SAX parser with entity expansion off would apply): characters XML forbids and a
- * byte-order mark are dropped; no DTD at all (a DOCTYPE is refused); entity references other than the 5 predefined
- * ones are refused; numeric character references are decoded (those naming a character XML forbids are dropped
- * like the raw characters). Malformed XML (unbalanced or unclosed tags, unquoted or duplicate attributes, `<` in an
- * attribute value, text outside the root element) is refused with the line.
- *
- * Retry representation: every testcase element yields exactly one *primary* result (`retry: false`). Surefire
- * `flakyFailure`/`flakyError`/`rerunFailure`/`rerunError` children yield one extra result each, right after the
- * primary one, with `status: "failed"`, `retry: true` and their own `message`/`text`. `attempts` is the number of runs
- * the testcase element stands for (1 + retry children) and is the same on all of its results; `attempt` is the 1-based
- * chronological position of a result: flaky attempts come before the final (primary) run, rerun attempts after the
- * first (primary) run. Repeated testcase elements of the same test (web-test-runner, pytest-rerunfailures style) are
- * simply separate primary results; the caller sees them in `index` order.
- */
+/** Streaming JUnit XML parser (semantics §8, contract §3 "upload"; design notes: docs/architecture.md). */
 
 export type JunitStatus = "passed" | "failed" | "skipped"
 

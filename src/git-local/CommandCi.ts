@@ -12,6 +12,7 @@ import * as path from "node:path"
 import type { Scope } from "effect"
 import { Context, Effect, Layer, Schedule } from "effect"
 import { GitError, type RepoNotFound, type RepoRef } from "../queue/GitHost.ts"
+import { environmentWithoutGit } from "./gitEnv.ts"
 import { existingGitDir, formatRepo, git, runGit } from "./LocalGit.ts"
 
 export const OUTPUT_LIMIT_BYTES = 1024 * 1024
@@ -42,15 +43,8 @@ export interface CommandCiService {
 
 export class CommandCi extends Context.Tag("greenline/CommandCi")<CommandCi, CommandCiService>() {}
 
-const commandEnv = (extra: Readonly<Record<string, string>>): Record<string, string> => {
-  const env: Record<string, string> = {}
-  for (const [key, value] of Object.entries(process.env)) {
-    if (value !== undefined && !key.startsWith("GIT_")) env[key] = value
-  }
-  env.GIT_TERMINAL_PROMPT = "0"
-  Object.assign(env, extra)
-  return env
-}
+const commandEnv = (extra: Readonly<Record<string, string>>): Record<string, string> =>
+  Object.assign(environmentWithoutGit(), extra)
 
 /**
  * Git's worktree commands are not safe side by side on one repository: each reads the administrative files of every

@@ -1,25 +1,4 @@
-/**
- * The local Git provider: GitHost over bare repositories `$GIT_ROOT/<host>/<owner>/<name>.git`, driving the real
- * `git` executable (contract.md §6).
- *
- * Every git call gets an explicit `--git-dir`, `GIT_TERMINAL_PROMPT=0`, no system/global configuration, hooks
- * disabled, `LC_ALL=C`, and no inherited `GIT_*` variables. No working tree is ever touched: merges are computed with
- * `git merge-tree --write-tree` and recorded with `git commit-tree` + `git update-ref`.
- *
- * Determinism (so that a chain built twice, or a run built on top of an earlier run's chain, shares its commits):
- * - merge_commit / squash: author = the PR head commit's author (name, email, date); committer =
- *   "Greenline <greenline@greenline.invalid>" with the PR head commit's committer date (a valid address that
- *   can never be anyone's: GitHub's payloads require emails to be well formed).
- * - rebase: each replayed commit keeps its original author (name, email, date) and message; committer = Greenline
- *   with the original commit's committer date. Commits that become empty are dropped (as `git rebase` does).
- * - rebaseOnto: same as rebase, per commit of the lane's first-parent chain; merge commits stay merge commits (first
- *   parent replaced, other parents kept).
- * The commit therefore depends only on (parent, item, method).
- *
- * Cherry-picks on git 2.39 (no `merge-tree --merge-base`): to apply commit C (parent P) onto O we create a throwaway
- * commit O' = (tree of O, parent P) with a fixed identity and date; merge-base(O', C) is exactly P, so
- * `git merge-tree --write-tree O' C` is the 3-way merge with base P — cherry-pick semantics, including renames.
- */
+/** The local Git provider: bare repositories driven by the real `git` (design notes: docs/architecture.md). */
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -30,6 +9,9 @@ import {
   GitError,
   GitHost,
   type GitHostService,
+  GREENLINE_EMAIL,
+  GREENLINE_NAME,
+  invalidBranchName,
   MergeConflict,
   type MergeInput,
   PrNotFound,
@@ -39,6 +21,7 @@ import {
   type RepoRef
 } from "../queue/GitHost.ts"
 import { makeCatFile, summarizeCommit } from "./catFile.ts"
+import { gitEnvironment } from "./gitEnv.ts"
 
 // ---------------------------------------------------------------------------------------------------------------
 // Validation and paths
@@ -100,23 +83,6 @@ export const existingGitDir = (gitRoot: string, repo: RepoRef): Effect.Effect<st
       : Effect.fail(new RepoNotFound({ repo, invalid: false, message: `repository ${formatRepo(repo)} not found` }))
   )
 
-/** Null when `branch` is an acceptable branch name (a subset of git check-ref-format), else the reason. */
-export const invalidBranchName = (branch: string): string | null => {
-  if (branch.length === 0) return "empty branch name"
-  if (branch.length > 250) return "branch name too long"
-  if (branch.startsWith("-") || branch.startsWith("/") || branch.endsWith("/") || branch.endsWith(".")) {
-    return `invalid branch name '${branch}'`
-  }
-  if (branch === "@" || branch.includes("..") || branch.includes("//") || branch.includes("@{")) {
-    return `invalid branch name '${branch}'`
-  }
-  if (CONTROL.test(branch) || /[ ~^:?*[\\]/.test(branch)) return `invalid branch name '${branch}'`
-  for (const part of branch.split("/")) {
-    if (part.startsWith(".") || part.endsWith(".lock")) return `invalid branch name '${branch}'`
-  }
-  return null
-}
-
 const SHA_RE = /^(?:[0-9a-f]{40}|[0-9a-f]{64})$/
 
 const checkSha = (sha: string, what: string): Effect.Effect<string, GitError> =>
@@ -150,24 +116,6 @@ export interface GitRunResult {
   readonly stdout: string
   readonly stdoutBytes: Uint8Array
   readonly stderr: string
-}
-
-/**
- * The environment of every git process: the parent's environment without any `GIT_*` variable, plus
- * `GIT_TERMINAL_PROMPT=0`, no system/global configuration and the C locale.
- */
-export const gitEnvironment = (extra?: Readonly<Record<string, string>>): Record<string, string> => {
-  const env: Record<string, string> = {}
-  for (const [key, value] of Object.entries(process.env)) {
-    if (value !== undefined && !key.startsWith("GIT_")) env[key] = value
-  }
-  env.GIT_TERMINAL_PROMPT = "0"
-  env.GIT_CONFIG_NOSYSTEM = "1"
-  env.GIT_CONFIG_GLOBAL = "/dev/null"
-  env.GIT_OPTIONAL_LOCKS = "0"
-  env.LC_ALL = "C"
-  if (extra !== undefined) Object.assign(env, extra)
-  return env
 }
 
 const encoder = new TextEncoder()
@@ -297,10 +245,6 @@ const listCommits = (
     git(gitDir, ["log", "--reverse", "--topo-order", ...flags, "-z", "--date=raw", META_FORMAT, ...rangeArgs, "--"]),
     parseMeta
   )
-
-/** The committer of every commit Greenline writes (both providers, so they build the same commits). */
-export const GREENLINE_NAME = "Greenline"
-export const GREENLINE_EMAIL = "greenline@greenline.invalid"
 
 const identityEnv = (
   authorName: string,

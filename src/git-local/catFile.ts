@@ -7,7 +7,7 @@
 import * as os from "node:os"
 import { Effect } from "effect"
 import { GitError } from "../queue/GitHost.ts"
-import { gitEnvironment } from "./LocalGit.ts"
+import { gitEnvironment } from "./gitEnv.ts"
 
 export interface CatFileObject {
   readonly sha: string

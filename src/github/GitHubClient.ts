@@ -1,21 +1,4 @@
-/**
- * GitHubClient: GitHub's REST API v3 as an Effect service, over `@octokit/request` with the routes typed by
- * `@octokit/types` (`Endpoints`).
- *
- * - Authentication: as the App (RS256 JWT, `GITHUB_APP_ID` + `GITHUB_APP_PRIVATE_KEY`), as an installation (token from
- *   `POST /app/installations/{id}/access_tokens`, cached until 5 minutes before it expires, refreshed after), as the
- *   installation of a repository (`GET /repos/{owner}/{repo}/installation`, cached), or with a personal access token
- *   (`GITHUB_TOKEN`), which then serves every installation and repository authentication.
- * - Rate limits: every response's `x-ratelimit-remaining`/`x-ratelimit-reset` is remembered per credential; a request
- *   on an exhausted budget waits for the reset. A 403/429 that is a rate limit (a `retry-after`, an exhausted budget,
- *   or a secondary limit) waits (`retry-after`, else the reset, else a minute) and retries; waits are bounded
- *   (`maxRateLimitWaitMs`, `maxAttempts`) and then fail with `GitHubRateLimited`. Time is Effect's Clock.
- * - Conditional requests: a GET with `{ conditional: true }` remembers the response's `etag` and sends
- *   `if-none-match` next time; a 304 (which GitHub does not count against the budget) returns the remembered response.
- * - Idempotent reads (GET) are retried on 5xx and network failures, a few times with a short back-off.
- * - Errors: `GitHubApiError { status, route, message }` (status 0: no response, or not configured) and
- *   `GitHubRateLimited`.
- */
+/** GitHub's REST API as an Effect service: authentication, rate limits, conditional requests (docs/architecture.md). */
 import { request as octokitRequest } from "@octokit/request"
 import { RequestError } from "@octokit/request-error"
 import type { Endpoints, OctokitResponse } from "@octokit/types"

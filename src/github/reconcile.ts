@@ -1,30 +1,14 @@
-/**
- * Periodic reconciliation with GitHub (every GITHUB_RECONCILE_MS, default 60 s), so that a missed webhook delays a
- * queue by minutes and never stalls it. For every queue of a repository on GITHUB_HOST:
- *
- * - its open pull requests (one conditional listing per repository), as the `pull_request` webhooks would have told:
- *   a queued PR that is no longer open is cancelled with PR_CLOSED, one whose head moved with PrHeadMoved (the
- *   planner cancels with PR_PUSHED_TO), one whose base is no longer the queue's branch with PR_BASE_BRANCH_CHANGED,
- *   one that became a draft with PR_CONVERTED_TO_DRAFT. Entries being merged are left alone (their PR closes because
- *   it merged).
- * - its target's tip (one conditional read): when it is not where the queue thinks, the runner is told to look at
- *   once (`GitChanged`, as a `push` webhook does).
- * - the CI results of the SHAs the queue waits on (the test branches of its runs in progress, and with direct merges
- *   the heads of its pending PRs): commit statuses (combined status) through `ingestStatuses` and check runs through
- *   `Statuses.reportCheckRun`, the paths the webhooks take, so results already known are not recorded again.
- *
- * Every instance reconciles every GitHub queue (the work is idempotent); a failure for one repository is logged and
- * the others go on.
- */
+/** Periodic reconciliation with GitHub, so that a missed webhook delays a queue and never stalls it (docs/architecture.md). */
 import * as SqlClient from "@effect/sql/SqlClient"
 import { Duration, Effect, Layer } from "effect"
 import { AppConfig } from "../config.ts"
-import { Database } from "../db/Database.ts"
+import { Database } from "../kernel/Database.ts"
 import type { RepoRef } from "../queue/GitHost.ts"
 import { Statuses, WAKE_CHANNEL } from "../queue/Statuses.ts"
 import { type InboxEvent, makeStore, TERMINAL } from "../queue/store.ts"
 import { GitHubAuth, GitHubClient, type GitHubClientService, githubConfigured } from "./GitHubClient.ts"
-import { makeGitHubHost, type OpenPull } from "./GitHubHost.ts"
+import { makeGitHubHost } from "./GitHubHost.ts"
+import type { OpenPull } from "./githubRepo.ts"
 import { commitStatusState, ingestStatuses } from "./ingest.ts"
 
 /** The reasons the webhooks use for the same changes (src/github/webhooks.ts). */

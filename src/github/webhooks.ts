@@ -1,26 +1,4 @@
-/**
- * `POST /webhooks/github`: GitHub's events into the engine.
- *
- * - Verified: `X-Hub-Signature-256` must be the HMAC-SHA256 of the raw body under GITHUB_WEBHOOK_SECRET (compared in
- *   constant time); without the secret, or with a missing or wrong signature, the answer is 401 and nothing happens.
- * - Idempotent: every delivery id (`X-GitHub-Delivery`) is stored in the same transaction as the delivery's effects;
- *   a delivery seen before answers 200 and does nothing.
- * - Effects (the repository is the Greenline repository on GITHUB_HOST with the payload's owner and name):
- *   - `pull_request`: `synchronize` (head pushed) cancels the PR's entry with PR_PUSHED_TO, `closed` with PR_CLOSED,
- *     `edited` with a new base with PR_BASE_BRANCH_CHANGED, `converted_to_draft` with PR_CONVERTED_TO_DRAFT (a draft
- *     is not to be merged; as in GitHub's own merge queue it leaves, and `/trunk merge` submits it again once ready).
- *   - `push` to a queue's target branch: the queue's runner looks at the branch at once (runs built on the old tip
- *     restart, MANUAL_PUSH_TO_TARGET_BRANCH); its own merges change nothing.
- *   - `status`, `check_run`: CI results, stored through Statuses (the runners evaluate their runs at that sha);
- *     `check_suite` completed for a test branch that is being tested: its check runs are read from GitHub and stored
- *     (a missed `check_run` delivery then costs nothing).
- *   - `issue_comment` created on a pull request: `/trunk merge` and `/trunk cancel` (commands.ts), when the queue of
- *     the PR's base has `commandsEnabled`, from users with write permission (bots: only `allowedBotSubmitters`);
- *     answered with a +1 reaction, or a confused one and a reply saying why.
- *   - `installation`, `installation_repositories`: the repositories the App is installed on (installations.ts).
- * - Calls to GitHub that decide (the PR's base, the commenter's permission, a suite's check runs) are made before
- *   the transaction; reactions and replies after it commits, in the background.
- */
+/** `POST /webhooks/github`: GitHub's events into the engine, verified and idempotent (docs/architecture.md). */
 import { createHmac, timingSafeEqual } from "node:crypto"
 import * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"

@@ -1,4 +1,6 @@
-import { Data, ParseResult, Schema } from "effect"
+import { Data, type ParseResult, Schema } from "effect"
+import type { FlakyError } from "../flaky/errors.ts"
+import { describeParseError, type ErrorDetail } from "../kernel/errors.ts"
 
 /** The stable error codes of contract.md §1. */
 export type ErrorCode =
@@ -24,10 +26,7 @@ export type ErrorCode =
   | "METHOD_NOT_ALLOWED"
   | "HEADERS_TOO_LARGE"
 
-export interface ErrorDetail {
-  readonly path: string
-  readonly message: string
-}
+export type { ErrorDetail }
 
 /** Every failure a handler can answer with; the router turns it into the JSON envelope. */
 export class ApiError extends Data.TaggedError("ApiError")<{
@@ -87,27 +86,27 @@ export const errorResponse = (error: ApiError): Response =>
 
 /** Schema decode failures become INVALID_REQUEST with one detail per issue, paths dotted (`pr.number`). */
 export const fromParseError = (error: ParseResult.ParseError): ApiError => {
-  let issues: ReadonlyArray<ParseResult.ArrayFormatterIssue>
-  try {
-    issues = ParseResult.ArrayFormatter.formatErrorSync(error)
-  } catch {
-    // formatting the value a client sent recurses into it: a document nested deep enough exhausts the stack
-    return invalidRequest("invalid request: a value is nested too deeply", [
-      { path: "", message: "is nested too deeply" }
-    ])
-  }
-  // one detail per field: a union reports each member's complaint, the first says enough
-  const seen = new Set<string>()
-  const details: Array<ErrorDetail> = []
-  for (const issue of issues) {
-    const path = issue.path.map(String).join(".")
-    if (seen.has(path)) continue
-    seen.add(path)
-    details.push({ path, message: issue._tag === "Missing" ? "is required" : issue.message })
-  }
-  const first = details[0]
-  const message = first
-    ? `invalid request: ${first.path === "" ? "" : `${first.path} `}${first.message}`
-    : "invalid request"
+  const { message, details } = describeParseError(error)
   return invalidRequest(message, details)
 }
+
+/** Every feature's domain errors: the HTTP edge is the one place that knows their status codes and contract codes. */
+export type DomainError = FlakyError
+
+const domainStatus: { readonly [Tag in DomainError["_tag"]]: readonly [status: number, code: ErrorCode] } = {
+  RepositoryNotFound: [404, "NOT_FOUND"],
+  TestCaseNotFound: [404, "TEST_CASE_NOT_FOUND"],
+  InvalidJunit: [400, "INVALID_JUNIT"],
+  InvalidUpload: [400, "INVALID_REQUEST"],
+  InvalidPageToken: [400, "INVALID_PAGE_TOKEN"],
+  TimeRangeInvalid: [400, "TIME_RANGE_INVALID"]
+}
+
+export const fromDomainError = (error: DomainError): ApiError => {
+  const [status, code] = domainStatus[error._tag]
+  return new ApiError({ status, code, message: error.message, details: "details" in error ? error.details : undefined })
+}
+
+/** A handler's failure as the contract's error. */
+export const toApiError = (error: ApiError | DomainError): ApiError =>
+  error instanceof ApiError ? error : fromDomainError(error)

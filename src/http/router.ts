@@ -1,8 +1,19 @@
 import { Cause, Context, Effect, Exit, Option, type ParseResult, Runtime, Schema } from "effect"
 import type { Organization } from "../tenancy/Tenancy.ts"
-import { ApiError, errorResponse, fromParseError, internal, invalidRequest, unauthorized } from "./errors.ts"
+import type { OpName } from "./Api.ts"
+import {
+  ApiError,
+  type DomainError,
+  errorResponse,
+  fromParseError,
+  internal,
+  invalidRequest,
+  toApiError,
+  unauthorized
+} from "./errors.ts"
 import { checkInput } from "./input.ts"
 import type { Op } from "./operation.ts"
+import type { RequestSpan, RequestTracer } from "./tracing.ts"
 
 /** The organization of the API token that made the current request. */
 export class CurrentOrg extends Context.Tag("greenline/CurrentOrg")<CurrentOrg, Organization>() {}
@@ -26,24 +37,31 @@ const headerBytes = (request: Request) => {
   return total
 }
 
-export interface Route<R> {
-  readonly op: Op<string, unknown, unknown, unknown, unknown>
+/** What the router needs of an operation: where it is served and where its payload comes from. */
+export type OpRoute<Name extends string> = Pick<
+  Op<Name, unknown, unknown, unknown, unknown>,
+  "name" | "method" | "path" | "source" | "contentType"
+>
+
+/** An operation with its handler; `R` is what the handler needs from the application's services. */
+export interface Route<R, Name extends string = string> {
+  readonly op: OpRoute<Name>
   readonly run: (payload: unknown, raw: RawRequest) => Effect.Effect<unknown, ApiError, R | CurrentOrg>
 }
 
 /** Serves `op` with `handler`; the payload is decoded by the op's schema before the handler sees it. */
 export const handle = <Name extends string, P, PI, S, SI, R>(
   op: Op<Name, P, PI, S, SI>,
-  handler: (payload: P) => Effect.Effect<S, ApiError, R | CurrentOrg>
-): Route<R> => {
+  handler: (payload: P) => Effect.Effect<S, ApiError | DomainError, R | CurrentOrg>
+): Route<R, Name> => {
   const decode = Schema.decodeUnknown(op.payload, { errors: "all", onExcessProperty: "ignore" })
   const encode = Schema.encode(op.success)
   return {
-    op: op as unknown as Op<string, unknown, unknown, unknown, unknown>,
+    op,
     run: (input) =>
       decode(input).pipe(
         Effect.mapError(fromParseError),
-        Effect.flatMap(handler),
+        Effect.flatMap((payload) => Effect.mapError(handler(payload), toApiError)),
         Effect.flatMap((answer) =>
           Effect.mapError(encode(answer), (e: ParseResult.ParseError) => {
             return new ApiError({
@@ -64,17 +82,6 @@ export interface Authenticator {
 
 export interface RequestObserver {
   readonly observe: (route: string, status: number, seconds: number) => void
-}
-
-/** A request's trace span (only when tracing is on): the handler runs under it, `end` records route and status. */
-export interface RequestSpan {
-  readonly wrap: <A, E, Env>(effect: Effect.Effect<A, E, Env>) => Effect.Effect<A, E, Env>
-  readonly end: (route: string | undefined, status: number) => void
-}
-
-export interface RequestTracer {
-  /** `route` is the API route's path when the request matched one. */
-  readonly start: (method: string, route: string | undefined) => RequestSpan
 }
 
 /** Per-token token bucket: `perSecond` requests a second, bursts up to the same number. */
@@ -214,7 +221,11 @@ const json = (body: unknown, status = 200) =>
  */
 export const makeApp = <R>(options: AppOptions<R>) => {
   const table = new Map<string, Route<R>>()
-  for (const route of options.routes) table.set(`${route.op.method} /v1${route.op.path}`, route)
+  for (const route of options.routes) {
+    const key = `${route.op.method} /v1${route.op.path}`
+    if (table.has(key)) throw new Error(`two handlers for ${key}`)
+    table.set(key, route)
+  }
   // the methods each API path answers, for 405's Allow
   const methods = new Map<string, Array<string>>()
   for (const route of options.routes) {
@@ -398,3 +409,14 @@ export const makeApp = <R>(options: AppOptions<R>) => {
     return response
   }
 }
+
+/**
+ * The route table, checked by the compiler: a type error names every operation of the API without a handler
+ * (`missing`).
+ */
+export const servesEveryOp = <const T extends ReadonlyArray<Route<never, OpName> | Route<unknown, OpName>>>(
+  routes: T &
+    ([Exclude<OpName, T[number]["op"]["name"]>] extends [never]
+      ? unknown
+      : { readonly missing: Exclude<OpName, T[number]["op"]["name"]> })
+): T => routes

@@ -1,5 +1,5 @@
 import { Context, Effect, Layer } from "effect"
-import { Database } from "../db/Database.ts"
+import { Database } from "../kernel/Database.ts"
 import { Gauge, makeProcessMetrics, type ProcessMetrics } from "./registry.ts"
 
 /** The process's own metrics (`GET /metrics`). */

@@ -3,9 +3,8 @@ import * as Resource from "@effect/opentelemetry/Resource"
 import * as OtelTracer from "@effect/opentelemetry/Tracer"
 import { OTLPTraceExporter } from "@opentelemetry/exporter-trace-otlp-http"
 import { BatchSpanProcessor } from "@opentelemetry/sdk-trace-base"
-import { Context, Effect, Exit, Layer, Option, Runtime, Tracer } from "effect"
+import { Effect, Layer, Option, Tracer } from "effect"
 import { AppConfig } from "../config.ts"
-import type { RequestTracer } from "../http/router.ts"
 
 /**
  * Tracing (contract.md §5): with OTEL_EXPORTER_OTLP_ENDPOINT set, spans go to that collector over OTLP/HTTP (JSON),
@@ -50,34 +49,3 @@ export const TracingLive: Layer.Layer<never, never, AppConfig> = Layer.unwrapEff
     })
   )
 )
-
-/**
- * The per-request server span, made with the runtime's tracer (the OpenTelemetry one when tracing is on). Build it
- * only when tracing is on: the router then makes no span work for a request.
- */
-export const makeRequestTracer = <R>(runtime: Runtime.Runtime<R>): RequestTracer => {
-  const run = Runtime.runSync(runtime)
-  const tracer = run(Effect.tracer)
-  const clock = run(Effect.clock)
-  return {
-    start: (method, route) => {
-      const span = tracer.span(
-        route === undefined ? method : `${method} ${route}`,
-        Option.none(),
-        Context.empty(),
-        [],
-        clock.unsafeCurrentTimeNanos(),
-        "server"
-      )
-      span.attribute("http.request.method", method)
-      return {
-        wrap: (effect) => Effect.withParentSpan(effect, span),
-        end: (route, status) => {
-          if (route !== undefined) span.attribute("http.route", route)
-          span.attribute("http.response.status_code", status)
-          span.end(clock.unsafeCurrentTimeNanos(), status >= 500 ? Exit.fail(`HTTP ${status}`) : Exit.void)
-        }
-      }
-    }
-  }
-}

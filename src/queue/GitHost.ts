@@ -172,3 +172,27 @@ export interface GitHostService {
 }
 
 export class GitHost extends Context.Tag("greenline/GitHost")<GitHost, GitHostService>() {}
+
+/** The committer of every commit Greenline writes (both providers, so they build the same commits). */
+export const GREENLINE_NAME = "Greenline"
+export const GREENLINE_EMAIL = "greenline@greenline.invalid"
+
+// biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are exactly what is refused
+const CONTROL = /[\u0000-\u001f\u007f]/
+
+/** Null when `branch` is an acceptable branch name (a subset of git check-ref-format), else the reason. */
+export const invalidBranchName = (branch: string): string | null => {
+  if (branch.length === 0) return "empty branch name"
+  if (branch.length > 250) return "branch name too long"
+  if (branch.startsWith("-") || branch.startsWith("/") || branch.endsWith("/") || branch.endsWith(".")) {
+    return `invalid branch name '${branch}'`
+  }
+  if (branch === "@" || branch.includes("..") || branch.includes("//") || branch.includes("@{")) {
+    return `invalid branch name '${branch}'`
+  }
+  if (CONTROL.test(branch) || /[ ~^:?*[\\]/.test(branch)) return `invalid branch name '${branch}'`
+  for (const part of branch.split("/")) {
+    if (part.startsWith(".") || part.endsWith(".lock")) return `invalid branch name '${branch}'`
+  }
+  return null
+}

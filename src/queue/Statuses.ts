@@ -1,7 +1,7 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Context, Effect, Layer } from "effect"
-import { Database } from "../db/Database.ts"
+import { Database } from "../kernel/Database.ts"
 import { makeStore } from "./store.ts"
 
 /**

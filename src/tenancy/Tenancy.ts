@@ -2,8 +2,14 @@ import { createHash, randomBytes, timingSafeEqual } from "node:crypto"
 import * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Clock, Context, Data, Effect, Layer, Option, Stream } from "effect"
-import { Database } from "../db/Database.ts"
-import type { RepoRef } from "../queue/schemas.ts"
+import { Database } from "../kernel/Database.ts"
+
+/** A repository by its host, owner and name (the API's `repo` object). */
+export interface RepoRef {
+  readonly host: string
+  readonly owner: string
+  readonly name: string
+}
 
 /** Organizations, their API tokens, and which organization owns which repository (contract.md §1). */
 

@@ -8,15 +8,17 @@ import type { SqlError } from "@effect/sql/SqlError"
 import * as PgClient from "@effect/sql-pg/PgClient"
 import { Effect, Layer, ManagedRuntime, Option, Redacted } from "effect"
 import { makeAppConfig } from "../../src/config.ts"
-import { type Database, layerPgliteMemory, layerPostgres } from "../../src/db/Database.ts"
+import { layerPgliteMemory, layerPostgres } from "../../src/db/Database.ts"
+import type { FlakyError } from "../../src/flaky/errors.ts"
 import { Flaky, FlakyLive, fastTestCaseId, testCaseIds } from "../../src/flaky/Flaky.ts"
 import { FlakyRepo } from "../../src/flaky/FlakyRepo.ts"
-import { flakyRoutes } from "../../src/flaky/Http.ts"
 import { flakyMigration, flakyResultsByTime } from "../../src/flaky/migration.ts"
 import { testCaseId } from "../../src/flaky/testCaseIds.ts"
 import { runUpload, type UploadIo } from "../../src/flaky/uploadCli.ts"
-import type { ApiError } from "../../src/http/errors.ts"
+import { type ApiError, fromDomainError } from "../../src/http/errors.ts"
 import { makeApp, RateLimiter } from "../../src/http/router.ts"
+import { flakyRoutes } from "../../src/http/routes/flaky.ts"
+import type { Database } from "../../src/kernel/Database.ts"
 import { GitError, GitHost, type GitHostService } from "../../src/queue/GitHost.ts"
 import { type Organization, Tenancy, TenancyLive } from "../../src/tenancy/Tenancy.ts"
 
@@ -103,10 +105,11 @@ const suite = (kind: string, makeDb: () => Promise<{ db: Db; cleanup: () => Prom
       await cleanup()
     })
 
-    const run = <A>(f: (flaky: typeof Flaky.Service) => Effect.Effect<A, ApiError>) =>
+    const run = <A>(f: (flaky: typeof Flaky.Service) => Effect.Effect<A, FlakyError>) =>
       rt.runPromise(Effect.flatMap(Flaky, f))
-    const fail = async <A>(f: (flaky: typeof Flaky.Service) => Effect.Effect<A, ApiError>): Promise<ApiError> =>
-      rt.runPromise(Effect.flip(Effect.flatMap(Flaky, f)))
+    // the service's domain error as the HTTP edge answers it
+    const fail = async <A>(f: (flaky: typeof Flaky.Service) => Effect.Effect<A, FlakyError>): Promise<ApiError> =>
+      rt.runPromise(Effect.flip(Effect.mapError(Effect.flatMap(Flaky, f), fromDomainError)))
     const count = (q: string) =>
       rt
         .runPromise(
@@ -364,7 +367,7 @@ const suite = (kind: string, makeDb: () => Promise<{ db: Db; cleanup: () => Prom
       if (skipped) return
       const others = [{ name: "o1" }, { name: "o2" }, { name: "o3" }, { name: "o4" }, { name: "o5" }, { name: "o6" }]
       expect(await run((f) => f.getSettings(org, scope("q")).pipe(Effect.catchAll(Effect.succeed)))).toMatchObject({
-        code: "NOT_FOUND"
+        _tag: "RepositoryNotFound"
       })
       // make q1 flaky
       await run(upload("q", [["a.xml", junit([{ name: "q1", status: "failed" }, { name: "q1" }, ...others])]]))

@@ -1,9 +1,9 @@
 import { Clock, Effect, Option } from "effect"
-import { ops } from "../http/Api.ts"
-import { invalidRequest, notFound } from "../http/errors.ts"
-import { CurrentOrg, handle } from "../http/router.ts"
-import { Tenancy } from "../tenancy/Tenancy.ts"
-import { renderQueueMetrics } from "./queueMetrics.ts"
+import { renderQueueMetrics } from "../../queue/metricsReport.ts"
+import { Tenancy } from "../../tenancy/Tenancy.ts"
+import { ops } from "../Api.ts"
+import { invalidRequest, notFound } from "../errors.ts"
+import { CurrentOrg, handle } from "../router.ts"
 
 export const metricsRoutes = [
   handle(ops.getMergeQueueMetrics, (query) =>

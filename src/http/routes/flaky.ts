@@ -1,10 +1,9 @@
 import { Effect, Schema } from "effect"
-import { ops } from "../http/Api.ts"
-import { ApiError, invalidRequest } from "../http/errors.ts"
-import type { Op } from "../http/operation.ts"
-import { CurrentOrg, handle, type Route } from "../http/router.ts"
-import { Flaky, type UploadPart } from "./Flaky.ts"
-import type { UploadSummary } from "./schemas.ts"
+import { Flaky, type UploadPart } from "../../flaky/Flaky.ts"
+import type { UploadSummary } from "../../flaky/schemas.ts"
+import { ops } from "../Api.ts"
+import { ApiError, fromDomainError, invalidRequest } from "../errors.ts"
+import { CurrentOrg, handle, type Route } from "../router.ts"
 
 /** Handlers of the flaky-test endpoints (contract.md §3): thin, the work is in `Flaky`. */
 
@@ -47,12 +46,14 @@ export const readUploadForm = (request: Request, body: Uint8Array) =>
  * schema decode of `handle` (the op's `UploadForm` schema only documents the form).
  */
 const encodeSummary = Schema.encode(ops.uploadTestResults.success)
-const uploadRoute: Route<Flaky> = {
-  op: ops.uploadTestResults as unknown as Op<string, unknown, unknown, unknown, unknown>,
+const uploadRoute: Route<Flaky, "uploadTestResults"> = {
+  op: ops.uploadTestResults,
   run: (_, { request, body }) =>
     Effect.gen(function* () {
       const { metadataText, parts } = yield* readUploadForm(request, body)
-      const summary: UploadSummary = yield* withOrg((flaky, org) => flaky.upload(org, metadataText, parts))
+      const summary: UploadSummary = yield* withOrg((flaky, org) => flaky.upload(org, metadataText, parts)).pipe(
+        Effect.mapError(fromDomainError)
+      )
       return yield* Effect.mapError(
         encodeSummary(summary),
         () => new ApiError({ status: 500, code: "INTERNAL", message: "the answer did not match its schema" })
@@ -60,7 +61,7 @@ const uploadRoute: Route<Flaky> = {
     })
 }
 
-export const flakyRoutes: ReadonlyArray<Route<Flaky>> = [
+export const flakyRoutes = [
   handle(ops.listFailingTests, (req) => withOrg((flaky, org) => flaky.listFailingTests(org, req))),
   handle(ops.listQuarantinedTests, (req) => withOrg((flaky, org) => flaky.listQuarantinedTests(org, req))),
   handle(ops.getTestDetails, (req) => withOrg((flaky, org) => flaky.getTestDetails(org, req))),
@@ -70,4 +71,4 @@ export const flakyRoutes: ReadonlyArray<Route<Flaky>> = [
   handle(ops.getFlakySettings, (req) => withOrg((flaky, org) => flaky.getSettings(org, req))),
   handle(ops.updateFlakySettings, (req) => withOrg((flaky, org) => flaky.updateSettings(org, req))),
   uploadRoute
-]
+] as const

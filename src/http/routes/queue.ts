@@ -1,14 +1,20 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import { Effect, Option } from "effect"
-import { ops } from "../http/Api.ts"
-import { ApiError, conflict, notFound } from "../http/errors.ts"
-import { CurrentOrg, handle } from "../http/router.ts"
-import { Tenancy } from "../tenancy/Tenancy.ts"
-import { Engine, type EngineShape, type QueueKey } from "./Engine.ts"
-import { QueueRepo, type QueueRow } from "./QueueRepo.ts"
-import { applyUpdate, publicConfig } from "./queueSettings.ts"
-import { Statuses } from "./Statuses.ts"
-import { DEFAULT_PRIORITY, defaultQueueConfig, PRIORITY_VALUES, type PriorityName, type RepoRef } from "./schemas.ts"
+import { Engine, type EngineShape, type QueueKey } from "../../queue/Engine.ts"
+import { QueueRepo, type QueueRow } from "../../queue/QueueRepo.ts"
+import { applyUpdate, publicConfig } from "../../queue/queueSettings.ts"
+import { Statuses } from "../../queue/Statuses.ts"
+import {
+  DEFAULT_PRIORITY,
+  defaultQueueConfig,
+  PRIORITY_VALUES,
+  type PriorityName,
+  type RepoRef
+} from "../../queue/schemas.ts"
+import { Tenancy } from "../../tenancy/Tenancy.ts"
+import { ops } from "../Api.ts"
+import { ApiError, conflict, notFound } from "../errors.ts"
+import { CurrentOrg, handle } from "../router.ts"
 
 /** Handlers of the queue endpoints: thin, each one transaction. */
 

@@ -1,7 +1,7 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Effect } from "effect"
-import { formatLabels, formatNumber, renderFamily } from "./registry.ts"
+import { formatLabels, formatNumber, renderFamily } from "../kernel/prometheusText.ts"
 
 /**
  * `GET /v1/getMergeQueueMetrics`: the hosted product's queue metrics (contract.md §2), computed from the stored

@@ -1,0 +1,74 @@
+/**
+ * The dependency rule of docs/architecture.md, checked in CI (`npm run check:deps`).
+ * Layers, inside out: pure cores → feature services (queue, flaky, tenancy, events) and the shared kernel →
+ * adapters (http, web, db, git-local, github, metrics) → the composition root (main, cli, server, providers).
+ */
+const core = "^src/(queue/planner/|flaky/(classify|junit|codeowners|normalize|testCaseIds)[.]ts$)"
+const feature = "^src/(queue|flaky|tenancy|events)/"
+// a feature's HTTP handlers and inbound webhooks are part of the HTTP edge, kept beside the feature they serve
+const edgeModule = "/(Http|webhooks)[.]ts$"
+const adapter = "^src/(http|web|db|git-local|github|metrics)/"
+const root = "^src/(main|cli|server|providers)[.]ts$"
+
+/** @type {import('dependency-cruiser').IConfiguration} */
+module.exports = {
+  forbidden: [
+    {
+      name: "no-circular",
+      severity: "error",
+      comment: "No cycles between files.",
+      from: {},
+      to: { circular: true }
+    },
+    {
+      name: "no-folder-cycles",
+      severity: "error",
+      comment: "No cycles between folders.",
+      scope: "folder",
+      from: {},
+      to: { circular: true }
+    },
+    {
+      name: "core-is-pure",
+      severity: "error",
+      comment: "Pure cores import only themselves and effect's data modules: no I/O, no clock, no adapters.",
+      from: { path: core },
+      to: { pathNot: [core, "^node_modules/effect/", "^crypto$", "^node:crypto$"] }
+    },
+    {
+      name: "feature-not-to-adapter",
+      severity: "error",
+      comment: "Feature services depend on the ports they own, never on an adapter or the HTTP layer.",
+      from: { path: feature, pathNot: edgeModule },
+      to: { path: [adapter, root] }
+    },
+    {
+      name: "adapters-independent",
+      severity: "error",
+      comment: "Adapters implement ports and know nothing of each other (the composition root wires them).",
+      from: { path: "^src/(db|git-local|github|metrics|web)/", pathNot: edgeModule },
+      to: { path: adapter, pathNot: "^src/$1/" }
+    },
+    {
+      name: "root-is-the-top",
+      severity: "error",
+      comment: "Nothing imports the composition root.",
+      from: { path: "^src/", pathNot: root },
+      to: { path: root }
+    },
+    {
+      name: "repositories-are-private",
+      severity: "error",
+      comment: "A feature's tables belong to it: other code reaches the feature through its service.",
+      from: { path: "^src/([^/]+)/" },
+      to: { path: "^src/([^/]+)/(.*Repo|repo|store)[.]ts$", pathNot: "^src/$1/" }
+    }
+  ],
+  options: {
+    doNotFollow: { path: "node_modules" },
+    tsPreCompilationDeps: true,
+    tsConfig: { fileName: "tsconfig.json" },
+    enhancedResolveOptions: { exportsFields: ["exports"], conditionNames: ["import", "require", "node", "default"] },
+    reporterOptions: { text: { highlightFocused: true } }
+  }
+}

@@ -1,0 +1,44 @@
+import { Effect, ParseResult, Schema } from "effect"
+
+/** One complaint about a request field: the contract's `details` item (`path` dotted, `message` for a person). */
+export const ErrorDetail = Schema.Struct({ path: Schema.String, message: Schema.String })
+export type ErrorDetail = typeof ErrorDetail.Type
+
+/**
+ * Keeps the failures `isExpected` recognises (a feature's domain errors) and turns every other one (a database
+ * error, a bug) into a defect, which the HTTP edge answers with 500 INTERNAL and logs.
+ */
+export const dieUnless =
+  <K>(isExpected: (error: unknown) => error is K) =>
+  <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, Extract<E, K>, R> =>
+    Effect.catchAll(effect, (e) => (isExpected(e) ? Effect.fail(e as Extract<E, K>) : Effect.die(e)))
+
+/** A schema decode failure as the contract's details: one per field, paths dotted (`pr.number`). */
+export const describeParseError = (
+  error: ParseResult.ParseError
+): { readonly message: string; readonly details: ReadonlyArray<ErrorDetail> } => {
+  let issues: ReadonlyArray<ParseResult.ArrayFormatterIssue>
+  try {
+    issues = ParseResult.ArrayFormatter.formatErrorSync(error)
+  } catch {
+    // formatting the value a client sent recurses into it: a document nested deep enough exhausts the stack
+    return {
+      message: "invalid request: a value is nested too deeply",
+      details: [{ path: "", message: "is nested too deeply" }]
+    }
+  }
+  // one detail per field: a union reports each member's complaint, the first says enough
+  const seen = new Set<string>()
+  const details: Array<ErrorDetail> = []
+  for (const issue of issues) {
+    const path = issue.path.map(String).join(".")
+    if (seen.has(path)) continue
+    seen.add(path)
+    details.push({ path, message: issue._tag === "Missing" ? "is required" : issue.message })
+  }
+  const first = details[0]
+  const message = first
+    ? `invalid request: ${first.path === "" ? "" : `${first.path} `}${first.message}`
+    : "invalid request"
+  return { message, details }
+}
