@@ -166,8 +166,16 @@ for (const db of databases) {
           "content-type": 'multipart/form-data; boundary="'
         })
         expect(badBoundary.status).toBe(400)
+      } finally {
+        await server.close()
+      }
+    })
 
-        // deleteQueue racing writes on the same queue: 200, 404 or 409, never 500
+    // the engine's transaction around deleteQueue fixes this (the engine developer's part of #15); until it is merged
+    // an updateQueue racing deleteQueue can still answer 500 on PostgreSQL
+    test("deleteQueue racing writes on the same queue: 200, 404 or 409, never 500", async () => {
+      const server = await startTestServer({ db, rateLimitPerSecond: 1_000_000 })
+      try {
         for (let i = 0; i < 5; i++) {
           for (const outcome of await deleteRace(server.url, TEST_TOKEN, `race${i}`)) {
             expect({ status: outcome.status, problem: outcome.problem }).toEqual({
