@@ -19,16 +19,19 @@ import { queueRoutes } from "./http/routes/queue.ts"
 import { makeRequestTracer } from "./http/tracing.ts"
 import { Database } from "./kernel/Database.ts"
 import { DbPoolMetricsLive, Metrics, MetricsLive } from "./metrics/Metrics.ts"
+import { Gauge } from "./metrics/registry.ts"
 import { TracingLive } from "./metrics/Tracing.ts"
 import { ProvidersLayer } from "./providers.ts"
 import { Engine, EngineRunner } from "./queue/Engine.ts"
 import { EngineLive } from "./queue/EngineLive.ts"
 import { QueueRepoLive } from "./queue/QueueRepo.ts"
+import { RunnerHealth, RunnerHealthLive } from "./queue/runner/health.ts"
+import { RunnerProbe, type RunnerProbeShape } from "./queue/runner/probe.ts"
 import { StatusesLive } from "./queue/Statuses.ts"
 import { Tenancy, TenancyLive } from "./tenancy/Tenancy.ts"
 
 /** Every service of the running application, over the configured database. */
-export const AppLayer = <E>(config: Layer.Layer<AppConfig, E>) => {
+export const AppLayer = <E>(config: Layer.Layer<AppConfig, E>, probe?: RunnerProbeShape) => {
   // the Git host of each repository by its host: GitHub (when configured) or the local bare repositories
   const git = Layer.unwrapEffect(
     Effect.map(AppConfig, (c) => Layer.merge(ProvidersLayer, CommandCiLayer(c.gitRoot)))
@@ -51,11 +54,13 @@ export const AppLayer = <E>(config: Layer.Layer<AppConfig, E>) => {
   )
   // GitHub: the PR comment and status the runners write, and which repositories may be claimed (the App's)
   const github = Layer.mergeAll(GitHubFeedbackLive, InstallationClaimGuardLive)
-  const services = Layer.mergeAll(TenancyLive, QueueRepoLive, StatusesLive, DbPoolMetricsLive).pipe(
+  const services = Layer.mergeAll(TenancyLive, QueueRepoLive, StatusesLive, DbPoolMetricsLive, RunnerHealthLive).pipe(
     Layer.provideMerge(github),
     Layer.provideMerge(base)
   )
-  return Layer.mergeAll(EngineLive, FlakyLive, GitHubReconcileLive).pipe(Layer.provideMerge(services))
+  // a test's probe of the runners (RunnerProbe), when given
+  const probed = probe === undefined ? services : Layer.provideMerge(Layer.succeed(RunnerProbe, probe), services)
+  return Layer.mergeAll(EngineLive, FlakyLive, GitHubReconcileLive).pipe(Layer.provideMerge(probed))
 }
 
 /**
@@ -94,9 +99,12 @@ const unauthorizedMetrics = () =>
   )
 
 /** Starts the HTTP server and the queue runners on a layer of configuration. */
-export const startServer = async <E>(configLayer: Layer.Layer<AppConfig, E>): Promise<RunningServer> => {
+export const startServer = async <E>(
+  configLayer: Layer.Layer<AppConfig, E>,
+  probe?: RunnerProbeShape
+): Promise<RunningServer> => {
   const started = performance.now()
-  const runtime = ManagedRuntime.make(AppLayer(configLayer))
+  const runtime = ManagedRuntime.make(AppLayer(configLayer, probe))
   const rt = await runtime.runtime()
   const ctx = rt.context
   const config = Context.get(ctx, AppConfig)
@@ -104,6 +112,14 @@ export const startServer = async <E>(configLayer: Layer.Layer<AppConfig, E>): Pr
   const tenancy = Context.get(ctx, Tenancy)
   const engine = Context.get(ctx, Engine)
   const sql = Context.get(ctx, SqlClient.SqlClient)
+  const health = Context.get(ctx, RunnerHealth)
+  metrics.registry.register(
+    new Gauge(
+      "greenline_queue_runner_failures",
+      "Failures in a row of a queue runner that has not completed a round since (0 series when all are healthy)",
+      () => health.failing().map((e) => [{ queue_id: e.queueId }, e.failures] as const)
+    )
+  )
   const logError = (message: string, cause: unknown) =>
     writeLog("ERROR", message, { cause: cause instanceof Error ? (cause.stack ?? cause.message) : String(cause) })
 
@@ -128,7 +144,14 @@ export const startServer = async <E>(configLayer: Layer.Layer<AppConfig, E>): Pr
             Effect.as(sql`select 1 from greenline_migrations limit 1`, true).pipe(Effect.orElseSucceed(() => false))
           )
           .catch(() => false)
-        return Response.json({ status: ok ? "ready" : "unavailable" }, { status: ok ? 200 : 503 })
+        // a queue whose runner keeps failing does not make the instance unready, but it shows here
+        const failing = health.failing().map((e) => ({
+          queueId: e.queueId,
+          message: e.message,
+          since: new Date(e.since).toISOString(),
+          failures: e.failures
+        }))
+        return Response.json({ status: ok ? "ready" : "unavailable", runners: { failing } }, { status: ok ? 200 : 503 })
       }
       case "/v1/openapi.json":
         return new Response(openApiJson, { headers: { "content-type": "application/json" } })

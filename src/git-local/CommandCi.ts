@@ -10,38 +10,17 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import type { Scope } from "effect"
-import { Context, Effect, Layer, Schedule } from "effect"
-import { GitError, type RepoNotFound, type RepoRef } from "../queue/GitHost.ts"
+import { Effect, Layer, Schedule } from "effect"
+import { CommandCi, type CommandCiInput, type CommandCiResult, type CommandCiService } from "../queue/CiRunner.ts"
+import { GitError } from "../queue/GitHost.ts"
 import { environmentWithoutGit } from "./gitEnv.ts"
-import { existingGitDir, formatRepo, git, runGit } from "./LocalGit.ts"
+import { git, runGit } from "./gitRun.ts"
+import { existingGitDir, formatRepo } from "./repoPaths.ts"
 
 export const OUTPUT_LIMIT_BYTES = 1024 * 1024
 
-export interface CommandCiInput {
-  readonly repo: RepoRef
-  readonly sha: string
-  /** Run with `sh -c` in the checkout. */
-  readonly command: string
-  readonly timeoutMs: number
-  /** Extra environment variables for the command. */
-  readonly env?: Readonly<Record<string, string>>
-}
-
-export interface CommandCiResult {
-  /** The exit code; 128 + signal number when the command was killed by a signal (e.g. 137 after a timeout). */
-  readonly exitCode: number
-  readonly timedOut: boolean
-  /** Combined stdout + stderr; when longer than 1 MiB, a "[... truncated ...]" line followed by the tail. */
-  readonly output: string
-  readonly truncated: boolean
-  readonly durationMs: number
-}
-
-export interface CommandCiService {
-  readonly run: (input: CommandCiInput) => Effect.Effect<CommandCiResult, RepoNotFound | GitError>
-}
-
-export class CommandCi extends Context.Tag("greenline/CommandCi")<CommandCi, CommandCiService>() {}
+// the port this adapter implements (the queue's)
+export { CommandCi, type CommandCiInput, type CommandCiResult, type CommandCiService } from "../queue/CiRunner.ts"
 
 const commandEnv = (extra: Readonly<Record<string, string>>): Record<string, string> =>
   Object.assign(environmentWithoutGit(), extra)

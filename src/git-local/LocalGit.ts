@@ -1,6 +1,4 @@
 /** The local Git provider: bare repositories driven by the real `git` (design notes: docs/architecture.md). */
-import * as fs from "node:fs"
-import * as os from "node:os"
 import * as path from "node:path"
 import { Clock, Effect, Either, Layer } from "effect"
 import {
@@ -9,333 +7,29 @@ import {
   GitError,
   GitHost,
   type GitHostService,
-  GREENLINE_EMAIL,
-  GREENLINE_NAME,
-  invalidBranchName,
   MergeConflict,
   type MergeInput,
   PrNotFound,
   type PullRequestInfo,
   type RebaseOntoInput,
-  RepoNotFound,
+  type RepoNotFound,
   type RepoRef
 } from "../queue/GitHost.ts"
 import { makeCatFile, summarizeCommit } from "./catFile.ts"
-import { gitEnvironment } from "./gitEnv.ts"
+import { decoder, failure, git, runGit, updateRef } from "./gitRun.ts"
+import {
+  type CommitMeta,
+  cherryPickTree,
+  commitTree,
+  identityEnv,
+  listCommits,
+  mergeTree,
+  prNumberFromMessage,
+  readCommits,
+  treeOf
+} from "./plumbing.ts"
+import { checkBranch, checkSha, existingGitDir, formatRepo, isBareRepo, repoGitDir } from "./repoPaths.ts"
 
-// ---------------------------------------------------------------------------------------------------------------
-// Validation and paths
-// ---------------------------------------------------------------------------------------------------------------
-
-// biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are exactly what is refused
-const CONTROL = /[\u0000-\u001f\u007f]/
-
-/** Why a repository identity part is refused, or null when it is acceptable. */
-const invalidPart = (label: string, value: string, allowSlash: boolean): string | null => {
-  if (value.length === 0) return `${label} is empty`
-  if (value.length > 200) return `${label} is too long`
-  if (value.startsWith("-")) return `${label} starts with '-'`
-  if (value.startsWith(".")) return `${label} starts with '.'`
-  if (value.includes("..")) return `${label} contains '..'`
-  if (value.includes("\\")) return `${label} contains '\\'`
-  if (CONTROL.test(value)) return `${label} contains control characters`
-  if (!allowSlash && value.includes("/")) return `${label} contains '/'`
-  return null
-}
-
-/** Null when `repo` is a valid identity, else the reason it is refused (no part may escape GIT_ROOT). */
-export const validateRepoRef = (repo: RepoRef): string | null =>
-  invalidPart("host", repo.host, false) ??
-  invalidPart("owner", repo.owner, false) ??
-  invalidPart("name", repo.name, false)
-
-/** The bare repository path of `repo` under `gitRoot`, or the reason the identity is refused. */
-export const repoGitDir = (gitRoot: string, repo: RepoRef): Either.Either<string, RepoNotFound> => {
-  const reason = validateRepoRef(repo)
-  if (reason !== null) {
-    return Either.left(
-      new RepoNotFound({ repo, invalid: true, message: `invalid repository ${formatRepo(repo)}: ${reason}` })
-    )
-  }
-  const root = path.resolve(gitRoot)
-  const dir = path.join(root, repo.host, repo.owner, `${repo.name}.git`)
-  if (!dir.startsWith(root + path.sep)) {
-    return Either.left(new RepoNotFound({ repo, invalid: true, message: `invalid repository ${formatRepo(repo)}` }))
-  }
-  return Either.right(dir)
-}
-
-export const formatRepo = (repo: RepoRef): string => `${repo.host}/${repo.owner}/${repo.name}`
-
-const isBareRepo = (dir: string): boolean => {
-  try {
-    return fs.statSync(path.join(dir, "objects")).isDirectory() && fs.statSync(path.join(dir, "HEAD")).isFile()
-  } catch {
-    return false
-  }
-}
-
-/** Resolves `repo` to an existing bare repository. */
-export const existingGitDir = (gitRoot: string, repo: RepoRef): Effect.Effect<string, RepoNotFound> =>
-  Effect.flatMap(repoGitDir(gitRoot, repo), (dir) =>
-    isBareRepo(dir)
-      ? Effect.succeed(dir)
-      : Effect.fail(new RepoNotFound({ repo, invalid: false, message: `repository ${formatRepo(repo)} not found` }))
-  )
-
-const SHA_RE = /^(?:[0-9a-f]{40}|[0-9a-f]{64})$/
-
-const checkSha = (sha: string, what: string): Effect.Effect<string, GitError> =>
-  SHA_RE.test(sha)
-    ? Effect.succeed(sha)
-    : Effect.fail(
-        new GitError({ args: [], exitCode: null, stderr: "", message: `${what} is not a full sha: '${sha}'` })
-      )
-
-const checkBranch = (branch: string): Effect.Effect<string, GitError> => {
-  const reason = invalidBranchName(branch)
-  return reason === null
-    ? Effect.succeed(branch)
-    : Effect.fail(new GitError({ args: [], exitCode: null, stderr: "", message: reason }))
-}
-
-// ---------------------------------------------------------------------------------------------------------------
-// Running git
-// ---------------------------------------------------------------------------------------------------------------
-
-export interface GitRunOptions {
-  /** Bytes written to git's standard input. */
-  readonly stdin?: string
-  /** Extra environment variables (e.g. GIT_AUTHOR_NAME). */
-  readonly env?: Readonly<Record<string, string>>
-  readonly cwd?: string
-}
-
-export interface GitRunResult {
-  readonly exitCode: number
-  readonly stdout: string
-  readonly stdoutBytes: Uint8Array
-  readonly stderr: string
-}
-
-const encoder = new TextEncoder()
-const decoder = new TextDecoder()
-
-/**
- * Runs `git --git-dir=<gitDir> -c core.hooksPath=/dev/null <args>` and returns its exit code and output; fails only
- * when the process cannot be run. Interrupting the effect kills the process.
- */
-export const runGit = (
-  gitDir: string,
-  args: ReadonlyArray<string>,
-  options: GitRunOptions = {}
-): Effect.Effect<GitRunResult, GitError> =>
-  Effect.async<GitRunResult, GitError>((resume) => {
-    const cmd = ["git", `--git-dir=${gitDir}`, "-c", "core.hooksPath=/dev/null", ...args]
-    const spawn = () =>
-      Bun.spawn(cmd, {
-        env: gitEnvironment(options.env),
-        cwd: options.cwd ?? os.tmpdir(),
-        stdin: options.stdin === undefined ? "ignore" : encoder.encode(options.stdin),
-        stdout: "pipe",
-        stderr: "pipe"
-      })
-    let proc: ReturnType<typeof spawn>
-    try {
-      proc = spawn()
-    } catch (cause) {
-      resume(Effect.fail(new GitError({ args, exitCode: null, stderr: "", message: `cannot run git: ${cause}` })))
-      return
-    }
-    Promise.all([new Response(proc.stdout).arrayBuffer(), new Response(proc.stderr).text(), proc.exited]).then(
-      ([buffer, stderr, exitCode]) => {
-        const stdoutBytes = new Uint8Array(buffer)
-        resume(Effect.succeed({ exitCode, stdout: decoder.decode(stdoutBytes), stdoutBytes, stderr }))
-      },
-      (cause) =>
-        resume(Effect.fail(new GitError({ args, exitCode: null, stderr: "", message: `git failed: ${cause}` })))
-    )
-    return Effect.sync(() => {
-      if (proc.exitCode === null) proc.kill("SIGKILL")
-    })
-  })
-
-const failure = (args: ReadonlyArray<string>, result: GitRunResult): GitError =>
-  new GitError({
-    args,
-    exitCode: result.exitCode,
-    stderr: result.stderr,
-    message: `git ${args[0] ?? ""} exited with ${result.exitCode}: ${result.stderr.trim().split("\n").slice(-3).join(" | ")}`
-  })
-
-/** Runs git and returns its standard output; a non-zero exit fails with GitError. */
-export const git = (
-  gitDir: string,
-  args: ReadonlyArray<string>,
-  options: GitRunOptions = {}
-): Effect.Effect<string, GitError> =>
-  Effect.flatMap(runGit(gitDir, args, options), (result) =>
-    result.exitCode === 0 ? Effect.succeed(result.stdout) : Effect.fail(failure(args, result))
-  )
-
-// ---------------------------------------------------------------------------------------------------------------
-// Commit metadata and plumbing steps
-// ---------------------------------------------------------------------------------------------------------------
-
-interface CommitMeta {
-  readonly sha: string
-  readonly tree: string
-  readonly parents: ReadonlyArray<string>
-  readonly authorName: string
-  readonly authorEmail: string
-  /** `<unix seconds> <+zzzz>` */
-  readonly authorDate: string
-  readonly committerDate: string
-  /** The raw message. */
-  readonly message: string
-}
-
-const META_FORMAT = "--format=%H%x00%T%x00%P%x00%an%x00%ae%x00%ad%x00%cd%x00%B"
-const META_FIELDS = 8
-
-const parseMeta = (stdout: string): ReadonlyArray<CommitMeta> => {
-  const fields = stdout.split("\0")
-  if (fields.length > 0 && fields[fields.length - 1] === "") fields.pop()
-  const out: Array<CommitMeta> = []
-  for (let i = 0; i + META_FIELDS <= fields.length; i += META_FIELDS) {
-    const f = (k: number): string => fields[i + k] ?? ""
-    out.push({
-      sha: f(0).trim(),
-      tree: f(1),
-      parents: f(2) === "" ? [] : f(2).split(" "),
-      authorName: f(3),
-      authorEmail: f(4),
-      authorDate: f(5),
-      committerDate: f(6),
-      message: f(7)
-    })
-  }
-  return out
-}
-
-/** Metadata of the given commits (one `git log --no-walk`), keyed by sha. */
-const readCommits = (
-  gitDir: string,
-  shas: ReadonlyArray<string>
-): Effect.Effect<ReadonlyMap<string, CommitMeta>, GitError> => {
-  const unique = [...new Set(shas)]
-  if (unique.length === 0) return Effect.succeed(new Map())
-  const args = ["log", "--no-walk=unsorted", "-z", "--date=raw", META_FORMAT, ...unique, "--"]
-  return Effect.flatMap(git(gitDir, args), (stdout) => {
-    const map = new Map(parseMeta(stdout).map((m) => [m.sha, m] as const))
-    const missing = unique.filter((sha) => !map.has(sha))
-    return missing.length === 0
-      ? Effect.succeed(map)
-      : Effect.fail(new GitError({ args, exitCode: 0, stderr: "", message: `not commits: ${missing.join(", ")}` }))
-  })
-}
-
-/** Commits of `rangeArgs` (e.g. `[head, ^base]`), oldest first. */
-const listCommits = (
-  gitDir: string,
-  rangeArgs: ReadonlyArray<string>,
-  flags: ReadonlyArray<string>
-): Effect.Effect<ReadonlyArray<CommitMeta>, GitError> =>
-  Effect.map(
-    git(gitDir, ["log", "--reverse", "--topo-order", ...flags, "-z", "--date=raw", META_FORMAT, ...rangeArgs, "--"]),
-    parseMeta
-  )
-
-const identityEnv = (
-  authorName: string,
-  authorEmail: string,
-  authorDate: string,
-  committerDate: string
-): Record<string, string> => ({
-  GIT_AUTHOR_NAME: authorName.trim() === "" ? "unknown" : authorName,
-  GIT_AUTHOR_EMAIL: authorEmail,
-  GIT_AUTHOR_DATE: `@${authorDate}`,
-  GIT_COMMITTER_NAME: GREENLINE_NAME,
-  GIT_COMMITTER_EMAIL: GREENLINE_EMAIL,
-  GIT_COMMITTER_DATE: `@${committerDate}`
-})
-
-/** Identity of the throwaway commits used to steer merge-tree's merge base. */
-const SCAFFOLD_ENV = identityEnv(GREENLINE_NAME, GREENLINE_EMAIL, "0 +0000", "0 +0000")
-
-const commitTree = (
-  gitDir: string,
-  tree: string,
-  parents: ReadonlyArray<string>,
-  message: string,
-  env: Record<string, string>
-): Effect.Effect<string, GitError> =>
-  Effect.map(git(gitDir, ["commit-tree", tree, ...parents.flatMap((p) => ["-p", p])], { stdin: message, env }), (out) =>
-    out.trim()
-  )
-
-type MergeTreeResult =
-  | { readonly _tag: "Clean"; readonly tree: string }
-  | { readonly _tag: "Conflict"; readonly paths: ReadonlyArray<string> }
-
-/** `git merge-tree --write-tree ours theirs` (merge base computed by git). */
-const mergeTree = (
-  gitDir: string,
-  ours: string,
-  theirs: string,
-  allowUnrelated: boolean
-): Effect.Effect<MergeTreeResult, GitError> => {
-  const args = [
-    "merge-tree",
-    "--write-tree",
-    "-z",
-    "--name-only",
-    "--no-messages",
-    ...(allowUnrelated ? ["--allow-unrelated-histories"] : []),
-    ours,
-    theirs
-  ]
-  return Effect.flatMap(runGit(gitDir, args), (result): Effect.Effect<MergeTreeResult, GitError> => {
-    const parts = result.stdout.split("\0")
-    const tree = (parts[0] ?? "").trim()
-    if (result.exitCode === 0 && SHA_RE.test(tree)) return Effect.succeed({ _tag: "Clean", tree })
-    if (result.exitCode === 1 && SHA_RE.test(tree)) {
-      return Effect.succeed({ _tag: "Conflict", paths: [...new Set(parts.slice(1).filter((p) => p !== ""))] })
-    }
-    return Effect.fail(failure(args, result))
-  })
-}
-
-/**
- * The tree of applying `commit` (against its first parent, the "mainline") onto a commit whose tree is `ontoTree`:
- * a 3-way merge with base = the commit's first parent (cherry-pick semantics).
- */
-const cherryPickTree = (
-  gitDir: string,
-  onto: string,
-  ontoTree: string,
-  commit: CommitMeta
-): Effect.Effect<MergeTreeResult, GitError> => {
-  const parent = commit.parents[0]
-  // Applying onto the commit's own parent: the result is the commit's tree.
-  if (parent === onto) return Effect.succeed({ _tag: "Clean", tree: commit.tree })
-  const scaffoldParents = parent === undefined ? [] : [parent]
-  return Effect.flatMap(
-    commitTree(gitDir, ontoTree, scaffoldParents, "greenline cherry-pick scaffold\n", SCAFFOLD_ENV),
-    (scaffold) => mergeTree(gitDir, scaffold, commit.sha, parent === undefined)
-  )
-}
-
-const treeOf = (gitDir: string, rev: string): Effect.Effect<string, GitError> =>
-  Effect.map(git(gitDir, ["rev-parse", "--verify", "--end-of-options", `${rev}^{tree}`]), (s) => s.trim())
-
-const prNumberFromMessage = (message: string): number => {
-  const subject = message.split("\n")[0] ?? ""
-  const m = /^Merge pull request #(\d+)/.exec(subject) ?? /\(#(\d+)\)\s*$/.exec(subject)
-  return m?.[1] === undefined ? 0 : Number(m[1])
-}
-
-// ---------------------------------------------------------------------------------------------------------------
 // The service
 // ---------------------------------------------------------------------------------------------------------------
 
@@ -532,7 +226,9 @@ export const makeLocalGit = (gitRootInput: string): GitHostService => {
           builtCommits.set(keyOf(parent, item), tip)
         }
       }
-      yield* git(gitDir, ["update-ref", "--no-deref", `refs/heads/${input.branch}`, tip])
+      const updateArgs = ["update-ref", "--no-deref", `refs/heads/${input.branch}`, tip]
+      const updated = yield* updateRef(gitDir, updateArgs)
+      if (updated.exitCode !== 0) return yield* failure(updateArgs, updated)
       return { sha: tip, commits }
     })
 
@@ -577,7 +273,7 @@ export const makeLocalGit = (gitRootInput: string): GitHostService => {
       const ref = `refs/heads/${branch}`
       const args = ["update-ref", "--no-deref", ref, newSha, expectedOld]
       for (let attempt = 0; ; attempt++) {
-        const result = yield* runGit(gitDir, args)
+        const result = yield* updateRef(gitDir, args)
         if (result.exitCode === 0) return true
         const current = yield* readRef(gitDir, ref)
         const expectedAbsent = /^0+$/.test(expectedOld)
@@ -603,7 +299,7 @@ export const makeLocalGit = (gitRootInput: string): GitHostService => {
       if (!isBareRepo(dir)) return
       const args = ["update-ref", "--no-deref", "-d", `refs/heads/${branch}`]
       for (let attempt = 0; ; attempt++) {
-        const result = yield* runGit(dir, args)
+        const result = yield* updateRef(dir, args)
         if (result.exitCode === 0) return
         if (attempt < 5 && /lock/i.test(result.stderr)) {
           yield* Effect.sleep(10 * (attempt + 1))

@@ -9,21 +9,15 @@
  * latest state on GitHub. A failure to reach GitHub is logged and dropped: the next state change writes it again.
  */
 import * as SqlClient from "@effect/sql/SqlClient"
-import { Context, Effect, Layer, Option } from "effect"
+import { Effect, Layer, Option } from "effect"
 import { AppConfig } from "../config.ts"
-import type { Comment, EntryState, SetStatus } from "../queue/planner/index.ts"
+import { PrFeedback } from "../queue/Feedback.ts"
+import type { EntryState, SetStatus } from "../queue/planner/index.ts"
 import type { QueueRow } from "../queue/QueueRepo.ts"
 import { GitHubAuth, GitHubClient } from "./GitHubClient.ts"
 
-export interface PrFeedbackShape {
-  /** After the planner's `Comment` command (only called when the queue has `commentsEnabled`). */
-  readonly comment: (queue: QueueRow, command: Comment) => Effect.Effect<void>
-  /** After the planner's `SetStatus` command; `context` is the queue's status check name. */
-  readonly status: (queue: QueueRow, command: SetStatus, context: string) => Effect.Effect<void>
-}
-
-/** Optional: without it (the local provider only) the runner's behaviour is unchanged. */
-export class PrFeedback extends Context.Tag("greenline/PrFeedback")<PrFeedback, PrFeedbackShape>() {}
+// the port this adapter implements (the queue's)
+export { PrFeedback, type PrFeedbackShape } from "../queue/Feedback.ts"
 
 /** Marks the queue's own comment (and keeps it apart from a user's comment quoting it). */
 export const COMMENT_MARKER = "<!-- greenline:merge-queue -->"

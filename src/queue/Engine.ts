@@ -3,7 +3,15 @@ import { Context, type Effect, type Option } from "effect"
 import type { ApiError } from "../http/errors.ts"
 import type { PullRequestInfo } from "./GitHost.ts"
 import type { QueueRow } from "./QueueRepo.ts"
-import type { EnqueuedPullRequest, StoredQueueConfig, SubmittedPullRequest, TestingDetails } from "./schemas.ts"
+import type {
+  AdaptiveChoiceView,
+  EnqueuedPullRequest,
+  StoredQueueConfig,
+  SubmittedPullRequest,
+  TestingDetails
+} from "./schemas.ts"
+
+type AdaptiveChoice = typeof AdaptiveChoiceView.Type
 
 /** A queue named as a request names it, in the caller's organization. */
 export interface QueueKey {
@@ -26,17 +34,23 @@ export interface EngineShape {
   readonly queueCreated: (queue: QueueRow) => Effect.Effect<void, SqlError>
   readonly configChanged: (queue: QueueRow) => Effect.Effect<void, SqlError>
   /** The effective configuration (the runner may be switching modes) and the active entries in testing order. */
-  readonly view: (
-    queue: QueueRow
-  ) => Effect.Effect<
-    { readonly config: StoredQueueConfig; readonly enqueued: ReadonlyArray<EnqueuedPullRequest> },
+  readonly view: (queue: QueueRow) => Effect.Effect<
+    {
+      readonly config: StoredQueueConfig
+      readonly enqueued: ReadonlyArray<EnqueuedPullRequest>
+      /** extension: adaptive mode's choice (estimates.ts), null when it is off */
+      readonly adaptiveChoice?: AdaptiveChoice | null
+    },
     SqlError
   >
   /** `view` of the queue `key` names, read with it in one statement (QUEUE_NOT_FOUND when there is none). */
-  readonly viewByKey: (
-    key: QueueKey
-  ) => Effect.Effect<
-    { readonly config: StoredQueueConfig; readonly enqueued: ReadonlyArray<EnqueuedPullRequest> },
+  readonly viewByKey: (key: QueueKey) => Effect.Effect<
+    {
+      readonly config: StoredQueueConfig
+      readonly enqueued: ReadonlyArray<EnqueuedPullRequest>
+      /** extension: adaptive mode's choice (estimates.ts), null when it is off */
+      readonly adaptiveChoice?: AdaptiveChoice | null
+    },
     ApiError | SqlError
   >
   /** The PR as the Git host shows it now (PR_NOT_FOUND when it does not exist). */

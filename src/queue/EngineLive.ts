@@ -1,17 +1,18 @@
 import * as os from "node:os"
 import * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Cause, Clock, Context, Deferred, Effect, FiberMap, Layer, Option, Queue, Schedule, Stream } from "effect"
+import { Cause, Clock, Context, Deferred, Effect, FiberMap, Layer, Option, Queue, Stream } from "effect"
 import { AppConfig } from "../config.ts"
-import type { CommandCi } from "../git-local/CommandCi.ts"
-import { PrFeedback } from "../github/feedback.ts"
 import { conflict, notFound } from "../http/errors.ts"
 import { Database } from "../kernel/Database.ts"
 import { Metrics } from "../metrics/Metrics.ts"
 import { usesGitHub } from "../providers.ts"
+import type { CommandCi } from "./CiRunner.ts"
 import { Engine, EngineRunner, type EngineShape, type QueueKey, type Submission } from "./Engine.ts"
+import { adaptiveChoiceOf, estimateFields, estimateOf, needsPrior } from "./estimates.ts"
+import { PrFeedback } from "./Feedback.ts"
 import { GitHost } from "./GitHost.ts"
-import { type Entry, initialState, type QueueState, type RunRecord } from "./planner/index.ts"
+import { type Entry, initialState, type QueueState, type QueueStats, type RunRecord } from "./planner/index.ts"
 import {
   ACTIVE_STATES,
   QUEUE_COLUMNS,
@@ -21,6 +22,8 @@ import {
   queueOfColumns
 } from "./QueueRepo.ts"
 import { plannerConfig, repoRefOf, runQueue } from "./Runner.ts"
+import { RunnerHealth } from "./runner/health.ts"
+import { supervise } from "./runner/supervise.ts"
 import { Statuses, type StoredCheckRun, WAKE_CHANNEL } from "./Statuses.ts"
 import {
   DEFAULT_PRIORITY,
@@ -29,6 +32,7 @@ import {
   type TestingDetails
 } from "./schemas.ts"
 import { type EntryRow, type InboxEvent, iso, makeStore, parseJson, TERMINAL, upgradeState } from "./store.ts"
+import { breakdownOf } from "./timeBreakdown.ts"
 
 /** A submission waiting for the next batch. */
 interface PendingSubmission {
@@ -41,8 +45,13 @@ type NullableEntryRow = { readonly [K in keyof EntryRow]: EntryRow[K] | null }
 const keyOf = (queue: QueueRow): QueueKey => ({ orgId: queue.repo.orgId, repo: queue.repo, branch: queue.branch })
 
 const PRIORITY_NAMES: Record<number, string> = { 0: "urgent", 10: "high", 100: "medium", 200: "low" }
-const LEASE_SECONDS = 15
-const LEASE_LOOP_MS = 5000
+/**
+ * A queue's lease, renewed every LEASE_LOOP_MS: another instance takes a dead owner's queues over within
+ * LEASE_SECONDS + LEASE_LOOP_MS. Short is safe: a stale owner cannot save a round (its fencing token is old) and its
+ * Git commands are idempotent or compare-and-swap (see docs/decisions.md, "Lease takeover").
+ */
+const LEASE_SECONDS = 6
+const LEASE_LOOP_MS = 2000
 
 const entryRecord = (queue: QueueRow, row: EntryRow, position: number | null): EnqueuedPullRequest => {
   const active = !TERMINAL.has(row.state)
@@ -98,15 +107,24 @@ const statusCheckState = (state: string) =>
   state === "success" ? "SUCCESS" : state === "failure" ? "FAILURE" : state === "error" ? "ERROR" : "PENDING"
 
 /** getQueue's answer from the runner's state and the active entries' rows. */
-const viewOf = (queue: QueueRow, state: QueueState, rows: ReadonlyArray<EntryRow>) => {
+const viewOf = (
+  queue: QueueRow,
+  state: QueueState,
+  rows: ReadonlyArray<EntryRow>,
+  now: number,
+  version: number | null = null,
+  prior?: QueueStats
+) => {
   const byId = new Map(rows.map((r) => [r.id, r]))
   const places = positions(state)
   const enqueued: Array<EnqueuedPullRequest> = []
+  // extension: estimates (issue #18), cached per runtime version
+  const estimate = estimateOf(queue.id, version, state, now, prior)
   for (const e of state.entries) {
     const row = byId.get(e.id)
     const place = places.get(e.id)
     if (row === undefined || place === undefined || row.state === "not_ready") continue
-    enqueued.push(entryRecord(queue, row, place))
+    enqueued.push({ ...entryRecord(queue, row, place), ...estimateFields(estimate, e.id) })
   }
   // entries submitted but not yet seen by the runner: after the planner's, in submission order
   const seen = new Set(state.entries.map((e: Entry) => e.id))
@@ -118,7 +136,10 @@ const viewOf = (queue: QueueRow, state: QueueState, rows: ReadonlyArray<EntryRow
         new Date(a.submitted_at).getTime() - new Date(b.submitted_at).getTime() ||
         (a.id < b.id ? -1 : a.id > b.id ? 1 : 0)
     )
-  for (const row of fresh) enqueued.push(entryRecord(queue, row, enqueued.length + 1))
+  fresh.forEach((row, k) => {
+    const place = { place: k + 1, depth: state.config.concurrency, now }
+    enqueued.push({ ...entryRecord(queue, row, enqueued.length + 1), ...estimateFields(estimate, row.id, place) })
+  })
   // a mode change the runner has not stepped yet, with runs in flight, is a switch too (semantics.md §6):
   // updateQueue and an immediate getQueue must not show the new mode as running
   const busy = state.merging !== null || state.runs.some((r) => r.status === "building" || r.status === "in_progress")
@@ -127,7 +148,7 @@ const viewOf = (queue: QueueRow, state: QueueState, rows: ReadonlyArray<EntryRow
     ...queue.config,
     state: state.switching !== null || unseenSwitch ? ("switching_modes" as const) : queue.config.state
   }
-  return { config: effective, enqueued }
+  return { config: effective, enqueued, adaptiveChoice: adaptiveChoiceOf(state) }
 }
 
 const queueNotFound = (key: QueueKey) =>
@@ -142,6 +163,7 @@ export const EngineLive = Layer.scopedContext(
     const statuses = yield* Statuses
     const config = yield* AppConfig
     const metrics = yield* Metrics
+    const health = yield* RunnerHealth
     const context = yield* Effect.context<
       SqlClient.SqlClient | GitHost | QueueRepo | Statuses | AppConfig | Database | CommandCi
     >()
@@ -187,6 +209,72 @@ export const EngineLive = Layer.scopedContext(
             and r.org_id = ${key.orgId} and q.branch = ${key.branch}`,
         (rows) => Option.fromNullable(rows[0])
       )
+
+    /** A young queue's prior for its estimates: the observations of the repository's busiest other queue. */
+    const priorFor = (queue: QueueRow, state: QueueState) =>
+      needsPrior(state)
+        ? Effect.map(
+            sql<{ stats: unknown }>`
+              select rt.state->'stats' as stats from queue_runtime rt join queues q on q.id = rt.queue_id
+              where q.repo_id = ${queue.repo.id} and q.id <> ${queue.id}
+                and coalesce((rt.state->'stats'->>'finishedRuns')::int, 0) >= 3
+              order by (rt.state->'stats'->>'finishedRuns')::int desc limit 1`,
+            (rows) => (rows[0] === undefined ? undefined : parseJson<QueueStats>(rows[0].stats))
+          )
+        : Effect.succeed(undefined)
+
+    /** getSubmittedPullRequest's extension fields (issue #18): the estimates and the time breakdown. */
+    const extensionsOf = (queue: QueueRow, entryId: string, active: boolean) =>
+      Effect.gen(function* () {
+        const now = yield* Clock.currentTimeMillis
+        let estimates = {}
+        if (active) {
+          const rt = yield* sql<{ state: unknown; version: string | number }>`
+            select state, version from queue_runtime where queue_id = ${queue.id}`
+          const found = rt[0]
+          const state =
+            found === undefined
+              ? initialState(plannerConfig(queue.config), null)
+              : upgradeState(parseJson<QueueState>(found.state))
+          const version = found === undefined ? null : Number(found.version)
+          // an entry the runner has not placed yet: right behind the placed ones
+          const fresh = { place: 1, depth: state.config.concurrency, now }
+          const prior = yield* priorFor(queue, state)
+          estimates = estimateFields(estimateOf(queue.id, version, state, now, prior), entryId, fresh)
+        }
+        const rows = (yield* timeline(entryId)).map((t) => ({
+          at: new Date(t.at).getTime(),
+          state: t.state,
+          reason: t.reason
+        }))
+        const b = breakdownOf(rows, now, {
+          batch: queue.config.batch,
+          maxWaitMs: queue.config.batchingMaxWaitTimeMinutes * 60_000
+        })
+        // the PR that failed (or went pending_failure) at the instant of each restart caused it
+        const causes =
+          b.restarts.length === 0
+            ? []
+            : yield* sql<{ pr_number: string | number; at: Date | string }>`
+                select e.pr_number, t.at from entry_timeline t join entries e on e.id = t.entry_id
+                where e.queue_id = ${queue.id} and e.id <> ${entryId}
+                  and t.state in ('failed', 'pending_failure')
+                  and t.at in ${sql.in(b.restarts.map((r) => iso(r.at)))}`
+        const causeAt = new Map(causes.map((c) => [new Date(c.at).getTime(), Number(c.pr_number)]))
+        return {
+          ...estimates,
+          timeBreakdown: {
+            waitingForSlotMs: b.waitingForSlotMs,
+            waitingForBatchMs: b.waitingForBatchMs,
+            testingMs: b.testingMs,
+            restarts: b.restarts.map((r) => ({
+              at: iso(r.at),
+              reason: r.reason,
+              causedByPr: causeAt.get(r.at) ?? null
+            }))
+          }
+        }
+      })
 
     const requireActive = (queue: QueueRow, prNumber: number) =>
       Effect.gen(function* () {
@@ -408,13 +496,15 @@ export const EngineLive = Layer.scopedContext(
         Effect.gen(function* () {
           const state = yield* runtimeOf(queue)
           const rows = yield* activeEntries(queue.id)
-          return viewOf(queue, state, rows)
+          return viewOf(queue, state, rows, yield* Clock.currentTimeMillis, null, yield* priorFor(queue, state))
         }),
 
       viewByKey: (key) =>
         Effect.gen(function* () {
-          const rows = yield* sql<QueueColumns & { runtime_state: unknown; active: unknown }>`
-            select ${sql.unsafe(QUEUE_COLUMNS)}, rt.state as runtime_state,
+          const rows = yield* sql<
+            QueueColumns & { runtime_state: unknown; runtime_version: string | number | null; active: unknown }
+          >`
+            select ${sql.unsafe(QUEUE_COLUMNS)}, rt.state as runtime_state, rt.version as runtime_version,
               (select coalesce(json_agg(e), '[]'::json) from entries e
                where e.queue_id = q.id and e.state in ${sql.in(ACTIVE_STATES)}) as active
             from queues q join repositories r on r.id = q.repo_id
@@ -428,7 +518,10 @@ export const EngineLive = Layer.scopedContext(
             row.runtime_state === null
               ? initialState(plannerConfig(queue.config), null)
               : upgradeState(parseJson<QueueState>(row.runtime_state))
-          return viewOf(queue, state, parseJson<ReadonlyArray<EntryRow>>(row.active))
+          const version = row.runtime_version === null ? null : Number(row.runtime_version)
+          const now = yield* Clock.currentTimeMillis
+          const prior = yield* priorFor(queue, state)
+          return viewOf(queue, state, parseJson<ReadonlyArray<EntryRow>>(row.active), now, version, prior)
         }),
 
       readPullRequest,
@@ -502,7 +595,8 @@ export const EngineLive = Layer.scopedContext(
               })
             },
             forceEnqueued: false,
-            isCurrentlySubmittedToQueue: active
+            isCurrentlySubmittedToQueue: active,
+            ...(yield* extensionsOf(queue, row.id, active))
           }
           if (!includeTimeline) return record
           const items = yield* timeline(row.id)
@@ -624,6 +718,7 @@ export const EngineLive = Layer.scopedContext(
     const hooks = {
       observeLag: (seconds: number) => metrics.runnerLag.observe({}, seconds),
       observeStep: (seconds: number) => metrics.observeStep(seconds),
+      roundDone: (queueId: string) => health.recovered(queueId),
       lostLease: (queueId: string, fencing: number) =>
         Effect.sync(() => forget(queueId, fencing)).pipe(
           Effect.zipRight(Effect.logWarning(`lost the lease of queue ${queueId}`))
@@ -631,19 +726,19 @@ export const EngineLive = Layer.scopedContext(
     }
 
     const supervised = (queueId: string, fencing: number) =>
-      runQueue(queueId, owner, fencing, signalOf(queueId), hooks).pipe(
+      supervise(runQueue(queueId, owner, fencing, signalOf(queueId), hooks), {
         // a runner that lost its lease ends by interruption: that is no failure, and it is not restarted
-        Effect.tapErrorCause((cause) =>
-          Cause.isInterruptedOnly(cause)
-            ? Effect.void
-            : Effect.sync(() => metrics.runnerRestarts.inc()).pipe(
-                Effect.zipRight(Effect.logError(`runner of queue ${queueId} failed; restarting`, cause))
-              )
-        ),
-        Effect.retry(Schedule.exponential("200 millis").pipe(Schedule.either(Schedule.spaced("10 seconds")))),
-        Effect.ensuring(Effect.sync(() => forget(queueId, fencing))),
-        Effect.provide(runnerContext)
-      )
+        failed: (cause, attempt, delayMs) =>
+          Effect.gen(function* () {
+            const now = yield* Clock.currentTimeMillis
+            health.failed(queueId, Cause.pretty(cause).split("\n")[0] ?? "failed", now, now + delayMs)
+            metrics.runnerRestarts.inc()
+            yield* Effect.logError(
+              `runner of queue ${queueId} failed (${attempt + 1} in a row); restarting in ${delayMs} ms`,
+              cause
+            )
+          })
+      }).pipe(Effect.ensuring(Effect.sync(() => forget(queueId, fencing))), Effect.provide(runnerContext))
 
     const takeLeases = (force: boolean) =>
       Effect.gen(function* () {

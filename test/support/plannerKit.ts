@@ -128,29 +128,21 @@ export const makeKit = (config: Partial<PlannerConfig> = {}, opts: KitOptions = 
       const queue: Array<PlannerEvent | ReadonlyArray<PlannerEvent>> = [ev]
       for (let guard = 0; queue.length > 0 && guard < 10_000; guard++) {
         const e = queue.shift()!
-        const ids: string[] = []
-        for (let k = 0; k < 2 * kit.state.config.concurrency + kit.state.config.bisectionConcurrency + 8; k++) {
-          ids.push(kit.nextId())
-        }
+        const start = n
         const before = kit.state
         const beforeJson = opts.checkPurity ? JSON.stringify(before) : ""
-        const r = isBurst(e)
-          ? stepMany(
-              before,
-              e.map((x, k) => (k === 0 ? { ...x, newIds: ids } : x)),
-              kit.now
-            )
-          : step(before, { ...e, newIds: ids }, kit.now)
+        const r = isBurst(e) ? stepMany(before, e, kit.now, kit.nextId) : step(before, e, kit.now, kit.nextId)
         if (opts.checkPurity && !isBurst(e)) {
           const json = JSON.stringify(r)
-          const again = JSON.stringify(step(before, { ...e, newIds: ids } as PlannerEvent, kit.now))
-          const fresh = JSON.stringify(step(JSON.parse(beforeJson), { ...e, newIds: ids } as PlannerEvent, kit.now))
+          const end = n
+          n = start
+          const again = JSON.stringify(step(before, e, kit.now, kit.nextId))
+          n = start
+          const fresh = JSON.stringify(step(JSON.parse(beforeJson), e, kit.now, kit.nextId))
+          n = end
           if (JSON.stringify(before) !== beforeJson) throw new Error("step mutated its input")
           if (again !== json || fresh !== json) throw new Error(`step is not pure for ${e._tag}`)
         }
-        // unused ids are given back
-        const used = new Set(r.runChanges.map((x) => x.id))
-        n -= ids.filter((id) => !used.has(id)).length
         kit.state = r.state
         kit.results.push(r)
         out.push(r)

@@ -3,6 +3,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { SQL } from "bun"
 import { type AppConfigShape, makeAppConfig } from "../../src/config.ts"
+import type { RunnerProbeShape } from "../../src/queue/runner/probe.ts"
 import { type RunningServer, startServer } from "../../src/server.ts"
 
 /**
@@ -58,6 +59,8 @@ export interface TestServerOptions {
   readonly rateLimitPerSecond?: number
   readonly metricsToken?: string
   readonly gitPollMs?: number
+  /** Points where the test watches or interrupts the runners. */
+  readonly probe?: RunnerProbeShape
   /** Any other settings (e.g. the GITHUB_* ones), applied last. */
   readonly config?: Partial<AppConfigShape>
 }
@@ -83,7 +86,8 @@ export const startTestServer = async (options: TestServerOptions): Promise<TestS
       gitPollMs: options.gitPollMs ?? 200,
       logLevel: "error",
       ...options.config
-    })
+    }),
+    options.probe
   )
   const post = async (op: string, body: unknown, headers: Record<string, string> = {}) => {
     const response = await fetch(`${server.url}/v1/${op}`, {

@@ -97,6 +97,30 @@ const configArb: fc.Arbitrary<Partial<PlannerConfig>> = fc.record({
   testingTimeoutMinutes: fc.constantFrom(60, 300)
 })
 
+/** A setting over its whole range in contract.md (1..4294967295), extremes included. */
+const MAX_U32 = 4294967295
+const u32Arb = fc.oneof(
+  fc.constantFrom(1, 2, MAX_U32 - 1, MAX_U32),
+  fc.integer({ min: 1, max: 8 }),
+  fc.integer({ min: 1, max: MAX_U32 })
+)
+
+/** Configurations drawn over the full bounds (the numeric settings of updateQueue). */
+const fullBoundsConfigArb: fc.Arbitrary<Partial<PlannerConfig>> = fc.record({
+  mode: fc.constantFrom("single" as const, "parallel" as const),
+  concurrency: u32Arb,
+  bisectionConcurrency: u32Arb,
+  pendingFailureDepth: u32Arb,
+  canOptimisticallyMerge: fc.boolean(),
+  batch: fc.boolean(),
+  batchingMinSize: u32Arb,
+  batchingMaxWaitTimeMinutes: u32Arb,
+  notReadyTimeoutHours: u32Arb,
+  directMergeMode: fc.constantFrom("off" as const, "always" as const),
+  optimizationMode: fc.constantFrom("off" as const, "bisection_skip_redundant_tests" as const),
+  testingTimeoutMinutes: u32Arb
+})
+
 const key = (e: Entry) => [e.priority, e.seq] as const
 const keyLe = (a: Entry, b: Entry) => a.priority < b.priority || (a.priority === b.priority && a.seq <= b.seq)
 
@@ -391,6 +415,63 @@ describe("planner properties", () => {
       }
     )
     if (process.env.PLANNER_STATS) console.log(stats)
+  })
+
+  test("configurations over the full bounds (1..4294967295) never break a step, and ids are asked once per run", () => {
+    fc.assert(
+      fc.property(
+        fullBoundsConfigArb,
+        fc.array(
+          actionArb.filter((a) => a.t !== "more" && a.t !== "tick"),
+          { minLength: 1, maxLength: 60 }
+        ),
+        fc.uniqueArray(fc.integer({ min: 1, max: PRS }), { maxLength: 3 }),
+        (config, actions, bad) => {
+          const kit = makeKit(config)
+          let asked = 0
+          const next = kit.nextId
+          kit.nextId = () => {
+            asked++
+            return next()
+          }
+          for (const a of actions) {
+            if (a.t === "submit")
+              kit.send({
+                _tag: "Submitted",
+                entryId: `pr${a.pr}-${kit.results.length}`,
+                prNumber: a.pr,
+                headSha: `h${a.pr}`,
+                priority: a.prio,
+                noBatch: a.noBatch,
+                ready: true
+              })
+            else if (a.t === "complete") {
+              const r = kit.state.runs.filter((x) => x.status === "in_progress")[a.k % 6]
+              if (r !== undefined) {
+                const failed = a.flaky || r.items.some((it) => bad.includes(it.prNumber))
+                kit.send({
+                  _tag: "RunCompleted",
+                  runId: r.id,
+                  outcome: failed ? "failed" : "succeeded",
+                  reason: "TEST_RUN_REQUIRED_STATUS_FAILED"
+                })
+              }
+            } else if (a.t === "cancel") kit.send({ _tag: "Cancelled", prNumber: a.pr, reason: "API_REQUESTED" })
+            else if (a.t === "restart") kit.send({ _tag: "RestartRequested", prNumber: a.pr })
+            else if (a.t === "targets")
+              kit.send({ _tag: "ImpactedTargetsSet", prNumber: a.pr, sha: `h${a.pr}`, targets: a.targets })
+          }
+          kit.send({ _tag: "Tick" })
+          // every id asked for named a run, and every run got its own
+          expect(asked).toBe(
+            kit.allRuns.size - [...kit.allRuns.keys()].filter((id) => id.includes("-bisection-")).length
+          )
+          // runs are bounded by the entries, not by the configuration
+          expect(kit.state.runs.length).toBeLessThanOrEqual(PRS * 2)
+        }
+      ),
+      { numRuns: Number(process.env.PLANNER_RUNS ?? 200) }
+    )
   })
 
   test("new submissions stepped together equal one step each, when nothing starts (a paused queue)", () => {

@@ -347,30 +347,42 @@ describe("single mode, predictive testing", () => {
     expect(JSON.parse(JSON.stringify(kit.state))).toEqual(kit.state)
   })
 
-  test("out of ids: stops and asks for a Wake", async () => {
+  test("passed runs count against concurrency: a head that cannot finish bounds the speculation", () => {
+    const kit = kitWith({ concurrency: 3 }, [1, 2, 3, 4, 5, 6])
+    expect(activeRuns(kit)).toHaveLength(3)
+    // the head's run stays in progress (its status never comes); the two behind it pass
+    pass(kit, runOf(kit, 2))
+    pass(kit, runOf(kit, 3))
+    expect(stateOf(kit, 2)).toBe("tests_passed")
+    expect(stateOf(kit, 4)).toBe("pending")
+    expect(kit.state.runs).toHaveLength(3)
+    // the head passes: everything merges and the chain moves on
+    pass(kit, runOf(kit, 1))
+    expect(stateOf(kit, 3)).toBe("merged")
+    expect(activeRuns(kit)).toHaveLength(3)
+  })
+
+  test("run ids come from the generator, one per run, whatever the configured concurrency", async () => {
     const { step, initialState } = await import("../../src/queue/planner/index.ts")
     const { defaultConfig } = await import("../support/plannerKit.ts")
-    let s = initialState({ ...defaultConfig, concurrency: 3 }, "base")
+    const max = 4294967295
+    let s = initialState({ ...defaultConfig, concurrency: max, bisectionConcurrency: max }, "base")
+    let asked = 0
+    const newId = () => `id${++asked}`
     for (const pr of [1, 2, 3]) {
-      s = step(
-        s,
-        {
-          _tag: "Submitted",
-          entryId: `e${pr}`,
-          prNumber: pr,
-          headSha: "h",
-          priority: 100,
-          noBatch: false,
-          ready: true,
-          newIds: pr === 1 ? ["a"] : []
-        },
-        0
-      ).state
+      const event = {
+        _tag: "Submitted",
+        entryId: `e${pr}`,
+        prNumber: pr,
+        headSha: "h",
+        priority: 100,
+        noBatch: false,
+        ready: true
+      } as const
+      s = step(s, event, 0, newId).state
     }
-    const r = step(s, { _tag: "Tick", newIds: [] }, 0)
-    expect(r.commands.some((c) => c._tag === "Wake")).toBe(true)
-    const r2 = step(r.state, { _tag: "Tick", newIds: ["b", "c"] }, 0)
-    expect(r2.state.runs.map((x) => x.id)).toEqual(["a", "b", "c"])
+    expect(s.runs.map((x) => x.id)).toEqual(["id1", "id2", "id3"])
+    expect(asked).toBe(3)
   })
 })
 

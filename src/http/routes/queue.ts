@@ -93,7 +93,11 @@ export const queueRoutes = [
     Effect.gen(function* () {
       const engine = yield* Engine
       const view = yield* orDie(engine.viewByKey(yield* keyOf(req.repo, req.targetBranch)))
-      return { ...publicConfig(view.config), enqueuedPullRequests: view.enqueued }
+      return {
+        ...publicConfig(view.config),
+        enqueuedPullRequests: view.enqueued,
+        adaptiveChoice: view.adaptiveChoice ?? null
+      }
     })
   ),
 

@@ -8,6 +8,7 @@ import type {
   EntryState,
   MergeInFlight,
   ModeSwitch,
+  NewId,
   PlannerConfig,
   PrStatusState,
   QueueState,
@@ -40,9 +41,7 @@ export interface Ctx {
   readonly commands: Command[]
   readonly transitions: Transition[]
   readonly changedRuns: Map<string, Run>
-  readonly ids: readonly string[]
-  idPos: number
-  outOfIds: boolean
+  readonly newId: NewId
   /** reason given to entries whose runs are invalidated in this step */
   reason: string
   wakeAt: number | null
@@ -54,12 +53,7 @@ export interface Ctx {
   burst: { lastPos: number; lastPriority: number } | null
 }
 
-export const makeCtx = (
-  state: QueueState,
-  newIds: readonly string[] | undefined,
-  now: number,
-  reason: string
-): Ctx => ({
+export const makeCtx = (state: QueueState, newId: NewId, now: number, reason: string): Ctx => ({
   now,
   config: state.config,
   targetSha: state.targetSha,
@@ -76,9 +70,7 @@ export const makeCtx = (
   commands: [],
   transitions: [],
   changedRuns: new Map(),
-  ids: newIds ?? [],
-  idPos: 0,
-  outOfIds: false,
+  newId,
   reason,
   wakeAt: null,
   burst: null
@@ -290,15 +282,7 @@ export const endRun = (ctx: Ctx, i: number, status: RunStatus | null, failureRea
   return run
 }
 
-export const takeId = (ctx: Ctx): string | null => {
-  const id = ctx.ids[ctx.idPos]
-  if (id === undefined) {
-    ctx.outOfIds = true
-    return null
-  }
-  ctx.idPos++
-  return id
-}
+export const takeId = (ctx: Ctx): string => ctx.newId()
 
 export const wakeAt = (ctx: Ctx, at: number): void => {
   if (ctx.wakeAt === null || at < ctx.wakeAt) ctx.wakeAt = at

@@ -15,9 +15,7 @@ export const createRunsParallel = (ctx: Ctx): void => {
     const e = ctx.entries[i]!
     if (e.state !== "pending" || e.runId !== null || e.merging || e.directMerge === "trying") continue
     const deps = parallelDeps(ctx, i, null)
-    const id = takeId(ctx)
-    if (id === null) return
-    createRun(ctx, id, "main", null, deps, [e], true)
+    createRun(ctx, takeId(ctx), "main", null, deps, [e], true)
     slots--
   }
 }

@@ -183,6 +183,13 @@ export const countActive = (ctx: Ctx, type: "main" | "bisection"): number => {
   return n
 }
 
+/** Main runs that passed and wait to merge. */
+export const countPassed = (ctx: Ctx): number => {
+  let n = 0
+  for (const r of ctx.runs) if (r.queueType === "main" && r.status === "succeeded") n++
+  return n
+}
+
 export const removeRunById = (ctx: Ctx, id: string): void => {
   const i = runIndex(ctx, id)
   if (i >= 0) ctx.runs.splice(i, 1)

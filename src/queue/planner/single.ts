@@ -15,7 +15,7 @@ import {
   wakeAt
 } from "./context.ts"
 import { bisectionRunId, failEntry, isSuspect, matchesKnown, splitGroup } from "./failure.ts"
-import { countActive, createRun } from "./runs.ts"
+import { countActive, countPassed, createRun } from "./runs.ts"
 import type { Entry, Run, RunItem } from "./types.ts"
 
 const startable = (e: Entry): boolean =>
@@ -62,6 +62,12 @@ const collectGroup = (ctx: Ctx, i: number): { group: Entry[]; next: number; clos
   return { group, next: j, closed: closed || group.length >= max }
 }
 
+/** The first entry of the chain waits for a run. */
+const headStartable = (ctx: Ctx): boolean => {
+  for (const e of ctx.entries) if (isChainable(e)) return startable(e)
+  return false
+}
+
 /** Start runs along the chain. Returns true when an entry failed without a run (skip-redundant), which needs
  * another reconcile round. */
 export const createRunsSingle = (ctx: Ctx): boolean => {
@@ -69,7 +75,12 @@ export const createRunsSingle = (ctx: Ctx): boolean => {
   const cfg = ctx.config
   // without bisection slots of its own, bisection shares the main slots
   const shared = cfg.bisectionConcurrency <= 0
-  let mainSlots = cfg.concurrency - countActive(ctx, "main") - (shared ? countActive(ctx, "bisection") : 0)
+  // runs that passed and wait to merge count too: speculation stays `concurrency` deep whatever state the head is
+  // in (a head that cannot merge holds its slot); but the head itself may always start when nothing is testing, so
+  // passed runs behind it never keep it waiting
+  const testing = countActive(ctx, "main") + (shared ? countActive(ctx, "bisection") : 0)
+  let mainSlots = cfg.concurrency - testing - countPassed(ctx)
+  if (mainSlots <= 0 && testing === 0 && headStartable(ctx)) mainSlots = 1
   let bisSlots = shared ? mainSlots : cfg.bisectionConcurrency - countActive(ctx, "bisection")
   // bisection segments waiting for a run lie near the head; past the last one only main slots matter
   let lastSegment = -1
@@ -155,9 +166,7 @@ export const createRunsSingle = (ctx: Ctx): boolean => {
           break
         }
       }
-      const id = takeId(ctx)
-      if (id === null) break
-      createRun(ctx, id, "main", null, prefix, group, false)
+      createRun(ctx, takeId(ctx), "main", null, prefix, group, false)
       mainSlots--
       if (shared) bisSlots--
     }

@@ -2,6 +2,7 @@
  * `step`: apply one event to the queue state, then reconcile (resolve pending failures, drop runs whose content
  * is no longer right, start runs, merge), returning the new state and the commands for the shell.
  */
+import { applyChoice, backlogOf, choose, emptyStats, record, restoreBounds, statsOf } from "./adaptive.ts"
 import {
   type Ctx,
   endRun,
@@ -24,7 +25,16 @@ import { insertEntry, isLocked, removeEntryAt } from "./order.ts"
 import { aloneInLane, chainableCount, createRunsParallel, planMergeParallel } from "./parallel.ts"
 import { afterMerge, cancelRun, validityPass } from "./runs.ts"
 import { createRunsSingle, type MergePlan, planMergeSingle } from "./single.ts"
-import type { Entry, MergeInFlight, PlannerConfig, PlannerEvent, QueueState, RunRecord, StepResult } from "./types.ts"
+import type {
+  Entry,
+  MergeInFlight,
+  NewId,
+  PlannerConfig,
+  PlannerEvent,
+  QueueState,
+  RunRecord,
+  StepResult
+} from "./types.ts"
 import { Reasons } from "./types.ts"
 
 export const initialState = (config: PlannerConfig, targetSha: string | null): QueueState => ({
@@ -614,7 +624,6 @@ const finish = (ctx: Ctx): StepResult => {
     if (dropped) counters = kept
   }
   if (ctx.wakeAt !== null) ctx.commands.push({ _tag: "ScheduleWake", at: ctx.wakeAt })
-  if (ctx.outOfIds) ctx.commands.push({ _tag: "Wake" })
   const runChanges: RunRecord[] = [...ctx.changedRuns.values()]
   return {
     state: {
@@ -633,12 +642,31 @@ const finish = (ctx: Ctx): StepResult => {
   }
 }
 
-/** Apply one event at time `now` (epoch ms). Pure: the input state is not modified. */
-export const step = (state: QueueState, event: PlannerEvent, now: number): StepResult => {
-  const ctx = makeCtx(state, event.newIds, now, Reasons.prerequisiteFailed)
+/** The shell's id source: a random UUID per run created. */
+export const randomIds: NewId = () => crypto.randomUUID()
+
+/**
+ * Apply one event at time `now` (epoch ms); run ids come from `newId`. Pure given a deterministic `newId`: the input
+ * state is not modified.
+ */
+export const step = (state: QueueState, event: PlannerEvent, now: number, newId: NewId = randomIds): StepResult => {
+  const ctx = makeCtx(state, newId, now, Reasons.prerequisiteFailed)
   handle(ctx, event)
+  return plan(ctx, state)
+}
+
+/** Reconcile with adaptive mode's choice (adaptive.ts) when it is on, and add the step to the observations. */
+const plan = (ctx: Ctx, state: QueueState): StepResult => {
+  const bounds = ctx.config
+  const stats = statsOf(state)
+  const choice = bounds.adaptive === true ? choose(bounds, stats, backlogOf(ctx.entries)) : null
+  if (choice !== null) ctx.config = applyChoice(bounds, choice)
   reconcile(ctx)
-  return finish(ctx)
+  if (choice !== null) ctx.config = restoreBounds(ctx.config, bounds)
+  const result = finish(ctx)
+  const next = record(stats, result.runChanges, result.transitions, choice)
+  if (next === emptyStats && state.stats === undefined) return result
+  return { ...result, state: { ...result.state, stats: next } }
 }
 
 /**
@@ -647,15 +675,18 @@ export const step = (state: QueueState, event: PlannerEvent, now: number): StepR
  * queue, not urgent (`joinsSubmissions`) — where it equals the events arriving at the same instant: the runner folds
  * a flood of submissions this way instead of reconciling the whole queue after each. Pure, as `step`.
  */
-export const stepMany = (state: QueueState, events: ReadonlyArray<PlannerEvent>, now: number): StepResult => {
-  const ids = events.flatMap((e) => e.newIds ?? [])
-  const ctx = makeCtx(state, ids, now, Reasons.prerequisiteFailed)
+export const stepMany = (
+  state: QueueState,
+  events: ReadonlyArray<PlannerEvent>,
+  now: number,
+  newId: NewId = randomIds
+): StepResult => {
+  const ctx = makeCtx(state, newId, now, Reasons.prerequisiteFailed)
   // a run of submissions only: each new entry of the same priority goes behind the one before (order.ts)
   if (events.every((e) => e._tag === "Submitted")) ctx.burst = { lastPos: -1, lastPriority: 0 }
   for (const event of events) handle(ctx, event)
   ctx.burst = null
-  reconcile(ctx)
-  return finish(ctx)
+  return plan(ctx, state)
 }
 
 /**

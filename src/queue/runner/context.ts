@@ -1,0 +1,105 @@
+import * as SqlClient from "@effect/sql/SqlClient"
+import { Effect, FiberMap, Option } from "effect"
+import { AppConfig, type AppConfigShape } from "../../config.ts"
+import type { Repository } from "../../tenancy/Tenancy.ts"
+import { CommandCi, type CommandCiService } from "../CiRunner.ts"
+import { PrFeedback, type PrFeedbackShape } from "../Feedback.ts"
+import { GitHost, type GitHostService, type RepoRef } from "../GitHost.ts"
+import type { Command, PlannerEvent, QueueState, RunRecord } from "../planner/index.ts"
+import { QueueRepo, type QueueRepoShape, type QueueRow } from "../QueueRepo.ts"
+import { Statuses, type StatusesShape } from "../Statuses.ts"
+import { makeStore } from "../store.ts"
+import { RunnerProbe, type RunnerProbeShape } from "./probe.ts"
+
+/**
+ * What one queue's runner holds while its instance has the lease: the services it works through (ports) and its
+ * working state. Every part of the runner (round, command executors, lanes) takes it.
+ */
+export interface RunnerCtx {
+  readonly queueId: string
+  readonly sql: SqlClient.SqlClient
+  readonly queues: QueueRepoShape
+  readonly git: GitHostService
+  readonly statuses: StatusesShape
+  readonly config: AppConfigShape
+  readonly ci: CommandCiService
+  /** what the Git host shows on the pull request besides (GitHub: its comment and status check); optional */
+  readonly feedback: Option.Option<PrFeedbackShape>
+  readonly probe: Option.Option<RunnerProbeShape>
+  readonly store: ReturnType<typeof makeStore>
+  readonly ciJobs: FiberMap.FiberMap<string>
+  readonly ciSemaphore: Effect.Semaphore
+  readonly repo: RepoRef
+  /** re-read when its configuration changes */
+  queue: QueueRow
+  state: QueueState
+  /** commands saved in the outbox that still have to run (loaded at start, or failed and retried) */
+  pendingCommands: ReadonlyArray<Command>
+  /** results of the last round's commands: the next round's first events */
+  memEvents: Array<PlannerEvent>
+  /** the commands of the current round that failed unexpectedly; they run again in a later round */
+  failed: Array<Command>
+  nextWake: number
+  lastPoll: number
+  /** sorted target hashes of the active entries' lists, by `<pr>@<sha>` (lanes.ts) */
+  readonly targetHashes: Map<string, Float64Array>
+}
+
+export const repoRefOf = (repo: Repository): RepoRef => ({ host: repo.host, owner: repo.owner, name: repo.name })
+
+const queueRow = (queues: QueueRepoShape, queueId: string) =>
+  Effect.flatMap(queues.findById(queueId), (q) =>
+    Option.match(q, { onNone: () => Effect.interrupt, onSome: Effect.succeed })
+  )
+
+/** The queue's row again (its configuration changed); interrupts the runner when the queue is gone. */
+export const reloadQueue = (ctx: RunnerCtx) =>
+  Effect.map(queueRow(ctx.queues, ctx.queueId), (queue) => {
+    ctx.queue = queue
+    return queue
+  })
+
+/** The runner's context for `queueId`, from its stored runtime; none when the queue has no runtime. */
+export const makeRunnerCtx = (queueId: string) =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    const store = makeStore(sql)
+    const loaded = yield* store.loadRuntime(queueId)
+    if (Option.isNone(loaded)) return Option.none<RunnerCtx>()
+    const queues = yield* QueueRepo
+    const queue = yield* queueRow(queues, queueId)
+    const ctx: RunnerCtx = {
+      queueId,
+      sql,
+      queues,
+      git: yield* GitHost,
+      statuses: yield* Statuses,
+      config: yield* AppConfig,
+      ci: yield* CommandCi,
+      feedback: yield* Effect.serviceOption(PrFeedback),
+      probe: yield* Effect.serviceOption(RunnerProbe),
+      store,
+      ciJobs: yield* FiberMap.make<string>(),
+      ciSemaphore: yield* Effect.makeSemaphore(Math.max(1, loaded.value.state.config.concurrency)),
+      repo: repoRefOf(queue.repo),
+      queue,
+      state: loaded.value.state,
+      pendingCommands: loaded.value.outbox,
+      memEvents: [],
+      failed: [],
+      nextWake: Number.POSITIVE_INFINITY,
+      lastPoll: 0,
+      targetHashes: new Map()
+    }
+    return Option.some(ctx)
+  })
+
+export const runOf = (ctx: RunnerCtx, runId: string): RunRecord | undefined =>
+  ctx.state.runs.find((r) => r.id === runId)
+
+/** Titles of entries, by id. */
+export const titles = (ctx: RunnerCtx, entryIds: ReadonlyArray<string>) =>
+  Effect.map(
+    ctx.sql<{ id: string; title: string }>`select id, title from entries where id in ${ctx.sql.in(entryIds)}`,
+    (rows) => new Map(rows.map((r) => [r.id, r.title]))
+  )
