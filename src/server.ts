@@ -1,5 +1,6 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import { Context, Effect, Fiber, Layer, Logger, LogLevel, ManagedRuntime, Option, Redacted } from "effect"
+import { clientBundle } from "./client/build.ts"
 import { AppConfig } from "./config.ts"
 import { DatabaseLive } from "./db/Database.ts"
 import { FlakyLive } from "./flaky/Flaky.ts"
@@ -10,9 +11,11 @@ import { InstallationClaimGuardLive } from "./github/installations.ts"
 import { GitHubReconcileLive } from "./github/reconcile.ts"
 import { makeWebhookEndpoint, WEBHOOK_PATH } from "./github/webhooks.ts"
 import { openApiDocument } from "./http/Api.ts"
-import { renderDocs } from "./http/docs.ts"
+import { REDOC_PATH, redocBundle, renderDocs } from "./http/docs.ts"
 import { ApiError, errorResponse } from "./http/errors.ts"
+import { refineDocument } from "./http/openapiDoc.ts"
 import { makeApp, RateLimiter, servesEveryOp } from "./http/router.ts"
+import { adminRoutes } from "./http/routes/admin.ts"
 import { flakyRoutes } from "./http/routes/flaky.ts"
 import { metricsRoutes } from "./http/routes/metrics.ts"
 import { queueRoutes } from "./http/routes/queue.ts"
@@ -60,7 +63,9 @@ export const AppLayer = <E>(config: Layer.Layer<AppConfig, E>, probe?: RunnerPro
   )
   // a test's probe of the runners (RunnerProbe), when given
   const probed = probe === undefined ? services : Layer.provideMerge(Layer.succeed(RunnerProbe, probe), services)
-  return Layer.mergeAll(EngineLive, FlakyLive, GitHubReconcileLive).pipe(Layer.provideMerge(probed))
+  const features = Layer.mergeAll(EngineLive, FlakyLive).pipe(Layer.provideMerge(probed))
+  // reconciliation hands what GitHub shows to the engine
+  return GitHubReconcileLive.pipe(Layer.provideMerge(features))
 }
 
 /**
@@ -68,7 +73,7 @@ export const AppLayer = <E>(config: Layer.Layer<AppConfig, E>, probe?: RunnerPro
  * every handler's requirements are among the application's services (`makeApp` over the application's runtime);
  * `makeApp` refuses two handlers for one operation at start-up.
  */
-const routes = servesEveryOp([...queueRoutes, ...metricsRoutes, ...flakyRoutes])
+const routes = servesEveryOp([...queueRoutes, ...metricsRoutes, ...flakyRoutes, ...adminRoutes])
 
 export type AppServices = Layer.Layer.Success<ReturnType<typeof AppLayer>>
 
@@ -98,6 +103,42 @@ const unauthorizedMetrics = () =>
     { status: 401 }
   )
 
+/** Where the single-file CI client is served. */
+export const CLIENT_PATH = "/cli/greenline.mjs"
+
+/** BOOTSTRAP_TOKEN is an admin credential: anything shorter than this is refused at start-up. */
+export const MIN_BOOTSTRAP_TOKEN_LENGTH = 32
+
+/**
+ * BOOTSTRAP_TOKEN, when set, becomes the bootstrap organization's admin token (replacing the previous one); without
+ * it, a database with no organization and no token gets the default organization and one admin token, printed once.
+ */
+const firstRunOrBootstrap = async (
+  config: Context.Tag.Service<AppConfig>,
+  run: <A, E>(effect: Effect.Effect<A, E>) => Promise<A>,
+  tenancy: Context.Tag.Service<Tenancy>
+) => {
+  if (Option.isSome(config.bootstrapToken)) {
+    const token = Redacted.value(config.bootstrapToken.value).trim()
+    if (token.length < MIN_BOOTSTRAP_TOKEN_LENGTH) {
+      throw new Error(
+        `BOOTSTRAP_TOKEN is ${token.length} characters long; it must have at least ${MIN_BOOTSTRAP_TOKEN_LENGTH} (e.g. openssl rand -hex 32)`
+      )
+    }
+    await run(tenancy.ensureBootstrap(config.bootstrapOrg, token))
+    return
+  }
+  const created = await run(tenancy.firstRun(config.bootstrapOrg))
+  if (Option.isSome(created)) {
+    const { org, token } = created.value
+    writeLog(
+      "INFO",
+      `FIRST RUN: created organization '${org.slug}' and an admin token, shown only this once: ${token} (dashboard: ${config.publicUrl}/login)`,
+      { firstRun: true, org: org.slug, token, dashboard: `${config.publicUrl}/login` }
+    )
+  }
+}
+
 /** Starts the HTTP server and the queue runners on a layer of configuration. */
 export const startServer = async <E>(
   configLayer: Layer.Layer<AppConfig, E>,
@@ -123,13 +164,15 @@ export const startServer = async <E>(
   const logError = (message: string, cause: unknown) =>
     writeLog("ERROR", message, { cause: cause instanceof Error ? (cause.stack ?? cause.message) : String(cause) })
 
-  if (Option.isSome(config.bootstrapToken)) {
-    await runtime.runPromise(tenancy.ensureBootstrap(config.bootstrapOrg, Redacted.value(config.bootstrapToken.value)))
-  }
+  await firstRunOrBootstrap(config, (effect) => runtime.runPromise(effect), tenancy).catch(async (error: unknown) => {
+    await runtime.dispose()
+    throw error
+  })
 
   const webhook = await runtime.runPromise(makeWebhookEndpoint)
-  const docsHtml = renderDocs(openApiDocument())
-  const openApiJson = JSON.stringify(openApiDocument())
+  const document = refineDocument(openApiDocument(), config.publicUrl)
+  const docsHtml = renderDocs(document)
+  const openApiJson = JSON.stringify(document)
   const metricsToken = Option.map(config.metricsToken, Redacted.value)
 
   const extra = async (request: Request, url: URL): Promise<Response | undefined> => {
@@ -157,6 +200,17 @@ export const startServer = async <E>(
         return new Response(openApiJson, { headers: { "content-type": "application/json" } })
       case "/docs":
         return new Response(docsHtml, { headers: { "content-type": "text/html; charset=utf-8" } })
+      case REDOC_PATH:
+        return new Response(redocBundle(), {
+          headers: { "content-type": "text/javascript; charset=utf-8", "cache-control": "public, max-age=86400" }
+        })
+      case CLIENT_PATH:
+        return new Response(await clientBundle(), {
+          headers: {
+            "content-type": "text/javascript; charset=utf-8",
+            "content-disposition": 'attachment; filename="greenline.mjs"'
+          }
+        })
       case "/metrics": {
         const given =
           request.headers.get("x-api-token") ?? /^Bearer\s+(.+)$/i.exec(request.headers.get("authorization") ?? "")?.[1]

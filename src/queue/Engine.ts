@@ -6,6 +6,7 @@ import type { QueueRow } from "./QueueRepo.ts"
 import type {
   AdaptiveChoiceView,
   EnqueuedPullRequest,
+  RunnerError,
   StoredQueueConfig,
   SubmittedPullRequest,
   TestingDetails
@@ -29,6 +30,17 @@ export interface Submission {
   readonly pr: PullRequestInfo
 }
 
+/** What a Git host (its webhooks, a reconciliation) saw change, for the runners of the queues it concerns. */
+export type HostChange =
+  /** the PR left the queue's reach: closed, turned into a draft, retargeted (`reason`, a cancellation reason) */
+  | { readonly _tag: "PrCancelled"; readonly prNumber: number; readonly reason: string }
+  | { readonly _tag: "PrHeadMoved"; readonly prNumber: number; readonly sha: string }
+  /** a branch moved (a push): the runner looks at the target's tip at once */
+  | { readonly _tag: "BranchMoved" }
+
+export type { QueueRow } from "./QueueRepo.ts"
+export type { WatchedQueue } from "./store.ts"
+
 /** What the HTTP handlers ask of the merge-queue engine. Calls that write run inside the request's transaction. */
 export interface EngineShape {
   readonly queueCreated: (queue: QueueRow) => Effect.Effect<void, SqlError>
@@ -43,13 +55,17 @@ export interface EngineShape {
     },
     SqlError
   >
-  /** `view` of the queue `key` names, read with it in one statement (QUEUE_NOT_FOUND when there is none). */
+  /**
+   * `view` of the queue `key` names, read with it in one statement (QUEUE_NOT_FOUND when there is none), with its
+   * runner's last error while the runner keeps failing.
+   */
   readonly viewByKey: (key: QueueKey) => Effect.Effect<
     {
       readonly config: StoredQueueConfig
       readonly enqueued: ReadonlyArray<EnqueuedPullRequest>
       /** extension: adaptive mode's choice (estimates.ts), null when it is off */
       readonly adaptiveChoice?: AdaptiveChoice | null
+      readonly runnerError: RunnerError | null
     },
     ApiError | SqlError
   >
@@ -83,6 +99,26 @@ export interface EngineShape {
     sha: string,
     targets: ReadonlyArray<string> | "ALL"
   ) => Effect.Effect<void, ApiError | SqlError>
+  /** The queues of a repository named case-insensitively (`host` lower case), as a Git host's events name it. */
+  readonly queuesOfRepository: (
+    host: string,
+    owner: string,
+    name: string
+  ) => Effect.Effect<ReadonlyArray<{ readonly id: string; readonly branch: string; readonly repoId: string }>, SqlError>
+  /** A queue by id (a Git host's command names the queue it found). */
+  readonly queueById: (queueId: string) => Effect.Effect<Option.Option<QueueRow>, SqlError>
+  /**
+   * Hands what the Git host saw to the queue's runner, in the caller's transaction: the PR changes that concern an
+   * active entry, and branch moves. The number handed over; the caller wakes the runner after its commit.
+   */
+  readonly hostChanged: (queueId: string, changes: ReadonlyArray<HostChange>) => Effect.Effect<number, SqlError>
+  /** The repositories among `repoIds` with a queue whose run is being built or tested on `sha`. */
+  readonly repositoriesTesting: (
+    repoIds: ReadonlyArray<string>,
+    sha: string
+  ) => Effect.Effect<ReadonlyArray<string>, SqlError>
+  /** Every queue on the Git host `host` (lower case) as a reconciliation looks at it. */
+  readonly watchedQueues: (host: string) => Effect.Effect<ReadonlyArray<import("./store.ts").WatchedQueue>, SqlError>
   /** Wakes the runner of a queue (after the request's transaction committed). */
   readonly wake: (queueId: string) => Effect.Effect<void>
   readonly ciOutput: (

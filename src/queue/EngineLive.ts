@@ -9,18 +9,13 @@ import { Metrics } from "../metrics/Metrics.ts"
 import { usesGitHub } from "../providers.ts"
 import type { CommandCi } from "./CiRunner.ts"
 import { Engine, EngineRunner, type EngineShape, type QueueKey, type Submission } from "./Engine.ts"
-import { adaptiveChoiceOf, estimateFields, estimateOf, needsPrior } from "./estimates.ts"
+import { makeEngineRepo } from "./engineRepo.ts"
+import { estimateFields, estimateOf, needsPrior } from "./estimates.ts"
 import { PrFeedback } from "./Feedback.ts"
 import { GitHost } from "./GitHost.ts"
-import { type Entry, initialState, type QueueState, type QueueStats, type RunRecord } from "./planner/index.ts"
-import {
-  ACTIVE_STATES,
-  QUEUE_COLUMNS,
-  type QueueColumns,
-  QueueRepo,
-  type QueueRow,
-  queueOfColumns
-} from "./QueueRepo.ts"
+import { initialState, type QueueState, type QueueStats, type RunRecord } from "./planner/index.ts"
+import { QueueRepo, type QueueRow, queueOfColumns } from "./QueueRepo.ts"
+import { entryRecord, positionOf, viewOf } from "./queueView.ts"
 import { plannerConfig, repoRefOf, runQueue } from "./Runner.ts"
 import { RunnerHealth } from "./runner/health.ts"
 import { supervise } from "./runner/supervise.ts"
@@ -40,11 +35,21 @@ interface PendingSubmission {
   readonly done: Deferred.Deferred<boolean, SqlError>
 }
 
-type NullableEntryRow = { readonly [K in keyof EntryRow]: EntryRow[K] | null }
+/** An error's message for users: the first line of it and of each cause under it, bounded. */
+const errorMessage = (error: unknown): string => {
+  const parts: Array<string> = []
+  let e: unknown = error
+  for (let depth = 0; depth < 4 && e !== undefined && e !== null; depth++) {
+    const text = e instanceof Error ? `${e.name}: ${e.message}` : String(e)
+    parts.push(text.split("\n")[0] ?? text)
+    e = e instanceof Error ? e.cause : undefined
+  }
+  const line = parts.join(": caused by ")
+  return line.length > 500 ? `${line.slice(0, 497)}...` : line
+}
 
 const keyOf = (queue: QueueRow): QueueKey => ({ orgId: queue.repo.orgId, repo: queue.repo, branch: queue.branch })
 
-const PRIORITY_NAMES: Record<number, string> = { 0: "urgent", 10: "high", 100: "medium", 200: "low" }
 /**
  * A queue's lease, renewed every LEASE_LOOP_MS: another instance takes a dead owner's queues over within
  * LEASE_SECONDS + LEASE_LOOP_MS. Short is safe: a stale owner cannot save a round (its fencing token is old) and its
@@ -52,39 +57,6 @@ const PRIORITY_NAMES: Record<number, string> = { 0: "urgent", 10: "high", 100: "
  */
 const LEASE_SECONDS = 6
 const LEASE_LOOP_MS = 2000
-
-const entryRecord = (queue: QueueRow, row: EntryRow, position: number | null): EnqueuedPullRequest => {
-  const active = !TERMINAL.has(row.state)
-  return {
-    id: row.id,
-    state: row.state as EnqueuedPullRequest["state"],
-    stateChangedAt: iso(new Date(row.state_changed_at)),
-    priorityValue: row.priority,
-    priorityName: PRIORITY_NAMES[row.priority] ?? String(row.priority),
-    usedDefaultPriorityName: "medium",
-    skipTheLine: row.priority === 0,
-    noBatch: row.no_batch,
-    prNumber: Number(row.pr_number),
-    prTitle: row.title,
-    prSha: row.head_sha,
-    prBaseBranch: queue.branch,
-    prAuthor: row.author,
-    verifiedByTestRun: row.verified_by_test_run,
-    testRunId: active ? row.run_id : null,
-    position
-  }
-}
-
-/** 1-based places of the entries that are eligible (not `not_ready`), in the planner's testing order. */
-const positions = (state: QueueState) => {
-  const out = new Map<string, number>()
-  let n = 0
-  for (const e of state.entries) {
-    if (e.state === "not_ready" || TERMINAL.has(e.state)) continue
-    out.set(e.id, ++n)
-  }
-  return out
-}
 
 /** Check runs grouped by suite (runs without a suite each on their own), enum values upper case as in the API. */
 const checkSuitesOf = (checks: ReadonlyArray<StoredCheckRun>): TestingDetails["checkSuites"] => {
@@ -106,51 +78,6 @@ const checkSuitesOf = (checks: ReadonlyArray<StoredCheckRun>): TestingDetails["c
 const statusCheckState = (state: string) =>
   state === "success" ? "SUCCESS" : state === "failure" ? "FAILURE" : state === "error" ? "ERROR" : "PENDING"
 
-/** getQueue's answer from the runner's state and the active entries' rows. */
-const viewOf = (
-  queue: QueueRow,
-  state: QueueState,
-  rows: ReadonlyArray<EntryRow>,
-  now: number,
-  version: number | null = null,
-  prior?: QueueStats
-) => {
-  const byId = new Map(rows.map((r) => [r.id, r]))
-  const places = positions(state)
-  const enqueued: Array<EnqueuedPullRequest> = []
-  // extension: estimates (issue #18), cached per runtime version
-  const estimate = estimateOf(queue.id, version, state, now, prior)
-  for (const e of state.entries) {
-    const row = byId.get(e.id)
-    const place = places.get(e.id)
-    if (row === undefined || place === undefined || row.state === "not_ready") continue
-    enqueued.push({ ...entryRecord(queue, row, place), ...estimateFields(estimate, e.id) })
-  }
-  // entries submitted but not yet seen by the runner: after the planner's, in submission order
-  const seen = new Set(state.entries.map((e: Entry) => e.id))
-  const fresh = rows
-    .filter((r) => !seen.has(r.id) && r.state !== "not_ready")
-    .sort(
-      (a, b) =>
-        a.priority - b.priority ||
-        new Date(a.submitted_at).getTime() - new Date(b.submitted_at).getTime() ||
-        (a.id < b.id ? -1 : a.id > b.id ? 1 : 0)
-    )
-  fresh.forEach((row, k) => {
-    const place = { place: k + 1, depth: state.config.concurrency, now }
-    enqueued.push({ ...entryRecord(queue, row, enqueued.length + 1), ...estimateFields(estimate, row.id, place) })
-  })
-  // a mode change the runner has not stepped yet, with runs in flight, is a switch too (semantics.md §6):
-  // updateQueue and an immediate getQueue must not show the new mode as running
-  const busy = state.merging !== null || state.runs.some((r) => r.status === "building" || r.status === "in_progress")
-  const unseenSwitch = queue.config.mode !== (state.switching?.mode ?? state.config.mode) && busy
-  const effective = {
-    ...queue.config,
-    state: state.switching !== null || unseenSwitch ? ("switching_modes" as const) : queue.config.state
-  }
-  return { config: effective, enqueued, adaptiveChoice: adaptiveChoiceOf(state) }
-}
-
 const queueNotFound = (key: QueueKey) =>
   notFound("QUEUE_NOT_FOUND", `no queue ${key.repo.host}/${key.repo.owner}/${key.repo.name}@${key.branch}`)
 
@@ -165,13 +92,14 @@ export const EngineLive = Layer.scopedContext(
     const metrics = yield* Metrics
     const health = yield* RunnerHealth
     const context = yield* Effect.context<
-      SqlClient.SqlClient | GitHost | QueueRepo | Statuses | AppConfig | Database | CommandCi
+      SqlClient.SqlClient | GitHost | QueueRepo | Statuses | AppConfig | Database | CommandCi | RunnerHealth
     >()
     // the Git host's view of a PR (GitHub: comment and status check), when the application provides one
     const feedback = yield* Effect.serviceOption(PrFeedback)
     const runnerContext = Option.isSome(feedback) ? Context.add(context, PrFeedback, feedback.value) : context
-    const { activeEntries, enqueueEvent, enqueueEvents, findEntry, insertRuntime, loadRuntime, readTargets, timeline } =
-      makeStore(sql)
+    const store = makeStore(sql)
+    const repo = makeEngineRepo(sql)
+    const { activeEntries, enqueueEvent, enqueueEvents, insertRuntime, loadRuntime, readTargets, timeline } = store
 
     const runtimeOf = (queue: QueueRow) =>
       Effect.map(loadRuntime(queue.id), (r) =>
@@ -181,34 +109,9 @@ export const EngineLive = Layer.scopedContext(
         )
       )
 
-    /**
-     * The queue `key` names with the PR submitted to it, in one statement: the entry (null columns when the PR was
-     * never submitted), whether targets exist for its head, and its position among the active entries that are not
-     * not_ready, in testing order (from the runner's state, computed in the database: the state is not shipped).
-     * No row: no such queue in the caller's organization.
-     */
-    const findSubmitted = (key: QueueKey, prNumber: number) =>
-      Effect.map(
-        sql<QueueColumns & NullableEntryRow & { position: number | null; has_targets: boolean }>`
-          select ${sql.unsafe(QUEUE_COLUMNS)}, e.*,
-            exists (select 1 from impacted_targets t
-                    where t.repo_id = r.id and t.pr_number = e.pr_number and t.sha = e.head_sha) as has_targets,
-            case when e.state in ('pending', 'testing', 'tests_passed', 'pending_failure') then coalesce(
-              array_position(rt.positions, e.id),
-              -- not placed by the runner yet: after the placed ones, by priority and submission, as getQueue shows it
-              coalesce(cardinality(rt.positions), 0) + (
-                select count(*)::int from entries f
-                where f.queue_id = q.id and f.state in ('pending', 'testing', 'tests_passed', 'pending_failure')
-                  and not (f.id = any(coalesce(rt.positions, '{}')))
-                  and (f.priority, f.submitted_at, f.id) <= (e.priority, e.submitted_at, e.id)))
-            end as position
-          from queues q join repositories r on r.id = q.repo_id
-          left join queue_runtime rt on rt.queue_id = q.id
-          left join entries e on e.queue_id = q.id and e.pr_number = ${prNumber}
-          where r.host = ${key.repo.host} and r.owner = ${key.repo.owner} and r.name = ${key.repo.name}
-            and r.org_id = ${key.orgId} and q.branch = ${key.branch}`,
-        (rows) => Option.fromNullable(rows[0])
-      )
+    /** The queue held for the transaction (QUEUE_NOT_FOUND when a delete came first). */
+    const hold = (queue: QueueRow) =>
+      Effect.flatMap(store.holdQueue(queue.id), (held) => (held ? Effect.void : queueNotFound(keyOf(queue))))
 
     /** A young queue's prior for its estimates: the observations of the repository's busiest other queue. */
     const priorFor = (queue: QueueRow, state: QueueState) =>
@@ -276,9 +179,11 @@ export const EngineLive = Layer.scopedContext(
         }
       })
 
+    /** The active entry of a PR, locked for the transaction, in a queue held for it. */
     const requireActive = (queue: QueueRow, prNumber: number) =>
       Effect.gen(function* () {
-        const entry = yield* findEntry(queue.id, prNumber)
+        yield* hold(queue)
+        const entry = yield* store.lockEntry(queue.id, prNumber)
         if (Option.isNone(entry))
           return yield* notFound("PR_NOT_FOUND", `pull request #${prNumber} was never submitted to this queue`)
         if (TERMINAL.has(entry.value.state)) {
@@ -339,26 +244,12 @@ export const EngineLive = Layer.scopedContext(
         if (items.length === 0) return [] as ReadonlyArray<boolean>
         const at = iso(yield* Clock.currentTimeMillis)
         const keys = items.map((s, i) => ({ i, queue_id: s.queue.id, pr: s.prNumber, sha: s.pr.headSha }))
-        const found = yield* sql<{
-          i: number
-          mode: string | null
-          id: string | null
-          state: string | null
-          priority: number | null
-          no_batch: boolean | null
-          head_sha: string | null
-          has_targets: boolean
-        }>`
-          select v.i, q.config->>'mode' as mode, e.id, e.state, e.priority, e.no_batch, e.head_sha,
-            exists (select 1 from impacted_targets t
-                    where t.repo_id = q.repo_id and t.pr_number = v.pr and t.sha = v.sha) as has_targets
-          from jsonb_to_recordset(${JSON.stringify(keys)}::jsonb) as v(i int, queue_id uuid, pr bigint, sha text)
-          join queues q on q.id = v.queue_id
-          left join entries e on e.queue_id = v.queue_id and e.pr_number = v.pr`
+        const found = yield* repo.submissionTargets(keys)
         const byIndex = new Map(found.map((row) => [Number(row.i), row]))
         const inserts: Array<Record<string, unknown>> = []
         const updates: Array<Record<string, unknown>> = []
         const events: Array<{ readonly i: number; readonly queue_id: string; readonly event: InboxEvent }> = []
+        // the index of each entry's Submitted event in `events`: its sequence number goes into the row (request_seq)
         const submitted = (s: Submission, entryId: string, headSha: string, priority: number, noBatch: boolean) =>
           events.push({
             i: events.length,
@@ -375,13 +266,14 @@ export const EngineLive = Layer.scopedContext(
             // already in the queue: a new priority or batching choice, the head it was submitted with
             const priority = s.priority ?? row.priority ?? DEFAULT_PRIORITY
             const noBatch = s.noBatch ?? row.no_batch ?? false
-            updates.push({ id: row.id, priority, no_batch: noBatch })
-            submitted(s, row.id, row.head_sha ?? s.pr.headSha, priority, noBatch)
+            const ev = submitted(s, row.id, row.head_sha ?? s.pr.headSha, priority, noBatch) - 1
+            updates.push({ id: row.id, priority, no_batch: noBatch, ev })
             return
           }
           const id = row.id ?? crypto.randomUUID()
           const priority = s.priority ?? DEFAULT_PRIORITY
           const noBatch = s.noBatch ?? false
+          const ev = submitted(s, id, s.pr.headSha, priority, noBatch) - 1
           inserts.push({
             id,
             queue_id: s.queue.id,
@@ -392,9 +284,9 @@ export const EngineLive = Layer.scopedContext(
             no_batch: noBatch,
             head_sha: s.pr.headSha,
             title: s.pr.title,
-            author: s.pr.author
+            author: s.pr.author,
+            ev
           })
-          submitted(s, id, s.pr.headSha, priority, noBatch)
           if (row.has_targets) {
             events.push({
               i: events.length,
@@ -403,24 +295,15 @@ export const EngineLive = Layer.scopedContext(
             })
           }
         })
+        const seqs = events.length > 0 ? yield* enqueueEvents(events) : []
+        const withSeq = (rows: ReadonlyArray<Record<string, unknown>>) =>
+          JSON.stringify(rows.map((r) => ({ ...r, request_seq: seqs[r.ev as number] ?? null })))
         if (inserts.length > 0) {
-          yield* sql`insert into entries (id, queue_id, pr_number, state, state_changed_at, submitted_at, priority, no_batch,
-                                          head_sha, title, author)
-                     select v.id, v.queue_id, v.pr_number, v.state, v.at, v.at, v.priority, v.no_batch, v.head_sha, v.title, v.author
-                     from jsonb_to_recordset(${JSON.stringify(inserts)}::jsonb) as v(id uuid, queue_id uuid, pr_number bigint,
-                       state text, at timestamptz, priority int, no_batch boolean, head_sha text, title text, author text)
-                     on conflict (queue_id, pr_number) do update set state = excluded.state,
-                       state_changed_at = excluded.state_changed_at, submitted_at = excluded.submitted_at,
-                       priority = excluded.priority, no_batch = excluded.no_batch, head_sha = excluded.head_sha,
-                       title = excluded.title, author = excluded.author, run_id = null, verified_by_test_run = null,
-                       first_tested_at = null, ended_at = null, restarts = 0`
+          yield* repo.insertEntries(withSeq(inserts))
         }
         if (updates.length > 0) {
-          yield* sql`update entries e set priority = v.priority, no_batch = v.no_batch
-                     from jsonb_to_recordset(${JSON.stringify(updates)}::jsonb) as v(id uuid, priority int, no_batch boolean)
-                     where e.id = v.id`
+          yield* repo.updateEntries(withSeq(updates))
         }
-        if (events.length > 0) yield* enqueueEvents(events)
         return items.map((_, i) => byIndex.has(i))
       })
 
@@ -501,16 +384,7 @@ export const EngineLive = Layer.scopedContext(
 
       viewByKey: (key) =>
         Effect.gen(function* () {
-          const rows = yield* sql<
-            QueueColumns & { runtime_state: unknown; runtime_version: string | number | null; active: unknown }
-          >`
-            select ${sql.unsafe(QUEUE_COLUMNS)}, rt.state as runtime_state, rt.version as runtime_version,
-              (select coalesce(json_agg(e), '[]'::json) from entries e
-               where e.queue_id = q.id and e.state in ${sql.in(ACTIVE_STATES)}) as active
-            from queues q join repositories r on r.id = q.repo_id
-            left join queue_runtime rt on rt.queue_id = q.id
-            where r.host = ${key.repo.host} and r.owner = ${key.repo.owner} and r.name = ${key.repo.name}
-              and r.org_id = ${key.orgId} and q.branch = ${key.branch}`
+          const rows = yield* repo.queueViewRows(key)
           const row = rows[0]
           if (row === undefined) return yield* queueNotFound(key)
           const queue = queueOfColumns(row)
@@ -521,7 +395,12 @@ export const EngineLive = Layer.scopedContext(
           const version = row.runtime_version === null ? null : Number(row.runtime_version)
           const now = yield* Clock.currentTimeMillis
           const prior = yield* priorFor(queue, state)
-          return viewOf(queue, state, parseJson<ReadonlyArray<EntryRow>>(row.active), now, version, prior)
+          const runnerError =
+            row.runner_error === null
+              ? null
+              : { message: row.runner_error, since: iso(new Date(row.runner_error_since ?? now)) }
+          const view = viewOf(queue, state, parseJson<ReadonlyArray<EntryRow>>(row.active), now, version, prior)
+          return { ...view, runnerError }
         }),
 
       readPullRequest,
@@ -542,11 +421,15 @@ export const EngineLive = Layer.scopedContext(
 
       cancel: (queue, prNumber, reason = "API_REQUESTED") =>
         Effect.gen(function* () {
-          yield* requireActive(queue, prNumber)
-          yield* enqueueEvent(queue.id, {
-            _tag: "Planner",
-            event: { _tag: "Cancelled", prNumber, reason }
-          })
+          const entry = yield* requireActive(queue, prNumber)
+          if (yield* store.isMerging(queue.id, entry.id)) {
+            return yield* conflict(
+              "PR_NOT_ACTIVE",
+              `pull request #${prNumber} is being merged: it can no longer be cancelled`
+            )
+          }
+          const seq = yield* enqueueEvent(queue.id, { _tag: "Planner", event: { _tag: "Cancelled", prNumber, reason } })
+          yield* store.markCancelled(entry.id, iso(yield* Clock.currentTimeMillis), seq)
         }),
 
       restart: (queue, prNumber) =>
@@ -558,20 +441,27 @@ export const EngineLive = Layer.scopedContext(
               `pull request #${prNumber} has no test run to restart yet`
             )
           }
-          yield* sql`update entries set restarts = restarts + 1 where id = ${entry.id}`
-          yield* enqueueEvent(queue.id, { _tag: "Planner", event: { _tag: "RestartRequested", prNumber } })
+          if (yield* store.isMerging(queue.id, entry.id)) {
+            return yield* conflict("PR_TESTS_NOT_RESTARTABLE", `pull request #${prNumber} is being merged`)
+          }
+          const seq = yield* enqueueEvent(queue.id, { _tag: "Planner", event: { _tag: "RestartRequested", prNumber } })
+          yield* store.markRestarted(entry.id, iso(yield* Clock.currentTimeMillis), seq)
         }),
 
       getSubmitted: (key, prNumber, includeTimeline) =>
         Effect.gen(function* () {
-          const found = yield* findSubmitted(key, prNumber)
+          const found = yield* repo.findSubmitted(key, prNumber)
           if (Option.isNone(found)) return yield* queueNotFound(key)
           const queue = queueOfColumns(found.value)
           if (found.value.id === null)
             return yield* notFound("PR_NOT_FOUND", `pull request #${prNumber} was never submitted to this queue`)
           const row = { ...found.value, id: found.value.id } as EntryRow & typeof found.value
           const active = !TERMINAL.has(row.state)
-          const place = row.position
+          // requests the runner has not stepped yet move places: the view's order then (the state is read whole)
+          const place =
+            active && row.unsettled
+              ? positionOf(yield* runtimeOf(queue), yield* activeEntries(queue.id), row.id)
+              : row.position
           const hasTargets = row.has_targets
           // on GitHub, the PR as GitHub sees it now (a conditional request; unknown when GitHub does not answer soon)
           const live =
@@ -612,8 +502,7 @@ export const EngineLive = Layer.scopedContext(
 
       testingDetails: (queue, testRunId) =>
         Effect.gen(function* () {
-          const rows = yield* sql<{ record: unknown }>`
-            select record from test_runs where id = ${testRunId} and queue_id = ${queue.id}`
+          const rows = yield* repo.testRunRecord(queue.id, testRunId)
           const raw = rows[0]
           if (raw === undefined) return yield* notFound("TEST_RUN_NOT_FOUND", `no test run ${testRunId} in this queue`)
           const run = (typeof raw.record === "string" ? JSON.parse(raw.record) : raw.record) as RunRecord
@@ -622,8 +511,7 @@ export const EngineLive = Layer.scopedContext(
           const checks =
             run.testBranchSha === null ? [] : yield* statuses.checkRunsForSha(queue.repo.id, run.testBranchSha)
           const tested = run.items.filter((i) => run.testedEntryIds.includes(i.entryId))
-          const titles = yield* sql<{ id: string; title: string }>`
-            select id, title from entries where id in ${sql.in(run.items.map((i) => i.entryId).concat(["00000000-0000-0000-0000-000000000000"]))}`
+          const titles = yield* repo.entryTitles(run.items.map((i) => i.entryId))
           const titleOf = new Map(titles.map((t) => [t.id, t.title]))
           const repoPath = `${queue.repo.host}/${queue.repo.owner}/${queue.repo.name}`
           const details: TestingDetails = {
@@ -662,28 +550,53 @@ export const EngineLive = Layer.scopedContext(
 
       setImpactedTargets: (queue, prNumber, sha, targets) =>
         Effect.gen(function* () {
-          const all = targets === "ALL"
-          const list = all ? [] : targets
-          yield* sql`insert into impacted_targets (repo_id, pr_number, sha, all_targets, targets_json, updated_at)
-                     values (${queue.repo.id}, ${prNumber}, ${sha}, ${all}, ${JSON.stringify(list)}, now())
-                     on conflict (repo_id, pr_number, sha) do update set all_targets = excluded.all_targets,
-                       targets_json = excluded.targets_json, updated_at = excluded.updated_at`
-          const entry = yield* findEntry(queue.id, prNumber)
+          yield* hold(queue)
+          yield* store.storeTargets(queue.repo.id, prNumber, sha, targets)
+          const entry = yield* store.lockEntry(queue.id, prNumber)
           if (Option.isSome(entry) && !TERMINAL.has(entry.value.state) && entry.value.head_sha === sha) {
-            if (entry.value.state === "not_ready") {
-              yield* sql`update entries set state = 'pending' where id = ${entry.value.id} and state = 'not_ready'`
-            }
-            yield* enqueueEvent(queue.id, { _tag: "TargetsSet", prNumber, sha })
+            const seq = yield* enqueueEvent(queue.id, { _tag: "TargetsSet", prNumber, sha })
+            const at = iso(yield* Clock.currentTimeMillis)
+            yield* store.markTargetsSet(entry.value.id, at, seq, queue.config.mode === "parallel")
           }
         }),
+
+      queuesOfRepository: store.queuesOfRepository,
+
+      queueById: (queueId) => queues.findById(queueId),
+
+      hostChanged: (queueId, changes) =>
+        Effect.gen(function* () {
+          const prs = changes.flatMap((c) => (c._tag === "BranchMoved" ? [] : [c.prNumber]))
+          const active = yield* store.activePrs(queueId, prs)
+          const events: Array<{ readonly i: number; readonly queue_id: string; readonly event: InboxEvent }> = []
+          for (const change of changes) {
+            const event: InboxEvent | undefined =
+              change._tag === "BranchMoved"
+                ? { _tag: "GitChanged" }
+                : !active.has(change.prNumber)
+                  ? undefined
+                  : change._tag === "PrCancelled"
+                    ? {
+                        _tag: "Planner",
+                        event: { _tag: "Cancelled", prNumber: change.prNumber, reason: change.reason }
+                      }
+                    : { _tag: "Planner", event: { _tag: "PrHeadMoved", prNumber: change.prNumber, sha: change.sha } }
+            if (event !== undefined) events.push({ i: events.length, queue_id: queueId, event })
+          }
+          if (events.length > 0) yield* enqueueEvents(events)
+          return events.length
+        }),
+
+      repositoriesTesting: store.repositoriesTesting,
+
+      watchedQueues: store.watchedQueues,
 
       wake,
 
       ciOutput: (id) =>
         Effect.gen(function* () {
           if (!/^[0-9a-f-]{36}$/i.test(id)) return Option.none()
-          const rows = yield* sql<{ output: string; exit_code: number | null }>`
-            select output, exit_code from ci_outputs where id = ${id}`
+          const rows = yield* repo.ciOutput(id)
           return Option.map(Option.fromNullable(rows[0]), (r) => ({ output: r.output, exitCode: r.exit_code }))
         })
     }
@@ -715,10 +628,20 @@ export const EngineLive = Layer.scopedContext(
       if (fencings.get(queueId) === fencing) fencings.delete(queueId)
     }
 
+    /**
+     * Queues whose stored runner error may be set: a runner new on this instance may find one another instance
+     * recorded, and a failure records one; the next completed round clears it (one statement, not one per round).
+     */
+    const storedError = new Set<string>()
+
     const hooks = {
       observeLag: (seconds: number) => metrics.runnerLag.observe({}, seconds),
       observeStep: (seconds: number) => metrics.observeStep(seconds),
-      roundDone: (queueId: string) => health.recovered(queueId),
+      roundDone: (queueId: string) => {
+        health.recovered(queueId)
+        // the stored error (getQueue's runnerError, any instance) is cleared once per runner start or failure
+        if (storedError.delete(queueId)) Effect.runFork(store.clearRunnerError(queueId).pipe(Effect.ignore))
+      },
       lostLease: (queueId: string, fencing: number) =>
         Effect.sync(() => forget(queueId, fencing)).pipe(
           Effect.zipRight(Effect.logWarning(`lost the lease of queue ${queueId}`))
@@ -726,28 +649,31 @@ export const EngineLive = Layer.scopedContext(
     }
 
     const supervised = (queueId: string, fencing: number) =>
-      supervise(runQueue(queueId, owner, fencing, signalOf(queueId), hooks), {
-        // a runner that lost its lease ends by interruption: that is no failure, and it is not restarted
-        failed: (cause, attempt, delayMs) =>
-          Effect.gen(function* () {
-            const now = yield* Clock.currentTimeMillis
-            health.failed(queueId, Cause.pretty(cause).split("\n")[0] ?? "failed", now, now + delayMs)
-            metrics.runnerRestarts.inc()
-            yield* Effect.logError(
-              `runner of queue ${queueId} failed (${attempt + 1} in a row); restarting in ${delayMs} ms`,
-              cause
-            )
-          })
+      Effect.suspend(() => {
+        storedError.add(queueId)
+        return supervise(runQueue(queueId, owner, fencing, signalOf(queueId), hooks), {
+          // a runner that lost its lease ends by interruption: that is no failure, and it is not restarted
+          failed: (cause, attempt, delayMs) =>
+            Effect.gen(function* () {
+              const now = yield* Clock.currentTimeMillis
+              const message = errorMessage(Cause.squash(cause))
+              health.failed(queueId, message, now, now + delayMs)
+              metrics.runnerRestarts.inc()
+              storedError.add(queueId)
+              yield* store
+                .recordRunnerError(queueId, message)
+                .pipe(Effect.catchAllCause((c) => Effect.logWarning("could not record a runner's error", c)))
+              yield* Effect.logError(
+                `runner of queue ${queueId} failed (${attempt + 1} in a row); restarting in ${delayMs} ms`,
+                cause
+              )
+            })
+        })
       }).pipe(Effect.ensuring(Effect.sync(() => forget(queueId, fencing))), Effect.provide(runnerContext))
 
     const takeLeases = (force: boolean) =>
       Effect.gen(function* () {
-        const rows = yield* sql<{ queue_id: string; fencing: string | number }>`
-          update queue_runtime set owner = ${owner},
-            lease_until = now() + make_interval(secs => ${LEASE_SECONDS}),
-            fencing = case when owner = ${owner} then fencing else fencing + 1 end
-          where owner is null or owner = ${owner} or lease_until < now() or ${force}
-          returning queue_id, fencing`
+        const rows = yield* repo.takeLeases(owner, LEASE_SECONDS, force)
         const held = new Set<string>()
         for (const row of rows) {
           const fencing = Number(row.fencing)
@@ -790,11 +716,10 @@ export const EngineLive = Layer.scopedContext(
     yield* Effect.addFinalizer(() =>
       Effect.gen(function* () {
         yield* FiberMap.clear(runners)
-        yield* sql`update queue_runtime set owner = null, lease_until = null where owner = ${owner}`.pipe(Effect.ignore)
+        yield* repo.releaseLeases(owner).pipe(Effect.ignore)
       })
     )
 
-    void queues
     return Context.make(Engine, engine).pipe(Context.add(EngineRunner, { start: Effect.provide(start, context) }))
   })
 )

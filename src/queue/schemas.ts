@@ -60,7 +60,9 @@ export const PrNumber = Schema.Union(
 /** An enum accepted in any letter case, answered in lower case. */
 export const CaseInsensitive = <const L extends ReadonlyArray<string>>(...values: L) => {
   const message = `must be one of ${values.join(", ")}`
-  return Schema.transformOrFail(Schema.String.annotations({ message: () => message }), Schema.Literal(...values), {
+  // documented as the enum it is (any letter case is accepted)
+  const encoded = Schema.String.annotations({ message: () => message, jsonSchema: { type: "string", enum: values } })
+  return Schema.transformOrFail(encoded, Schema.Literal(...values), {
     strict: true,
     decode: (s, _, ast) => {
       const lower = s.toLowerCase()
@@ -327,10 +329,21 @@ export const AdaptiveChoiceView = Schema.Struct({
   reason: Schema.String
 }).annotations({ identifier: "AdaptiveChoice" })
 
+/** Extension: the last failure of the queue's runner while it keeps failing (null while it runs). */
+export const RunnerError = Schema.Struct({
+  message: Schema.String,
+  since: Schema.String.annotations({ description: "when the runner started failing (ISO 8601)" })
+}).annotations({ identifier: "RunnerError" })
+export type RunnerError = typeof RunnerError.Type
+
 export const QueueWithEntries = Schema.Struct({
   ...QueueConfig.fields,
   enqueuedPullRequests: Schema.Array(EnqueuedPullRequest),
-  adaptiveChoice: opt(Schema.NullOr(AdaptiveChoiceView))
+  adaptiveChoice: opt(Schema.NullOr(AdaptiveChoiceView)),
+  runnerError: Schema.NullOr(RunnerError).annotations({
+    description:
+      "Extension: the last error of the queue's runner while it cannot run (it is restarted with a backoff); null when it runs"
+  })
 }).annotations({ identifier: "Queue" })
 
 export const TestingDetails = Schema.Struct({

@@ -19,6 +19,25 @@ export type InboxEvent =
   | { readonly _tag: "TargetsSet"; readonly prNumber: number; readonly sha: string }
   | { readonly _tag: "ConfigChanged" }
 
+/** A queue as a reconciliation with its Git host sees it (`watchedQueues`). */
+export interface WatchedQueue {
+  readonly queueId: string
+  readonly branch: string
+  /** `directMergeMode: always`: pending heads' own statuses matter too */
+  readonly directMerge: boolean
+  readonly repo: { readonly id: string; readonly host: string; readonly owner: string; readonly name: string }
+  readonly active: ReadonlyArray<{
+    readonly prNumber: number
+    readonly headSha: string
+    readonly state: string
+    readonly merging: boolean
+  }>
+  /** the test branches of the runs in progress */
+  readonly testedShas: ReadonlyArray<string>
+  readonly targetSha: string | null
+  readonly merging: boolean
+}
+
 export interface Runtime {
   readonly state: QueueState
   readonly outbox: ReadonlyArray<Command>
@@ -115,6 +134,10 @@ export interface EntryRow {
   readonly run_id: string | null
   readonly verified_by_test_run: string | null
   readonly first_tested_at: Date | string | null
+  /** The inbox event of the last API write to this row that no runner round has read yet (migration 0010). */
+  readonly request_seq: string | number | null
+  /** That write submitted the entry anew (a previous submission the runner may still hold is not this one). */
+  readonly request_new: boolean
 }
 
 export interface StepOutput {
@@ -227,18 +250,27 @@ export const makeStore = (sql: SqlClient.SqlClient) => {
         values (${queueId}, ${stateJson(state)}::json, ${positionsOf(state)}::uuid[])
           on conflict (queue_id) do nothing`.pipe(Effect.asVoid)
 
+  /** Stores an event for the queue's runner; its sequence number. */
   const enqueueEvent = (queueId: string, event: InboxEvent) =>
-    sql`insert into queue_events (queue_id, event) values (${queueId}, ${JSON.stringify(event)}::jsonb)`.pipe(
-      Effect.asVoid
+    Effect.map(
+      sql<{ seq: string | number }>`insert into queue_events (queue_id, event)
+        values (${queueId}, ${JSON.stringify(event)}::jsonb) returning seq`,
+      (rows) => Number(rows[0]?.seq)
     )
 
-  /** Events for any queues, stored in the order given (`i` ascending) with one statement. */
+  /**
+   * Events for any queues, stored in the order given (`i` ascending) with one statement; their sequence numbers in
+   * that order (numbers are drawn in insertion order).
+   */
   const enqueueEvents = (
     events: ReadonlyArray<{ readonly i: number; readonly queue_id: string; readonly event: InboxEvent }>
   ) =>
-    sql`insert into queue_events (queue_id, event)
+    Effect.map(
+      sql<{ seq: string | number }>`insert into queue_events (queue_id, event)
         select v.queue_id, v.event from jsonb_to_recordset(${JSON.stringify(events)}::jsonb) as v(i int, queue_id uuid, event jsonb)
-        order by v.i`.pipe(Effect.asVoid)
+        order by v.i returning seq`,
+      (rows) => rows.map((r) => Number(r.seq)).sort((a, b) => a - b)
+    )
 
   const readInbox = (queueId: string, limit: number) =>
     Effect.map(
@@ -266,16 +298,19 @@ export const makeStore = (sql: SqlClient.SqlClient) => {
             where queue_id = ${queueId} and owner = ${owner} and fencing = ${fencing}
             returning queue_id`
         if (updated.length === 0) return false
+        const processed = `{${out.processed.join(",")}}`
         if (out.transitions.length > 0) {
+          // a row an API request wrote after this round read the inbox keeps what the request wrote: the round that
+          // reads the request's event writes the row again (docs/decisions.md, "Read-your-writes")
           yield* sql`update entries e set state = v.state, state_changed_at = v.at,
                        run_id = case when v.run_id_set then v.run_id else e.run_id end,
                        verified_by_test_run = coalesce(v.verified_by_test_run, e.verified_by_test_run),
                        first_tested_at = coalesce(e.first_tested_at, v.first_tested_at),
-                       ended_at = v.ended_at
+                       ended_at = v.ended_at, request_seq = null, request_new = false
                      from jsonb_to_recordset(${JSON.stringify(entryPatches(out.transitions))}::jsonb) as v(
                        id uuid, state text, at timestamptz, run_id_set boolean, run_id text, verified_by_test_run text,
                        first_tested_at timestamptz, ended_at timestamptz)
-                     where e.id = v.id`
+                     where e.id = v.id and (e.request_seq is null or e.request_seq = any(${processed}::bigint[]))`
           const timeline = out.transitions.map((t, i) => ({
             i,
             id: t.entryId,
@@ -305,8 +340,10 @@ export const makeStore = (sql: SqlClient.SqlClient) => {
                        test_branch_sha = excluded.test_branch_sha, ended_at = excluded.ended_at`
         }
         if (out.processed.length > 0) {
-          yield* sql`delete from queue_events
-                     where queue_id = ${queueId} and seq = any(${`{${out.processed.join(",")}}`}::bigint[])`
+          // the requests this round read are in its state now
+          yield* sql`update entries set request_seq = null, request_new = false
+                     where queue_id = ${queueId} and request_seq is not null and request_seq = any(${processed}::bigint[])`
+          yield* sql`delete from queue_events where queue_id = ${queueId} and seq = any(${processed}::bigint[])`
         }
         return true
       })
@@ -321,6 +358,153 @@ export const makeStore = (sql: SqlClient.SqlClient) => {
     Effect.map(sql<EntryRow>`select * from entries where queue_id = ${queueId} and pr_number = ${prNumber}`, (rows) =>
       Option.fromNullable(rows[0])
     )
+
+  /** The entry of a PR, its row locked until the transaction ends (two writes to one entry take turns). */
+  const lockEntry = (queueId: string, prNumber: number) =>
+    Effect.map(
+      sql<EntryRow>`select * from entries where queue_id = ${queueId} and pr_number = ${prNumber} for update`,
+      (rows) => Option.fromNullable(rows[0])
+    )
+
+  /**
+   * Holds the queue until the transaction ends (false when it is gone): deleteQueue waits for the writes that hold
+   * it, and a write that comes after a delete finds no queue instead of violating a foreign key.
+   */
+  const holdQueue = (queueId: string) =>
+    Effect.map(sql`select id from queues where id = ${queueId} for key share`, (rows) => rows.length > 0)
+
+  /** Whether the runner's stored state has the entry in a merge it started (the merge may still land it). */
+  const isMerging = (queueId: string, entryId: string) =>
+    Effect.map(
+      sql<{ merging: boolean }>`
+        select exists (select 1 from json_array_elements_text(rt.state->'merging'->'entryIds') m
+                       where m = ${entryId}) as merging
+        from queue_runtime rt where rt.queue_id = ${queueId}`,
+      (rows) => rows[0]?.merging === true
+    )
+
+  /** A request's cancellation, shown at once; `seq` is its event for the runner. */
+  const markCancelled = (entryId: string, at: string, seq: number) =>
+    sql`update entries set state = 'cancelled', state_changed_at = ${at}, ended_at = ${at}, request_seq = ${seq},
+          request_new = false
+        where id = ${entryId}`.pipe(Effect.asVoid)
+
+  /** A request's restart, shown at once: the entry leaves its run and waits for a new one. */
+  const markRestarted = (entryId: string, at: string, seq: number) =>
+    sql`update entries set restarts = restarts + 1, request_seq = ${seq}, run_id = null,
+          state_changed_at = case when state in ('testing', 'tests_passed', 'pending_failure') then ${at}::timestamptz
+                                  else state_changed_at end,
+          state = case when state in ('testing', 'tests_passed', 'pending_failure') then 'pending' else state end
+        where id = ${entryId}`.pipe(Effect.asVoid)
+
+  /** Impacted targets arrived for the entry's head: eligible at once (`eligible`) in a parallel queue. */
+  const markTargetsSet = (entryId: string, at: string, seq: number, eligible: boolean) =>
+    sql`update entries set request_seq = ${seq},
+          state_changed_at = case when ${eligible} and state = 'not_ready' then ${at}::timestamptz
+                                  else state_changed_at end,
+          state = case when ${eligible} and state = 'not_ready' then 'pending' else state end
+        where id = ${entryId}`.pipe(Effect.asVoid)
+
+  /** Stores the impacted targets of a PR's head (replacing what was stored for it). */
+  const storeTargets = (repoId: string, prNumber: number, sha: string, targets: ImpactedTargets) =>
+    sql`insert into impacted_targets (repo_id, pr_number, sha, all_targets, targets_json, updated_at)
+        values (${repoId}, ${prNumber}, ${sha}, ${targets === "ALL"}, ${JSON.stringify(targets === "ALL" ? [] : targets)}, now())
+        on conflict (repo_id, pr_number, sha) do update set all_targets = excluded.all_targets,
+          targets_json = excluded.targets_json, updated_at = excluded.updated_at`.pipe(Effect.asVoid)
+
+  /** The queues of a repository named case-insensitively (`host` lower case), as a Git host's events name it. */
+  const queuesOfRepository = (host: string, owner: string, name: string) =>
+    Effect.map(
+      sql<{ id: string; branch: string; repo_id: string }>`
+        select q.id, q.branch, q.repo_id from queues q join repositories r on r.id = q.repo_id
+        where lower(r.host) = ${host} and lower(r.owner) = ${owner.toLowerCase()} and lower(r.name) = ${name.toLowerCase()}`,
+      (rows) => rows.map((r) => ({ id: r.id, branch: r.branch, repoId: r.repo_id }))
+    )
+
+  /** Which of `prNumbers` have an active entry in the queue. */
+  const activePrs = (queueId: string, prNumbers: ReadonlyArray<number>) =>
+    prNumbers.length === 0
+      ? Effect.succeed(new Set<number>())
+      : Effect.map(
+          sql<{ pr_number: string | number }>`
+            select pr_number from entries where queue_id = ${queueId} and pr_number in ${sql.in(prNumbers)}
+              and state in ${sql.in(ACTIVE_STATES)}`,
+          (rows) => new Set(rows.map((r) => Number(r.pr_number)))
+        )
+
+  /** The repositories among `repoIds` with a queue whose run is being built or tested on `sha`. */
+  const repositoriesTesting = (repoIds: ReadonlyArray<string>, sha: string) =>
+    repoIds.length === 0
+      ? Effect.succeed([] as ReadonlyArray<string>)
+      : Effect.map(
+          sql<{ repo_id: string }>`
+            select distinct q.repo_id from test_runs t join queues q on q.id = t.queue_id
+            where q.repo_id in ${sql.in(repoIds)} and t.test_branch_sha = ${sha}
+              and t.status in ('building', 'in_progress')`,
+          (rows) => rows.map((r) => r.repo_id)
+        )
+
+  /**
+   * What a reconciliation with the Git host `host` (lower case) looks at, per queue: its active entries (from the
+   * runner's state), the heads its runs in progress test, its target's tip as the runner saw it, and whether a merge
+   * is under way. Ordered by repository.
+   */
+  const watchedQueues = (host: string) =>
+    Effect.map(
+      sql<{
+        queue_id: string
+        branch: string
+        direct: boolean
+        repo_id: string
+        host: string
+        owner: string
+        name: string
+        entries: unknown
+        runs: unknown
+        target_sha: string | null
+        merging: boolean | null
+      }>`
+        select q.id as queue_id, q.branch, coalesce(q.config->>'directMergeMode', 'off') = 'always' as direct,
+               r.id as repo_id, r.host, r.owner, r.name, rt.state->'entries' as entries, rt.state->'runs' as runs,
+               rt.state->>'targetSha' as target_sha,
+               (rt.state->'merging') is not null and rt.state->'merging' <> 'null'::jsonb as merging
+        from queues q join repositories r on r.id = q.repo_id
+        left join lateral (select state::jsonb as state from queue_runtime where queue_id = q.id) rt on true
+        where lower(r.host) = ${host}
+        order by r.id, q.id`,
+      (rows): ReadonlyArray<WatchedQueue> =>
+        rows.map((r) => {
+          const list = <A>(value: unknown): ReadonlyArray<A> => {
+            const v = parseJson<unknown>(value)
+            return Array.isArray(v) ? (v as ReadonlyArray<A>) : []
+          }
+          type StoredEntry = { prNumber: number; headSha: string; state: string; merging?: boolean }
+          type StoredRun = { status: string; testBranchSha: string | null }
+          return {
+            queueId: r.queue_id,
+            branch: r.branch,
+            directMerge: r.direct,
+            repo: { id: r.repo_id, host: r.host, owner: r.owner, name: r.name },
+            active: list<StoredEntry>(r.entries)
+              .filter((e) => !TERMINAL.has(e.state))
+              .map((e) => ({ prNumber: e.prNumber, headSha: e.headSha, state: e.state, merging: e.merging === true })),
+            testedShas: list<StoredRun>(r.runs).flatMap((run) =>
+              run.status === "in_progress" && run.testBranchSha !== null ? [run.testBranchSha] : []
+            ),
+            targetSha: r.target_sha,
+            merging: r.merging === true
+          }
+        })
+    )
+
+  /** Records the runner's last error; `since` stays the time of the first failure of a streak. */
+  const recordRunnerError = (queueId: string, message: string) =>
+    sql`update queue_runtime set runner_error = ${message}, runner_error_since = coalesce(runner_error_since, now())
+        where queue_id = ${queueId}`.pipe(Effect.asVoid)
+
+  const clearRunnerError = (queueId: string) =>
+    sql`update queue_runtime set runner_error = null, runner_error_since = null
+        where queue_id = ${queueId} and runner_error is not null`.pipe(Effect.asVoid)
 
   const activeEntries = (queueId: string): Effect.Effect<ReadonlyArray<EntryRow>, SqlError> =>
     sql<EntryRow>`select * from entries where queue_id = ${queueId} and state in ${sql.in(ACTIVE_STATES)}`
@@ -354,6 +538,19 @@ export const makeStore = (sql: SqlClient.SqlClient) => {
     persistStep,
     saveOutbox,
     findEntry,
+    lockEntry,
+    holdQueue,
+    isMerging,
+    markCancelled,
+    markRestarted,
+    markTargetsSet,
+    storeTargets,
+    queuesOfRepository,
+    activePrs,
+    repositoriesTesting,
+    watchedQueues,
+    recordRunnerError,
+    clearRunnerError,
     activeEntries,
     timeline,
     readTargets

@@ -96,7 +96,8 @@ export const queueRoutes = [
       return {
         ...publicConfig(view.config),
         enqueuedPullRequests: view.enqueued,
-        adaptiveChoice: view.adaptiveChoice ?? null
+        adaptiveChoice: view.adaptiveChoice ?? null,
+        runnerError: view.runnerError
       }
     })
   ),
@@ -107,6 +108,9 @@ export const queueRoutes = [
         const queue = yield* requireQueue(req.repo, req.targetBranch)
         const queues = yield* QueueRepo
         const engine = yield* Engine
+        if (!(yield* queues.hold(queue.id))) {
+          return yield* notFound("QUEUE_NOT_FOUND", `no queue ${describe(req.repo, req.targetBranch)}`)
+        }
         const config = applyUpdate(queue.config, req)
         yield* queues.saveConfig(queue.id, config)
         yield* engine.configChanged({ ...queue, config })
@@ -126,14 +130,13 @@ export const queueRoutes = [
         if (Option.isNone(owned)) return {}
         const queue = yield* queues.find(owned.value, req.targetBranch)
         if (Option.isNone(queue)) return {}
-        const active = yield* queues.activeCount(queue.value.id)
+        const active = yield* queues.removeIfEmpty(queue.value.id)
         if (active > 0) {
           return yield* conflict(
             "QUEUE_NOT_EMPTY",
             `queue ${describe(req.repo, req.targetBranch)} still holds ${active} pull request${active === 1 ? "" : "s"}`
           )
         }
-        yield* queues.remove(queue.value.id)
         return {}
       })
     )
