@@ -171,8 +171,8 @@ for (const db of databases) {
       }
     })
 
-    // the engine's transaction around deleteQueue fixes this (the engine developer's part of #15); until it is merged
-    // an updateQueue racing deleteQueue can still answer 500 on PostgreSQL
+    // before the engine's transaction around deleteQueue (the engine developer's part of #15), an updateQueue racing
+    // deleteQueue answered 500 on PostgreSQL about one run in three
     test("deleteQueue racing writes on the same queue: 200, 404 or 409, never 500", async () => {
       const server = await startTestServer({ db, rateLimitPerSecond: 1_000_000 })
       try {
