@@ -4,6 +4,7 @@ import { clientBundle } from "./client/build.ts"
 import { AppConfig } from "./config.ts"
 import { DatabaseLive } from "./db/Database.ts"
 import { FlakyLive } from "./flaky/Flaky.ts"
+import { FlakyTestVerdictsLive } from "./flaky/testVerdicts.ts"
 import { CommandCiLayer } from "./git-local/CommandCi.ts"
 import { GitHubFeedbackLive } from "./github/feedback.ts"
 import { GitHubClientLive } from "./github/GitHubClient.ts"
@@ -63,7 +64,9 @@ export const AppLayer = <E>(config: Layer.Layer<AppConfig, E>, probe?: RunnerPro
   )
   // a test's probe of the runners (RunnerProbe), when given
   const probed = probe === undefined ? services : Layer.provideMerge(Layer.succeed(RunnerProbe, probe), services)
-  const features = Layer.mergeAll(EngineLive, FlakyLive).pipe(Layer.provideMerge(probed))
+  // the flaky-test results answer the queue's runners why a test run failed (#20, TestVerdicts)
+  const flaky = Layer.provideMerge(FlakyTestVerdictsLive, FlakyLive)
+  const features = EngineLive.pipe(Layer.provideMerge(flaky), Layer.provideMerge(probed))
   // reconciliation hands what GitHub shows to the engine
   return GitHubReconcileLive.pipe(Layer.provideMerge(features))
 }

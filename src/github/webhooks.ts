@@ -7,6 +7,7 @@ import { AppConfig } from "../config.ts"
 import { ApiError, errorResponse, internal, invalidRequest, unauthorized } from "../http/errors.ts"
 import { readBody } from "../http/router.ts"
 import { Engine, type HostChange, type QueueRow } from "../queue/Engine.ts"
+import { isQueueError, type QueueError } from "../queue/errors.ts"
 import { Statuses, type StatusState } from "../queue/Statuses.ts"
 import { parseComment, type QueueCommand } from "./commands.ts"
 import { GitHubAuth, GitHubClient, type GitHubError } from "./GitHubClient.ts"
@@ -409,16 +410,13 @@ const runCommand = (
         ? engine.submit(queue, prNumber, command.priority, command.noBatch)
         : engine.cancel(queue, prNumber, "USER_REQUESTED")
     const ran = yield* run.pipe(
-      Effect.as(Option.none<ApiError>()),
-      Effect.catchIf(
-        (e): e is ApiError => e instanceof ApiError,
-        (e) => Effect.succeed(Option.some(e))
-      )
+      Effect.as(Option.none<QueueError>()),
+      Effect.catchIf(isQueueError, (e) => Effect.succeed(Option.some(e)))
     )
     const verb = command._tag === "Merge" ? "merge" : "cancel"
     if (Option.isSome(ran)) {
       return done(
-        `issue_comment: ${verb} refused (${ran.value.code})`,
+        `issue_comment: ${verb} refused (${ran.value._tag})`,
         [],
         Effect.zipRight(react("confused"), reply(ran.value.message))
       )

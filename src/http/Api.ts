@@ -111,7 +111,42 @@ export const ops = {
   adminCreateToken: post("adminCreateToken", "/admin/createToken", T.CreateTokenRequest, T.CreatedToken),
   adminListTokens: post("adminListTokens", "/admin/listTokens", T.OrgRequest, T.TokenList),
   adminRevokeToken: post("adminRevokeToken", "/admin/revokeToken", T.RevokeTokenRequest, EmptyObject),
-  adminAddRepository: post("adminAddRepository", "/admin/addRepository", T.AddRepositoryRequest, T.AddedRepository)
+  adminAddRepository: post("adminAddRepository", "/admin/addRepository", T.AddRepositoryRequest, T.AddedRepository),
+  exportQuarantine: {
+    name: "exportQuarantine",
+    method: "GET",
+    path: "/flaky-tests/export",
+    payload: F.QuarantineExportQuery,
+    success: F.QuarantineExport,
+    source: "query"
+  } satisfies Op<
+    "exportQuarantine",
+    typeof F.QuarantineExportQuery.Type,
+    typeof F.QuarantineExportQuery.Encoded,
+    typeof F.QuarantineExport.Type,
+    typeof F.QuarantineExport.Encoded
+  >,
+  exportQuarantineCsv: {
+    name: "exportQuarantineCsv",
+    method: "GET",
+    path: "/flaky-tests/export.csv",
+    payload: F.QuarantineExportQuery,
+    success: Schema.String.pipe(HttpApiSchema.withEncoding({ kind: "Text", contentType: "text/csv" })),
+    source: "query",
+    contentType: "text/csv; charset=utf-8"
+  } satisfies Op<
+    "exportQuarantineCsv",
+    typeof F.QuarantineExportQuery.Type,
+    typeof F.QuarantineExportQuery.Encoded,
+    string,
+    string
+  >,
+  importQuarantine: post(
+    "importQuarantine",
+    "/flaky-tests/import",
+    F.QuarantineImportRequest,
+    F.QuarantineImportResponse
+  )
 } as const
 
 export type Ops = typeof ops
@@ -179,6 +214,15 @@ export const Api = HttpApi.make("greenline")
       "adminListTokens",
       "adminRevokeToken",
       "adminAddRepository"
+    )
+  )
+  .add(
+    group(
+      "flakyQuarantineTransfer",
+      "Extension: a repository's quarantine state as JSON or CSV, and its import",
+      "exportQuarantine",
+      "exportQuarantineCsv",
+      "importQuarantine"
     )
   )
   .annotate(OpenApi.Title, "Greenline merge queue API")

@@ -1,4 +1,5 @@
 import type * as OpenApi from "@effect/platform/OpenApi"
+import type { OpName } from "./Api.ts"
 import type { ErrorCode } from "./errors.ts"
 
 /**
@@ -97,7 +98,25 @@ interface OpDoc {
   readonly response?: unknown
 }
 
-export const OP_DOCS: Record<string, OpDoc> = {
+const QUARANTINE_EXAMPLE = {
+  test_case_id: "d3b07384-d9a0-5c1b-8f3e-2a4b6c8d0e1f",
+  name: "adds two numbers",
+  classname: "math",
+  file: "test/math.test.js",
+  parent: "math",
+  variant: "",
+  quarantine_setting: "always_quarantine",
+  quarantined: true,
+  status: "flaky",
+  owner: "@acme/web",
+  reason: "times out on the shared runners",
+  ticket_url: "https://issues.example/WEB-12",
+  expires_at: "2026-12-31T00:00:00.000Z",
+  set_at: "2026-11-26T12:00:00.000Z"
+}
+
+/** Every operation's documentation: an operation without it does not compile. */
+export const OP_DOCS: Record<OpName, OpDoc> = {
   createQueue: {
     summary: "Create a merge queue",
     description:
@@ -325,6 +344,43 @@ export const OP_DOCS: Record<string, OpDoc> = {
     description: "Admin tokens only. 400 when the repository belongs to another organization.",
     request: { org: "acme", repo },
     response: { id: "2f1e0d9c-8b7a-4c6d-9e8f-7a6b5c4d3e2f", repo }
+  },
+  exportQuarantine: {
+    summary: "Export a repository's quarantine state (extension)",
+    description:
+      "The repository's flaky-test settings and every test with a quarantine override or in quarantine, with the " +
+      "override's owner, reason, ticket and expiry. `repo` is `host/owner/name` (or `owner/name` on github.com). " +
+      "The same document is accepted by importQuarantine.",
+    request: { org_url_slug: "acme", repo: "github.com/acme/web" },
+    response: {
+      repo,
+      exported_at: "2026-11-26T12:00:00.000Z",
+      settings: { quarantining_enabled: true, auto_quarantine: true, auto_release_clean_runs: 20 },
+      tests: [QUARANTINE_EXAMPLE]
+    }
+  },
+  exportQuarantineCsv: {
+    summary: "Export a repository's quarantine state as CSV (extension)",
+    description: "exportQuarantine as CSV, one test a row with a header row; importQuarantine takes it in `csv`."
+  },
+  importQuarantine: {
+    summary: "Import a quarantine state (extension)",
+    description:
+      "Sets the quarantine overrides of the listed tests (by `test_case_id`, or by name with classname, file, " +
+      "parent and variant), from exportQuarantine's `tests` or its CSV text in `csv`: one of the two. All or nothing.",
+    request: {
+      org_url_slug: "acme",
+      repo,
+      tests: [
+        {
+          name: "adds two numbers",
+          classname: "math",
+          file: "test/math.test.js",
+          quarantine_setting: "always_quarantine"
+        }
+      ]
+    },
+    response: { imported: 1, created: 1, cleared: 0 }
   }
 }
 
@@ -425,7 +481,7 @@ export const refineDocument = (generated: OpenApi.OpenAPISpec, publicUrl: string
     for (const op of Object.values(item)) {
       if (!isObject(op) || !isObject(op.responses)) continue
       const name = String(op.operationId ?? "").replace(/^[^.]*\./, "")
-      const about = OP_DOCS[name]
+      const about: OpDoc | undefined = name in OP_DOCS ? OP_DOCS[name as OpName] : undefined
       if (about !== undefined) {
         op.summary = about.summary
         op.description = about.description

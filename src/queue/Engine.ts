@@ -1,6 +1,6 @@
 import type { SqlError } from "@effect/sql/SqlError"
 import { Context, type Effect, type Option } from "effect"
-import type { ApiError } from "../http/errors.ts"
+import type { QueueError } from "./errors.ts"
 import type { PullRequestInfo } from "./GitHost.ts"
 import type { QueueRow } from "./QueueRepo.ts"
 import type {
@@ -67,10 +67,10 @@ export interface EngineShape {
       readonly adaptiveChoice?: AdaptiveChoice | null
       readonly runnerError: RunnerError | null
     },
-    ApiError | SqlError
+    QueueError | SqlError
   >
   /** The PR as the Git host shows it now (PR_NOT_FOUND when it does not exist). */
-  readonly readPullRequest: (queue: QueueRow, prNumber: number) => Effect.Effect<PullRequestInfo, ApiError>
+  readonly readPullRequest: (queue: QueueRow, prNumber: number) => Effect.Effect<PullRequestInfo, QueueError>
   /** `pr`, when given, is the PR already read (outside the request's transaction); otherwise it is read here. */
   readonly submit: (
     queue: QueueRow,
@@ -78,27 +78,27 @@ export interface EngineShape {
     priority: number | undefined,
     noBatch: boolean | undefined,
     pr?: PullRequestInfo
-  ) => Effect.Effect<void, ApiError | SqlError>
+  ) => Effect.Effect<void, QueueError | SqlError>
   /**
    * `submit` in a transaction of its own, together with the other submissions that arrive meanwhile (group
    * commit); the runner is woken after the commit. False when the queue is gone.
    */
   readonly submitBatched: (submission: Submission) => Effect.Effect<boolean, SqlError>
   /** `reason` defaults to `API_REQUESTED` (a comment command cancels with `USER_REQUESTED`). */
-  readonly cancel: (queue: QueueRow, prNumber: number, reason?: string) => Effect.Effect<void, ApiError | SqlError>
-  readonly restart: (queue: QueueRow, prNumber: number) => Effect.Effect<void, ApiError | SqlError>
+  readonly cancel: (queue: QueueRow, prNumber: number, reason?: string) => Effect.Effect<void, QueueError | SqlError>
+  readonly restart: (queue: QueueRow, prNumber: number) => Effect.Effect<void, QueueError | SqlError>
   readonly getSubmitted: (
     key: QueueKey,
     prNumber: number,
     includeTimeline: boolean
-  ) => Effect.Effect<SubmittedPullRequest, ApiError | SqlError>
-  readonly testingDetails: (queue: QueueRow, testRunId: string) => Effect.Effect<TestingDetails, ApiError | SqlError>
+  ) => Effect.Effect<SubmittedPullRequest, QueueError | SqlError>
+  readonly testingDetails: (queue: QueueRow, testRunId: string) => Effect.Effect<TestingDetails, QueueError | SqlError>
   readonly setImpactedTargets: (
     queue: QueueRow,
     prNumber: number,
     sha: string,
     targets: ReadonlyArray<string> | "ALL"
-  ) => Effect.Effect<void, ApiError | SqlError>
+  ) => Effect.Effect<void, QueueError | SqlError>
   /** The queues of a repository named case-insensitively (`host` lower case), as a Git host's events name it. */
   readonly queuesOfRepository: (
     host: string,

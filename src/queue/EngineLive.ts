@@ -3,13 +3,13 @@ import * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Cause, Clock, Context, Deferred, Effect, FiberMap, Layer, Option, Queue, Stream } from "effect"
 import { AppConfig } from "../config.ts"
-import { conflict, notFound } from "../http/errors.ts"
 import { Database } from "../kernel/Database.ts"
 import { Metrics } from "../metrics/Metrics.ts"
 import { usesGitHub } from "../providers.ts"
 import type { CommandCi } from "./CiRunner.ts"
 import { Engine, EngineRunner, type EngineShape, type QueueKey, type Submission } from "./Engine.ts"
 import { makeEngineRepo } from "./engineRepo.ts"
+import { PrNotActive, PrTestsNotRestartable, PullRequestNotFound, QueueNotFound, TestRunNotFound } from "./errors.ts"
 import { estimateFields, estimateOf, needsPrior } from "./estimates.ts"
 import { PrFeedback } from "./Feedback.ts"
 import { GitHost } from "./GitHost.ts"
@@ -79,7 +79,7 @@ const statusCheckState = (state: string) =>
   state === "success" ? "SUCCESS" : state === "failure" ? "FAILURE" : state === "error" ? "ERROR" : "PENDING"
 
 const queueNotFound = (key: QueueKey) =>
-  notFound("QUEUE_NOT_FOUND", `no queue ${key.repo.host}/${key.repo.owner}/${key.repo.name}@${key.branch}`)
+  new QueueNotFound({ message: `no queue ${key.repo.host}/${key.repo.owner}/${key.repo.name}@${key.branch}` })
 
 export const EngineLive = Layer.scopedContext(
   Effect.gen(function* () {
@@ -185,12 +185,13 @@ export const EngineLive = Layer.scopedContext(
         yield* hold(queue)
         const entry = yield* store.lockEntry(queue.id, prNumber)
         if (Option.isNone(entry))
-          return yield* notFound("PR_NOT_FOUND", `pull request #${prNumber} was never submitted to this queue`)
+          return yield* new PullRequestNotFound({
+            message: `pull request #${prNumber} was never submitted to this queue`
+          })
         if (TERMINAL.has(entry.value.state)) {
-          return yield* conflict(
-            "PR_NOT_ACTIVE",
-            `pull request #${prNumber} is not in the queue (it is ${entry.value.state})`
-          )
+          return yield* new PrNotActive({
+            message: `pull request #${prNumber} is not in the queue (it is ${entry.value.state})`
+          })
         }
         return entry.value
       })
@@ -199,12 +200,13 @@ export const EngineLive = Layer.scopedContext(
       git.getPullRequest(repoRefOf(queue.repo), prNumber).pipe(
         Effect.catchTags({
           PrNotFound: () =>
-            notFound("PR_NOT_FOUND", `pull request #${prNumber} does not exist (no refs/pull/${prNumber}/head)`),
+            new PullRequestNotFound({
+              message: `pull request #${prNumber} does not exist (no refs/pull/${prNumber}/head)`
+            }),
           RepoNotFound: () =>
-            notFound(
-              "PR_NOT_FOUND",
-              `pull request #${prNumber} does not exist: ${queue.repo.host}/${queue.repo.owner}/${queue.repo.name} has no repository`
-            )
+            new PullRequestNotFound({
+              message: `pull request #${prNumber} does not exist: ${queue.repo.host}/${queue.repo.owner}/${queue.repo.name} has no repository`
+            })
         }),
         Effect.catchTag("GitError", (e) => Effect.die(e))
       )
@@ -423,10 +425,9 @@ export const EngineLive = Layer.scopedContext(
         Effect.gen(function* () {
           const entry = yield* requireActive(queue, prNumber)
           if (yield* store.isMerging(queue.id, entry.id)) {
-            return yield* conflict(
-              "PR_NOT_ACTIVE",
-              `pull request #${prNumber} is being merged: it can no longer be cancelled`
-            )
+            return yield* new PrNotActive({
+              message: `pull request #${prNumber} is being merged: it can no longer be cancelled`
+            })
           }
           const seq = yield* enqueueEvent(queue.id, { _tag: "Planner", event: { _tag: "Cancelled", prNumber, reason } })
           yield* store.markCancelled(entry.id, iso(yield* Clock.currentTimeMillis), seq)
@@ -436,13 +437,12 @@ export const EngineLive = Layer.scopedContext(
         Effect.gen(function* () {
           const entry = yield* requireActive(queue, prNumber)
           if (entry.first_tested_at === null && entry.run_id === null) {
-            return yield* conflict(
-              "PR_TESTS_NOT_RESTARTABLE",
-              `pull request #${prNumber} has no test run to restart yet`
-            )
+            return yield* new PrTestsNotRestartable({
+              message: `pull request #${prNumber} has no test run to restart yet`
+            })
           }
           if (yield* store.isMerging(queue.id, entry.id)) {
-            return yield* conflict("PR_TESTS_NOT_RESTARTABLE", `pull request #${prNumber} is being merged`)
+            return yield* new PrTestsNotRestartable({ message: `pull request #${prNumber} is being merged` })
           }
           const seq = yield* enqueueEvent(queue.id, { _tag: "Planner", event: { _tag: "RestartRequested", prNumber } })
           yield* store.markRestarted(entry.id, iso(yield* Clock.currentTimeMillis), seq)
@@ -454,7 +454,9 @@ export const EngineLive = Layer.scopedContext(
           if (Option.isNone(found)) return yield* queueNotFound(key)
           const queue = queueOfColumns(found.value)
           if (found.value.id === null)
-            return yield* notFound("PR_NOT_FOUND", `pull request #${prNumber} was never submitted to this queue`)
+            return yield* new PullRequestNotFound({
+              message: `pull request #${prNumber} was never submitted to this queue`
+            })
           const row = { ...found.value, id: found.value.id } as EntryRow & typeof found.value
           const active = !TERMINAL.has(row.state)
           // requests the runner has not stepped yet move places: the view's order then (the state is read whole)
@@ -504,7 +506,8 @@ export const EngineLive = Layer.scopedContext(
         Effect.gen(function* () {
           const rows = yield* repo.testRunRecord(queue.id, testRunId)
           const raw = rows[0]
-          if (raw === undefined) return yield* notFound("TEST_RUN_NOT_FOUND", `no test run ${testRunId} in this queue`)
+          if (raw === undefined)
+            return yield* new TestRunNotFound({ message: `no test run ${testRunId} in this queue` })
           const run = (typeof raw.record === "string" ? JSON.parse(raw.record) : raw.record) as RunRecord
           const required = yield* statuses.requirements(run.id)
           const reported = run.testBranchSha === null ? [] : yield* statuses.forSha(queue.repo.id, run.testBranchSha)

@@ -1,4 +1,5 @@
 import { Effect } from "effect"
+import { dieUnless } from "../../kernel/errors.ts"
 import { Tenancy, TenancyError } from "../../tenancy/Tenancy.ts"
 import { ops } from "../Api.ts"
 import { ApiError, invalidRequest, notFound } from "../errors.ts"
@@ -23,8 +24,7 @@ const notAdmin = () =>
     message: "this operation needs an admin token (the bootstrap token, the first-run token, or tokens create --admin)"
   })
 
-const orDie = <A, R>(effect: Effect.Effect<A, unknown, R>): Effect.Effect<A, ApiError, R> =>
-  Effect.catchAll(effect, (e) => (e instanceof ApiError ? Effect.fail(e) : Effect.die(e)))
+const orDie = dieUnless((e): e is ApiError => e instanceof ApiError)
 
 const fromTenancy = (e: TenancyError) =>
   e.message.startsWith("no organization") ? notFound("NOT_FOUND", e.message) : invalidRequest(e.message)

@@ -9,6 +9,7 @@ import type { Command, PlannerEvent, QueueState, RunRecord } from "../planner/in
 import { QueueRepo, type QueueRepoShape, type QueueRow } from "../QueueRepo.ts"
 import { Statuses, type StatusesShape } from "../Statuses.ts"
 import { makeStore } from "../store.ts"
+import { TestVerdicts, type TestVerdictsShape } from "../TestVerdicts.ts"
 import { RunnerProbe, type RunnerProbeShape } from "./probe.ts"
 
 /**
@@ -26,6 +27,10 @@ export interface RunnerCtx {
   /** what the Git host shows on the pull request besides (GitHub: its comment and status check); optional */
   readonly feedback: Option.Option<PrFeedbackShape>
   readonly probe: Option.Option<RunnerProbeShape>
+  /** flaky-test results (#20): why a test run failed; optional */
+  readonly testVerdicts: Option.Option<TestVerdictsShape>
+  /** retries of each entry's runs for known-flaky failures (#20, `flakyRetryBudget`) */
+  readonly flakyRetries: Map<string, number>
   readonly store: ReturnType<typeof makeStore>
   readonly ciJobs: FiberMap.FiberMap<string>
   readonly ciSemaphore: Effect.Semaphore
@@ -78,6 +83,8 @@ export const makeRunnerCtx = (queueId: string) =>
       ci: yield* CommandCi,
       feedback: yield* Effect.serviceOption(PrFeedback),
       probe: yield* Effect.serviceOption(RunnerProbe),
+      testVerdicts: yield* Effect.serviceOption(TestVerdicts),
+      flakyRetries: new Map(),
       store,
       ciJobs: yield* FiberMap.make<string>(),
       ciSemaphore: yield* Effect.makeSemaphore(Math.max(1, loaded.value.state.config.concurrency)),
