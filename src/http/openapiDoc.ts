@@ -361,7 +361,11 @@ export const OP_DOCS: Record<OpName, OpDoc> = {
   },
   exportQuarantineCsv: {
     summary: "Export a repository's quarantine state as CSV (extension)",
-    description: "exportQuarantine as CSV, one test a row with a header row; importQuarantine takes it in `csv`."
+    description: "exportQuarantine as CSV, one test a row with a header row; importQuarantine takes it in `csv`.",
+    request: { org_url_slug: "acme", repo: "github.com/acme/web" },
+    response:
+      "test_case_id,name,classname,file,parent,variant,quarantine_setting,quarantined,status,owner,reason,ticket_url,expires_at,set_at\n" +
+      "d3b07384-d9a0-5c1b-8f3e-2a4b6c8d0e1f,adds two numbers,math,test/math.test.js,math,,always_quarantine,true,flaky,@acme/web,times out on the shared runners,https://issues.example/WEB-12,2026-12-31T00:00:00.000Z,2026-11-26T12:00:00.000Z\n"
   },
   importQuarantine: {
     summary: "Import a quarantine state (extension)",
