@@ -2,10 +2,11 @@
 // Runs Bun with the given arguments, installing the pinned Bun (from the npm registry's `bun` package) and the
 // project's dependencies first when they are missing. This is what lets `npm start` and `npm test` work on a
 // machine that has only Node.js, npm and git.
-import { spawnSync } from "node:child_process"
+import { spawn, spawnSync } from "node:child_process"
 import { existsSync, readFileSync, statSync } from "node:fs"
 import { delimiter, dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
+import { constants } from "node:os"
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..")
 const pkg = JSON.parse(readFileSync(join(root, "package.json"), "utf8"))
@@ -41,5 +42,24 @@ if (stale) {
 // the pinned Bun first on PATH, so that what it runs can start `bun` again (the CLI, a server in its own process)
 const binDir = bun === "bun" ? null : dirname(localBun)
 const env = binDir === null ? process.env : { ...process.env, PATH: `${binDir}${delimiter}${process.env.PATH ?? ""}` }
-const r = run(bun, process.argv.slice(2), { cwd: process.cwd(), env })
-process.exit(r.status ?? 1)
+// Bun runs as a child that this process waits for: SIGINT, SIGTERM and SIGHUP are passed on to it, and this
+// process ends only once Bun has ended (a server has closed its database by then), with Bun's exit code; when Bun
+// was ended by a signal, this process ends by the same signal, so that npm (or a shell) sees what happened.
+const child = spawn(bun, process.argv.slice(2), { stdio: "inherit", cwd: process.cwd(), env })
+const forwarded = ["SIGINT", "SIGTERM", "SIGHUP"]
+for (const signal of forwarded) {
+  process.on(signal, () => {
+    if (child.exitCode === null && child.signalCode === null) child.kill(signal)
+  })
+}
+child.on("error", (error) => {
+  process.stderr.write(`could not start bun: ${error.message}\n`)
+  process.exit(1)
+})
+child.on("exit", (code, signal) => {
+  if (signal === null) process.exit(code ?? 1)
+  for (const s of forwarded) process.removeAllListeners(s)
+  process.kill(process.pid, signal)
+  // a signal whose default action does not end the process: the conventional code instead
+  process.exit(128 + (constants.signals[signal] ?? 0))
+})

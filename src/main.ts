@@ -1,25 +1,44 @@
 import { AppConfigLive } from "./config.ts"
-import { startServer } from "./server.ts"
+import { type RunningServer, startServer } from "./server.ts"
 
 /** `bun src/main.ts`: the server, configured from the environment (contract.md §5). */
-const server = await startServer(AppConfigLive).catch((error: unknown) => {
-  process.stderr.write(
-    `${JSON.stringify({ level: "ERROR", time: new Date().toISOString(), message: "greenline could not start", cause: String(error instanceof Error ? error.message : error) })}\n`
-  )
-  process.exit(1)
-})
 
+/** How long a stop may take before the process ends regardless (below Docker's default 10 s grace period). */
+const STOP_GRACE_MS = 8_000
+
+const log = (level: "INFO" | "ERROR", message: string, extra: Record<string, unknown> = {}) => {
+  const line = `${JSON.stringify({ level, time: new Date().toISOString(), message, ...extra })}\n`
+  if (level === "ERROR") process.stderr.write(line)
+  else process.stdout.write(line)
+}
+
+// The signal handlers come first: a signal that arrives while the server starts is not the runtime's default (an
+// abrupt end) but a stop as soon as the server is up (or at the deadline).
+let server: RunningServer | undefined
 let stopping = false
-const shutdown = (signal: string) => {
-  if (stopping) return
-  stopping = true
-  process.stdout.write(
-    `${JSON.stringify({ level: "INFO", time: new Date().toISOString(), message: `${signal}: shutting down` })}\n`
-  )
-  server.stop().then(
+const stop = (running: RunningServer) =>
+  running.stop().then(
     () => process.exit(0),
     () => process.exit(1)
   )
+const shutdown = (signal: string) => {
+  if (stopping) return
+  stopping = true
+  log("INFO", `${signal}: shutting down`)
+  // a stop that hangs (a runner that does not yield, a database that does not close) must not outlive the grace
+  // period a supervisor gives and be killed half-way: the process ends itself before
+  setTimeout(() => {
+    log("ERROR", `the server did not stop within ${STOP_GRACE_MS} ms: exiting`)
+    process.exit(1)
+  }, STOP_GRACE_MS)
+  if (server !== undefined) void stop(server)
 }
 process.on("SIGTERM", () => shutdown("SIGTERM"))
 process.on("SIGINT", () => shutdown("SIGINT"))
+process.on("SIGHUP", () => shutdown("SIGHUP"))
+
+server = await startServer(AppConfigLive).catch((error: unknown) => {
+  log("ERROR", "greenline could not start", { cause: String(error instanceof Error ? error.message : error) })
+  process.exit(1)
+})
+if (stopping) void stop(server)

@@ -1,7 +1,7 @@
 import { edenGC } from "bun:jsc"
 import { copyText } from "../kernel/pgCopy.ts"
 import type { NewTestCases, ResultBatch, ResultContext } from "./FlakyRepo.ts"
-import { gunzipIfNeeded, type JunitResult, JunitStreamParser } from "./junit.ts"
+import { gunzipIfNeeded, JunitError, type JunitResult, JunitStreamParser } from "./junit.ts"
 import { failureGroupKey } from "./normalize.ts"
 import { IdSet, uuidString, writeUuid } from "./testCaseIdsBinary.ts"
 
@@ -408,6 +408,44 @@ export class UploadRows {
 }
 
 /**
+ * Test cases one upload may hold (all its parts). A report this large is already far past any real suite; a gzip
+ * bomb of `<testcase/>` (a few MB expanding to a GiB: tens of millions of rows) is refused by `countTestcases`
+ * before a row is written, within seconds, instead of filling the database for minutes and rolling back.
+ */
+export const MAX_UPLOAD_TESTCASES = 1_000_000
+
+const TESTCASE_TAG = Buffer.from("<testcase")
+
+/**
+ * Counts the `<testcase` tags of the parts (gunzipped, within the decompressed-bytes cap) without parsing them; throws
+ * a `PartFailure` naming the part where the count passes `max`. A plain byte search: far cheaper than the parse.
+ */
+export const countTestcases = async (parts: ReadonlyArray<IngestPart>, max = MAX_UPLOAD_TESTCASES): Promise<number> => {
+  const n = TESTCASE_TAG.length
+  let count = 0
+  for (let index = 0; index < parts.length; index++) {
+    const part = parts[index] as IngestPart
+    // the last n - 1 bytes of the previous chunk, for a tag split between two chunks
+    let tail: Buffer = Buffer.alloc(0)
+    try {
+      for await (const chunk of gunzipIfNeeded(part.bytes)) {
+        const buf = Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength)
+        if (tail.length > 0) {
+          const seam = Buffer.concat([tail, buf.subarray(0, n - 1)])
+          if (seam.indexOf(TESTCASE_TAG) >= 0) count++
+        }
+        for (let at = buf.indexOf(TESTCASE_TAG); at >= 0; at = buf.indexOf(TESTCASE_TAG, at + n)) count++
+        if (count > max) throw new JunitError(0, `the upload holds more than ${max} test cases`)
+        tail = Buffer.from(buf.subarray(Math.max(0, buf.length - (n - 1))))
+      }
+    } catch (e) {
+      throw new PartFailure(index, e)
+    }
+  }
+  return count
+}
+
+/**
  * Reads the parts one after the other (gunzipped when needed), a slice of input at a time, into `UploadRows`.
  * Errors are `PartFailure`s naming the part.
  */
@@ -422,6 +460,8 @@ export class PartsReader {
   /** a COPY segment's header was sent / its trailer was sent (the next call ends the segment) */
   private segmentStarted = false
   private segmentEnded = false
+  /** the parts' test cases were counted (before the first row) */
+  private counted = false
   private readonly onResult = (r: JunitResult) => this.rows.add(r)
   done = false
 
@@ -433,6 +473,15 @@ export class PartsReader {
   /** Parses one more slice; false once every part has been read. */
   async step(): Promise<boolean> {
     if (this.done) return false
+    if (!this.counted) {
+      this.counted = true
+      try {
+        await countTestcases(this.parts)
+      } catch (e) {
+        this.done = true
+        throw e
+      }
+    }
     try {
       for (;;) {
         const chunk = this.chunk

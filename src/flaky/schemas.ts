@@ -1,5 +1,5 @@
 import { Schema } from "effect"
-import { CaseInsensitive, opt, RepoRef } from "../queue/schemas.ts"
+import { CaseInsensitive, MAX_LEN, opt, RepoRef, Text } from "../queue/schemas.ts"
 
 /** Request and answer schemas of the flaky-test endpoints (contract.md §3). */
 
@@ -7,7 +7,7 @@ const NonEmptyString = Schema.String.pipe(Schema.minLength(1, { message: () => "
 
 export const PageQuery = Schema.Struct({
   page_size: Schema.Int.pipe(Schema.between(1, 100, { message: () => "must be an integer from 1 to 100" })),
-  page_token: Schema.String
+  page_token: Text(MAX_LEN.description)
 }).annotations({ identifier: "PageQuery" })
 export type PageQuery = typeof PageQuery.Type
 
@@ -21,10 +21,15 @@ export const Page = Schema.Struct({
 }).annotations({ identifier: "Page" })
 export type Page = typeof Page.Type
 
-const RepoScope = { repo: RepoRef, org_url_slug: NonEmptyString }
+const RepoScope = { repo: RepoRef, org_url_slug: Text(MAX_LEN.owner, 1) }
 
+/** Years 1 to 9999: what PostgreSQL's timestamptz and an ISO 8601 date-time without an expanded year both hold. */
+const inDateRange = (ms: number) =>
+  ms >= Date.parse("0001-01-01T00:00:00Z") && ms <= Date.parse("9999-12-31T23:59:59.999Z")
 export const DateTimeString = Schema.String.pipe(
-  Schema.filter((s) => !Number.isNaN(Date.parse(s)), { message: () => "must be an ISO 8601 date-time" })
+  Schema.maxLength(64, { message: () => "must be an ISO 8601 date-time" }),
+  Schema.filter((s) => !Number.isNaN(Date.parse(s)), { message: () => "must be an ISO 8601 date-time" }),
+  Schema.filter((s) => inDateRange(Date.parse(s)), { message: () => "must be a date-time from year 1 to 9999" })
 )
 
 export const TestStatusValue = Schema.Literal("healthy", "flaky", "broken")
@@ -101,10 +106,10 @@ export const ListUnhealthyResponse = Schema.Struct({ tests: Schema.Array(TestCas
 
 export const LinkTicketRequest = Schema.Struct({
   repo: RepoRef,
-  org_url_slug: opt(Schema.String),
+  org_url_slug: opt(Text(MAX_LEN.owner)),
   test_case_id: Schema.UUID.annotations({ message: () => "must be a UUID" }),
-  external_ticket_id: NonEmptyString,
-  html_url: opt(Schema.String)
+  external_ticket_id: Text(MAX_LEN.id, 1),
+  html_url: opt(Text(MAX_LEN.url))
 }).annotations({ identifier: "LinkTicketRequest" })
 
 export const QuarantineOverride = CaseInsensitive("always_quarantine", "never_quarantine", "unspecified")
@@ -231,12 +236,12 @@ export const QuarantineImportResponse = Schema.Struct({
 
 export const UploadMetadata = Schema.Struct({
   repo: RepoRef,
-  org_url_slug: NonEmptyString,
-  sha: NonEmptyString,
-  branch: NonEmptyString,
+  org_url_slug: Text(MAX_LEN.owner, 1),
+  sha: Text(MAX_LEN.sha, 1),
+  branch: Text(MAX_LEN.branch, 1),
   pr_number: opt(Schema.NullOr(Schema.Int.pipe(Schema.between(1, 4294967295)))),
-  job_name: opt(Schema.NullOr(Schema.String)),
-  variant: opt(Schema.NullOr(Schema.String)),
+  job_name: opt(Schema.NullOr(Text(MAX_LEN.id))),
+  variant: opt(Schema.NullOr(Text(MAX_LEN.id))),
   run_at: opt(Schema.NullOr(DateTimeString))
 }).annotations({ identifier: "UploadMetadata" })
 export type UploadMetadata = typeof UploadMetadata.Type

@@ -25,6 +25,8 @@ export type ErrorCode =
   | "RATE_LIMITED"
   | "NOT_IMPLEMENTED"
   | "INTERNAL"
+  | "METHOD_NOT_ALLOWED"
+  | "HEADERS_TOO_LARGE"
 
 export type { ErrorDetail }
 
@@ -57,11 +59,22 @@ export const ErrorEnvelope = Schema.Struct({
   })
 }).annotations({ identifier: "ErrorEnvelope", description: "Every error answer (contract.md §1)" })
 
+/** An error body never echoes more than a few hundred bytes of what a client sent. */
+const MAX_MESSAGE_CHARS = 300
+const MAX_DETAILS = 20
+const clip = (s: string, max: number) => (s.length > max ? `${s.slice(0, max)}…` : s)
+
 export const envelope = (error: ApiError) => ({
   error: {
     code: error.code,
-    message: error.message,
-    ...(error.details && error.details.length > 0 ? { details: error.details } : {})
+    message: clip(error.message, MAX_MESSAGE_CHARS),
+    ...(error.details && error.details.length > 0
+      ? {
+          details: error.details
+            .slice(0, MAX_DETAILS)
+            .map((d) => ({ path: clip(d.path, MAX_MESSAGE_CHARS), message: clip(d.message, MAX_MESSAGE_CHARS) }))
+        }
+      : {})
   }
 })
 

@@ -12,6 +12,7 @@ import {
   unauthorized
 } from "./errors.ts"
 import { IGNORED_FIELDS_HEADER, IGNORED_FIELDS_MAX_BYTES, ignoredFields } from "./ignoredFields.ts"
+import { checkInput } from "./input.ts"
 import type { Op } from "./operation.ts"
 import type { RequestSpan, RequestTracer } from "./tracing.ts"
 
@@ -25,6 +26,17 @@ export interface RawRequest {
 }
 
 export const MAX_BODY_BYTES = 20 * 1024 * 1024
+/**
+ * The request line and headers together: Bun's own default. The server is started with a larger runtime limit
+ * (`--max-http-header-size`), so that up to that limit the refusal is ours, in the envelope, not Bun's empty 431.
+ */
+export const MAX_HEADER_BYTES = 16 * 1024
+
+const headerBytes = (request: Request) => {
+  let total = request.method.length + request.url.length + 12
+  for (const [name, value] of request.headers) total += name.length + value.length + 4
+  return total
+}
 
 /** What the router needs of an operation: where it is served and where its payload comes from. */
 export type OpRoute<Name extends string> = Pick<
@@ -176,6 +188,16 @@ const isJsonType = (contentType: string | null) => {
 
 const isMultipart = (contentType: string | null) => contentType?.toLowerCase().startsWith("multipart/form-data")
 
+/**
+ * A multipart content type with a boundary RFC 2046 allows (1 to 70 of its characters, quoted or not). The runtime's
+ * form parser is not handed anything else: an unterminated quoted boundary (`boundary="`) crashes Bun 1.3.9.
+ */
+const hasValidBoundary = (contentType: string) => {
+  const m = /;\s*boundary=(?:"([^"]*)"|([^\s;"]*))\s*(?:;|$)/i.exec(contentType)
+  const boundary = m?.[1] ?? m?.[2]
+  return boundary !== undefined && /^[0-9A-Za-z'()+_,\-./:=? ]{0,69}[0-9A-Za-z'()+_,\-./:=?]$/.test(boundary)
+}
+
 const decoder = new TextDecoder("utf-8", { fatal: false })
 
 export interface AppOptions<R> {
@@ -214,7 +236,12 @@ export const makeApp = <R>(options: AppOptions<R>) => {
     if (table.has(key)) throw new Error(`two handlers for ${key}`)
     table.set(key, route)
   }
-  const paths = new Set(options.routes.map((r) => `/v1${r.op.path}`))
+  // the methods each API path answers, for 405's Allow
+  const methods = new Map<string, Array<string>>()
+  for (const route of options.routes) {
+    const path = `/v1${route.op.path}`
+    methods.set(path, [...(methods.get(path) ?? []), route.op.method])
+  }
   // one runtime per organization, with CurrentOrg in its context: a request provides nothing (providing a service
   // copies the whole context), it runs on its token's organization's runtime (a new organization object, after the
   // token cache renewed it, gets a new one; the old one is collected with it)
@@ -298,7 +325,17 @@ export const makeApp = <R>(options: AppOptions<R>) => {
           })
         )
       }
-      const read = await readBody(request, MAX_BODY_BYTES)
+      if (route.op.source === "raw" && !hasValidBoundary(contentType ?? "")) {
+        return fail(invalidRequest("the multipart/form-data boundary is missing or malformed (RFC 2046)"))
+      }
+      let read: Uint8Array | "too-large"
+      try {
+        read = await readBody(request, MAX_BODY_BYTES)
+      } catch {
+        // the client closed the connection before its body ended: nobody reads this answer, and it is no error
+        // of the server's
+        return fail(invalidRequest("the request body ended before it was complete"))
+      }
       if (read === "too-large") return fail(tooLarge())
       body = read
       if (route.op.source === "json") {
@@ -311,6 +348,16 @@ export const makeApp = <R>(options: AppOptions<R>) => {
         if (payload === null || typeof payload !== "object" || Array.isArray(payload)) {
           return fail(invalidRequest("the body must be a JSON object"))
         }
+      }
+    }
+    if (route.op.source !== "raw") {
+      const problem = checkInput(payload)
+      if (problem !== undefined) {
+        return fail(
+          invalidRequest(`invalid request: ${problem.path === "" ? "" : `${problem.path} `}${problem.message}`, [
+            problem
+          ])
+        )
       }
     }
 
@@ -354,19 +401,30 @@ export const makeApp = <R>(options: AppOptions<R>) => {
     const span = options.tracer?.start(request.method, route ? url.pathname : undefined)
     let response: Response
     try {
-      if (route !== undefined) {
+      if (headerBytes(request) > MAX_HEADER_BYTES) {
+        response = fail(
+          new ApiError({
+            status: 431,
+            code: "HEADERS_TOO_LARGE",
+            message: `the request line and headers are larger than ${MAX_HEADER_BYTES} bytes`,
+            headers: { connection: "close" }
+          })
+        )
+      } else if (route !== undefined) {
         response = await serveRoute(request, url, route, span)
       } else {
         const extra = await options.extra(request, url)
         if (extra !== undefined) {
           label = url.pathname.startsWith("/ci/") ? "/ci/output" : url.pathname
           response = extra
-        } else if (paths.has(url.pathname)) {
+        } else if (methods.has(url.pathname)) {
+          const allow = (methods.get(url.pathname) ?? []).join(", ")
           response = fail(
             new ApiError({
               status: 405,
-              code: "NOT_FOUND",
-              message: `${request.method} is not allowed on ${url.pathname}`
+              code: "METHOD_NOT_ALLOWED",
+              message: `${request.method} is not allowed on ${url.pathname} (allowed: ${allow})`,
+              headers: { allow }
             })
           )
         } else {

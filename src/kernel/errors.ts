@@ -17,7 +17,16 @@ export const dieUnless =
 export const describeParseError = (
   error: ParseResult.ParseError
 ): { readonly message: string; readonly details: ReadonlyArray<ErrorDetail> } => {
-  const issues = ParseResult.ArrayFormatter.formatErrorSync(error)
+  let issues: ReadonlyArray<ParseResult.ArrayFormatterIssue>
+  try {
+    issues = ParseResult.ArrayFormatter.formatErrorSync(error)
+  } catch {
+    // formatting the value a client sent recurses into it: a document nested deep enough exhausts the stack
+    return {
+      message: "invalid request: a value is nested too deeply",
+      details: [{ path: "", message: "is nested too deeply" }]
+    }
+  }
   // one detail per field: a union reports each member's complaint, the first says enough
   const seen = new Set<string>()
   const details: Array<ErrorDetail> = []

@@ -2,12 +2,45 @@ import { ParseResult, Schema } from "effect"
 
 /** Request and answer schemas of the merge-queue endpoints (contract.md §2, §4). */
 
-const NonEmptyString = Schema.String.pipe(Schema.minLength(1, { message: () => "must be a non-empty string" }))
+const loneSurrogate = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/
+/** Why PostgreSQL cannot store `s` (NUL in text and jsonb; a lone surrogate in jsonb), or undefined when it can. */
+export const unstorableReason = (s: string): string | undefined => {
+  if (s.includes("\u0000")) return "must not contain NUL (\\u0000)"
+  if (loneSurrogate.test(s)) return "must not contain a lone UTF-16 surrogate"
+  return undefined
+}
+
+/**
+ * A string of at most `max` characters that PostgreSQL can store (`min` 1: non-empty). The bounds follow GitHub's
+ * own where it has one (a label: 50, a ref: 255), generous elsewhere: they keep a mistaken megabyte out of the
+ * database and the logs, not real names out.
+ */
+export const Text = (max: number, min = 0) =>
+  Schema.String.pipe(
+    Schema.minLength(min, { message: () => "must be a non-empty string" }),
+    Schema.maxLength(max, { message: () => `must be at most ${max} characters` }),
+    Schema.filter((s) => unstorableReason(s) ?? true, { jsonSchema: {} })
+  )
+/** Lengths of the API's strings (characters). */
+export const MAX_LEN = {
+  host: 253,
+  owner: 100,
+  name: 100,
+  branch: 255,
+  sha: 255,
+  context: 255,
+  label: 50,
+  login: 100,
+  id: 255,
+  url: 2048,
+  description: 1024,
+  target: 1024
+} as const
 
 export const RepoRef = Schema.Struct({
-  host: NonEmptyString,
-  owner: NonEmptyString,
-  name: NonEmptyString
+  host: Text(MAX_LEN.host, 1),
+  owner: Text(MAX_LEN.owner, 1),
+  name: Text(MAX_LEN.name, 1)
 }).annotations({ identifier: "Repo" })
 export type RepoRef = typeof RepoRef.Type
 
@@ -129,7 +162,7 @@ export const defaultQueueConfig = (branch: string): QueueConfig => ({
   adaptive: false
 })
 
-const QueueKey = { repo: RepoRef, targetBranch: NonEmptyString }
+const QueueKey = { repo: RepoRef, targetBranch: Text(MAX_LEN.branch, 1) }
 
 export const QueueKeyRequest = Schema.Struct(QueueKey).annotations({ identifier: "QueueKey" })
 
@@ -155,18 +188,18 @@ export const UpdateQueueRequest = Schema.Struct({
   commandsEnabled: opt(Schema.Boolean),
   createPrsForTestingBranches: opt(Schema.Boolean),
   statusCheckEnabled: opt(Schema.Boolean),
-  requiredStatuses: opt(Schema.Array(NonEmptyString)),
+  requiredStatuses: opt(Schema.Array(Text(MAX_LEN.context, 1))),
   deleteRequiredStatuses: opt(Schema.Boolean),
   directMergeMode: opt(CaseInsensitive("off", "always")),
   optimizationMode: opt(CaseInsensitive("off", "bisection_skip_redundant_tests")),
   mergeMethod: opt(CaseInsensitive("merge_commit", "squash", "rebase")),
   extensionEnabled: opt(Schema.Boolean),
-  enqueueingLabel: opt(Schema.NullOr(Schema.String)),
+  enqueueingLabel: opt(Schema.NullOr(Text(MAX_LEN.label))),
   labelCommandsEnabled: opt(Schema.Boolean),
   stateLabelsEnabled: opt(Schema.Boolean),
-  allowedBotSubmitters: opt(Schema.Array(Schema.String)),
+  allowedBotSubmitters: opt(Schema.Array(Text(MAX_LEN.login))),
   batchingRules: opt(Schema.Array(Schema.Unknown)),
-  testBranchConstructionMode: opt(Schema.String),
+  testBranchConstructionMode: opt(Text(MAX_LEN.login)),
   notReadyTimeoutHours: opt(U32),
   adaptive: opt(Schema.Boolean),
   quarantinedFailuresPass: opt(Schema.Boolean),
@@ -203,16 +236,19 @@ export const GetSubmittedRequest = Schema.Struct({
   includeTimeline: opt(Schema.Boolean)
 }).annotations({ identifier: "GetSubmittedPullRequestRequest" })
 
-export const ImpactedTargetsValue = Schema.Union(Schema.Array(Schema.String), CaseInsensitive("all", "impacts_all"))
+export const ImpactedTargetsValue = Schema.Union(
+  Schema.Array(Text(MAX_LEN.target)),
+  CaseInsensitive("all", "impacts_all")
+)
 export const SetImpactedTargetsRequest = Schema.Struct({
   ...QueueKey,
-  pr: Schema.Struct({ number: PrNumber, sha: NonEmptyString }),
+  pr: Schema.Struct({ number: PrNumber, sha: Text(MAX_LEN.sha, 1) }),
   impactedTargets: ImpactedTargetsValue
 }).annotations({ identifier: "SetImpactedTargetsRequest" })
 
 export const TestingDetailsRequest = Schema.Struct({
   ...QueueKey,
-  testRunId: NonEmptyString
+  testRunId: Text(MAX_LEN.id, 1)
 }).annotations({ identifier: "TestingDetailsRequest" })
 
 export const EntryStateValue = Schema.Literal(
@@ -354,16 +390,16 @@ export const TestingDetails = Schema.Struct({
 export type TestingDetails = typeof TestingDetails.Type
 
 export const MetricsQuery = Schema.Struct({
-  repo: opt(Schema.String),
-  repoHost: opt(Schema.String)
+  repo: opt(Text(MAX_LEN.owner + 1 + MAX_LEN.name)),
+  repoHost: opt(Text(MAX_LEN.host))
 }).annotations({ identifier: "MetricsQuery" })
 
 export const ReportStatusRequest = Schema.Struct({
   repo: RepoRef,
-  sha: NonEmptyString,
-  context: NonEmptyString,
+  sha: Text(MAX_LEN.sha, 1),
+  context: Text(MAX_LEN.context, 1),
   state: CaseInsensitive("pending", "success", "failure", "error"),
-  targetUrl: opt(Schema.NullOr(Schema.String)),
-  description: opt(Schema.NullOr(Schema.String))
+  targetUrl: opt(Schema.NullOr(Text(MAX_LEN.url))),
+  description: opt(Schema.NullOr(Text(MAX_LEN.description)))
 }).annotations({ identifier: "ReportStatusRequest" })
 export type ReportStatusRequest = typeof ReportStatusRequest.Type
