@@ -67,9 +67,11 @@ module.exports = {
     {
       name: "repositories-are-private",
       severity: "error",
-      comment: "A feature's tables belong to it: other code reaches the feature through its service.",
+      comment:
+        "A feature's tables belong to it: other code reaches the feature through its service (a type names a row's " +
+        "shape and reads nothing, so type-only imports are allowed).",
       from: { path: "^src/([^/]+)/" },
-      to: { path: "^src/([^/]+)/(.*Repo|repo|store)[.]ts$", pathNot: "^src/$1/" }
+      to: { path: "^src/([^/]+)/(.*Repo|repo|store)[.]ts$", pathNot: "^src/$1/", dependencyTypesNot: ["type-only"] }
     }
   ],
   options: {

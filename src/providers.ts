@@ -33,15 +33,10 @@ export const routeByHost = (options: {
     deleteBranch: (repo, branch) => pick(repo).deleteBranch(repo, branch),
     readFile: (repo, sha, path) => pick(repo).readFile(repo, sha, path),
     isAncestor: (repo, ancestor, descendant) => pick(repo).isAncestor(repo, ancestor, descendant),
-    repoExists: (repo) => pick(repo).repoExists(repo)
+    repoExists: (repo) => pick(repo).repoExists(repo),
+    remotePullRequests: (repo) => pick(repo).remotePullRequests?.(repo) === true
   }
 }
-
-/** True when repositories on GitHub's host go to the GitHub provider under this configuration. */
-export const usesGitHub = (
-  config: Parameters<typeof githubConfigured>[0] & { readonly githubHost: string },
-  repo: RepoRef
-): boolean => githubConfigured(config) && repo.host.toLowerCase() === config.githubHost.toLowerCase()
 
 /** GitHost for the application: the GitHub provider (when configured) beside the local one. */
 export const ProvidersLayer: Layer.Layer<GitHost, never, AppConfig | GitHubClient> = Layer.effect(

@@ -30,7 +30,7 @@ import { webRoutes } from "./http/routes/web.ts"
 import { makeRequestTracer } from "./http/tracing.ts"
 import { Database } from "./kernel/Database.ts"
 import { registerEventMetrics } from "./metrics/eventMetrics.ts"
-import { DbPoolMetricsLive, Metrics, MetricsLive } from "./metrics/Metrics.ts"
+import { DbPoolMetricsLive, Metrics, MetricsLive, RunnerMetricsLive } from "./metrics/Metrics.ts"
 import { Gauge } from "./metrics/registry.ts"
 import { TracingLive } from "./metrics/Tracing.ts"
 import { ProvidersLayer } from "./providers.ts"
@@ -69,10 +69,14 @@ export const AppLayer = <E>(config: Layer.Layer<AppConfig, E>, probe?: RunnerPro
   )
   // GitHub: the PR comment and status the runners write, and which repositories may be claimed (the App's)
   const github = Layer.mergeAll(GitHubFeedbackLive, InstallationClaimGuardLive)
-  const services = Layer.mergeAll(TenancyLive, QueueRepoLive, StatusesLive, DbPoolMetricsLive, RunnerHealthLive).pipe(
-    Layer.provideMerge(github),
-    Layer.provideMerge(base)
-  )
+  const services = Layer.mergeAll(
+    TenancyLive,
+    QueueRepoLive,
+    StatusesLive,
+    DbPoolMetricsLive,
+    RunnerHealthLive,
+    RunnerMetricsLive
+  ).pipe(Layer.provideMerge(github), Layer.provideMerge(base))
   // a test's probe of the runners (RunnerProbe), when given
   const probed = probe === undefined ? services : Layer.provideMerge(Layer.succeed(RunnerProbe, probe), services)
   // outgoing events: the log the features append to, the webhook endpoints API and the delivery worker

@@ -124,6 +124,7 @@ export const makeGitHubHost = (client: GitHubClientService): GitHubHostService =
     deleteBranch,
     readFile,
     isAncestor,
-    repoExists
+    repoExists,
+    remotePullRequests: () => true
   }
 }

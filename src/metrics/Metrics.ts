@@ -1,5 +1,6 @@
 import { Context, Effect, Layer } from "effect"
 import { Database } from "../kernel/Database.ts"
+import { RunnerMetrics } from "../queue/RunnerMetrics.ts"
 import { Gauge, makeProcessMetrics, type ProcessMetrics } from "./registry.ts"
 
 /** The process's own metrics (`GET /metrics`). */
@@ -28,4 +29,14 @@ export const DbPoolMetricsLive: Layer.Layer<never, never, Metrics | Database> = 
     gauge("greenline_db_pool_waiting", "Statements or transactions waiting for a database connection", (u) => u.waiting)
     gauge("greenline_db_pool_connections_max", "Most database connections the pool opens", (u) => u.max)
   })
+)
+
+/** The runners' metrics port (queue/RunnerMetrics.ts) over the process's registry. */
+export const RunnerMetricsLive: Layer.Layer<RunnerMetrics, never, Metrics> = Layer.effect(
+  RunnerMetrics,
+  Effect.map(Metrics, (m) => ({
+    observeLag: (seconds: number) => m.runnerLag.observe({}, seconds),
+    observeStep: (seconds: number) => m.observeStep(seconds),
+    restarted: () => m.runnerRestarts.inc()
+  }))
 )

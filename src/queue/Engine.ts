@@ -2,7 +2,7 @@ import type { SqlError } from "@effect/sql/SqlError"
 import { Context, type Effect, type Option } from "effect"
 import type { QueueError } from "./errors.ts"
 import type { PullRequestInfo } from "./GitHost.ts"
-import type { QueueRow } from "./QueueRepo.ts"
+import type { QueueRepoShape, QueueRow } from "./QueueRepo.ts"
 import type {
   AdaptiveChoiceView,
   EnqueuedPullRequest,
@@ -42,7 +42,15 @@ export type { QueueRow } from "./QueueRepo.ts"
 export type { WatchedQueue } from "./store.ts"
 
 /** What the HTTP handlers ask of the merge-queue engine. Calls that write run inside the request's transaction. */
+/** The organizations' queues and their settings, as the API's queue operations use them. */
+export type QueueCatalog = Pick<
+  QueueRepoShape,
+  "findOwned" | "findOwnedCached" | "create" | "hold" | "saveConfig" | "find" | "removeIfEmpty" | "forget"
+>
+
 export interface EngineShape {
+  /** The queues themselves: find, create, configure, delete (the handlers reach the queue's tables only here). */
+  readonly queues: QueueCatalog
   readonly queueCreated: (queue: QueueRow) => Effect.Effect<void, SqlError>
   readonly configChanged: (queue: QueueRow) => Effect.Effect<void, SqlError>
   /** The effective configuration (the runner may be switching modes) and the active entries in testing order. */

@@ -5,8 +5,6 @@ import { Cause, Clock, Context, Deferred, Effect, FiberMap, Layer, Option, Queue
 import { AppConfig } from "../config.ts"
 import { Database } from "../kernel/Database.ts"
 import { EventLog } from "../kernel/EventLog.ts"
-import { Metrics } from "../metrics/Metrics.ts"
-import { usesGitHub } from "../providers.ts"
 import type { CommandCi } from "./CiRunner.ts"
 import { Engine, EngineRunner, type EngineShape, type QueueKey, type Submission } from "./Engine.ts"
 import { makeEngineRepo } from "./engineRepo.ts"
@@ -18,6 +16,7 @@ import { initialState, type QueueState, type QueueStats, type RunRecord } from "
 import { QueueRepo, type QueueRow, queueOfColumns } from "./QueueRepo.ts"
 import { entryRecord, positionOf, viewOf } from "./queueView.ts"
 import { plannerConfig, repoRefOf, runQueue } from "./Runner.ts"
+import { RunnerMetrics } from "./RunnerMetrics.ts"
 import { RunnerHealth } from "./runner/health.ts"
 import { supervise } from "./runner/supervise.ts"
 import { Statuses, type StoredCheckRun, WAKE_CHANNEL } from "./Statuses.ts"
@@ -90,7 +89,7 @@ export const EngineLive = Layer.scopedContext(
     const queues = yield* QueueRepo
     const statuses = yield* Statuses
     const config = yield* AppConfig
-    const metrics = yield* Metrics
+    const metrics = yield* RunnerMetrics
     const health = yield* RunnerHealth
     const context = yield* Effect.context<
       SqlClient.SqlClient | GitHost | QueueRepo | Statuses | AppConfig | Database | CommandCi | RunnerHealth
@@ -471,7 +470,7 @@ export const EngineLive = Layer.scopedContext(
           const hasTargets = row.has_targets
           // on GitHub, the PR as GitHub sees it now (a conditional request; unknown when GitHub does not answer soon)
           const live =
-            active && usesGitHub(config, queue.repo)
+            active && git.remotePullRequests?.(repoRefOf(queue.repo)) === true
               ? yield* git
                   .getPullRequest(repoRefOf(queue.repo), prNumber)
                   .pipe(Effect.timeout("2 seconds"), Effect.option)
@@ -571,6 +570,8 @@ export const EngineLive = Layer.scopedContext(
 
       queueById: (queueId) => queues.findById(queueId),
 
+      queues,
+
       hostChanged: (queueId, changes) =>
         Effect.gen(function* () {
           const prs = changes.flatMap((c) => (c._tag === "BranchMoved" ? [] : [c.prNumber]))
@@ -642,8 +643,8 @@ export const EngineLive = Layer.scopedContext(
     const storedError = new Set<string>()
 
     const hooks = {
-      observeLag: (seconds: number) => metrics.runnerLag.observe({}, seconds),
-      observeStep: (seconds: number) => metrics.observeStep(seconds),
+      observeLag: metrics.observeLag,
+      observeStep: metrics.observeStep,
       roundDone: (queueId: string) => {
         health.recovered(queueId)
         // the stored error (getQueue's runnerError, any instance) is cleared once per runner start or failure
@@ -665,7 +666,7 @@ export const EngineLive = Layer.scopedContext(
               const now = yield* Clock.currentTimeMillis
               const message = errorMessage(Cause.squash(cause))
               health.failed(queueId, message, now, now + delayMs)
-              metrics.runnerRestarts.inc()
+              metrics.restarted()
               storedError.add(queueId)
               yield* store
                 .recordRunnerError(queueId, message)

@@ -169,6 +169,11 @@ export interface GitHostService {
   readonly isAncestor: (repo: RepoRef, ancestor: string, descendant: string) => Effect.Effect<boolean, GitError>
   /** True when the repository identity is valid and its bare repository exists. */
   readonly repoExists: (repo: RepoRef) => Effect.Effect<boolean>
+  /**
+   * Whether a pull request read is a call to a remote host whose answer can change on its own (GitHub: a PR edited or
+   * closed there), worth asking live when a PR is shown. Absent: no.
+   */
+  readonly remotePullRequests?: (repo: RepoRef) => boolean
 }
 
 export class GitHost extends Context.Tag("greenline/GitHost")<GitHost, GitHostService>() {}

@@ -4,7 +4,7 @@ import { dieUnless } from "../../kernel/errors.ts"
 import { Engine, type EngineShape, type QueueKey } from "../../queue/Engine.ts"
 import { isQueueError, type QueueError } from "../../queue/errors.ts"
 import { appendConfigEvents } from "../../queue/events.ts"
-import { QueueRepo, type QueueRow } from "../../queue/QueueRepo.ts"
+import type { QueueRow } from "../../queue/QueueRepo.ts"
 import { applyUpdate, publicConfig } from "../../queue/queueSettings.ts"
 import { Statuses } from "../../queue/Statuses.ts"
 import {
@@ -31,7 +31,7 @@ export const requireQueue = (repo: RepoRef, branch: string) =>
   orDie(
     Effect.gen(function* () {
       const org = yield* CurrentOrg
-      const queues = yield* QueueRepo
+      const queues = (yield* Engine).queues
       const queue = yield* queues.findOwned(org.id, repo, branch)
       if (Option.isNone(queue)) return yield* notFound("QUEUE_NOT_FOUND", `no queue ${describe(repo, branch)}`)
       return queue.value
@@ -68,7 +68,7 @@ export const queueRoutes = [
       Effect.gen(function* () {
         const org = yield* CurrentOrg
         const tenancy = yield* Tenancy
-        const queues = yield* QueueRepo
+        const queues = (yield* Engine).queues
         const engine = yield* Engine
         const repo = yield* tenancy.findRepo(org, req.repo, { claim: true })
         if (Option.isNone(repo)) {
@@ -109,7 +109,7 @@ export const queueRoutes = [
     transaction(
       Effect.gen(function* () {
         const queue = yield* requireQueue(req.repo, req.targetBranch)
-        const queues = yield* QueueRepo
+        const queues = (yield* Engine).queues
         const engine = yield* Engine
         if (!(yield* queues.hold(queue.id))) {
           return yield* notFound("QUEUE_NOT_FOUND", `no queue ${describe(req.repo, req.targetBranch)}`)
@@ -129,7 +129,7 @@ export const queueRoutes = [
       Effect.gen(function* () {
         const org = yield* CurrentOrg
         const tenancy = yield* Tenancy
-        const queues = yield* QueueRepo
+        const queues = (yield* Engine).queues
         const owned = yield* tenancy.findRepo(org, req.repo)
         if (Option.isNone(owned)) return {}
         const queue = yield* queues.find(owned.value, req.targetBranch)
@@ -149,7 +149,7 @@ export const queueRoutes = [
   handle(ops.submitPullRequest, (req) =>
     Effect.gen(function* () {
       const engine = yield* Engine
-      const queues = yield* QueueRepo
+      const queues = (yield* Engine).queues
       const org = yield* CurrentOrg
       // the queue as remembered for a few seconds: the write checks it still exists (and reads its mode itself); when
       // it is gone, the queue is looked up again once (it may have been made anew)
