@@ -172,7 +172,7 @@ export const QuarantineExportQuery = Schema.Struct({
   org_url_slug: NonEmptyString,
   /** `host/owner/name`, or `owner/name` on github.com */
   repo: NonEmptyString
-}).annotations({ identifier: "QuarantineExportQuery" })
+})
 
 export const QuarantineSetting = CaseInsensitive(
   "always_quarantine",

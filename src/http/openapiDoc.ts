@@ -148,7 +148,7 @@ export const OP_DOCS: Record<OpName, OpDoc> = {
     description:
       "The queue's settings and every pull request in it, in queue order (`position` 1 is the head). Answers what the previous write changed.",
     request: key,
-    response: { ...queueConfig, enqueuedPullRequests: [entry] }
+    response: { ...queueConfig, enqueuedPullRequests: [entry], runnerError: null }
   },
   updateQueue: {
     summary: "Change a merge queue's settings",
@@ -279,13 +279,13 @@ export const OP_DOCS: Record<OpName, OpDoc> = {
     summary: "Read a repository's flaky-test settings",
     description: "Whether quarantining is on, and whether flaky tests are quarantined automatically.",
     request: scope,
-    response: { quarantining_enabled: true, auto_quarantine: true }
+    response: { quarantining_enabled: true, auto_quarantine: true, auto_release_clean_runs: 20 }
   },
   updateFlakySettings: {
     summary: "Change a repository's flaky-test settings",
     description: "Changes only the fields given.",
     request: { ...scope, quarantining_enabled: true, auto_quarantine: true },
-    response: { quarantining_enabled: true, auto_quarantine: true }
+    response: { quarantining_enabled: true, auto_quarantine: true, auto_release_clean_runs: 20 }
   },
   uploadTestResults: {
     summary: "Upload JUnit results",
