@@ -325,7 +325,12 @@ for (const db of databases) {
       )
 
       await sim.comment("alice", pr, "/trunk cancel")
-      const cancelled = await waitFor(pr.number, (r) => r.state === "cancelled", "the cancel command")
+      // the state shows at once; the timeline item follows the runner's round (docs/decisions.md, read-your-writes)
+      const cancelled = await waitFor(
+        pr.number,
+        (r) => r.state === "cancelled" && lastReason(r) === "USER_REQUESTED",
+        "the cancel command"
+      )
       expect(lastReason(cancelled)).toBe("USER_REQUESTED")
       const queueComments = await eventually(
         async () => {
@@ -407,7 +412,11 @@ for (const db of databases) {
         await submit(pr.number)
         await waitFor(pr.number, (r) => r.state === "testing", `${what}: testing`)
         await act(pr)
-        const record = await waitFor(pr.number, (r) => r.state === "cancelled", `${what}: cancelled`)
+        const record = await waitFor(
+          pr.number,
+          (r) => r.state === "cancelled" && lastReason(r) === reason,
+          `${what}: cancelled`
+        )
         expect(lastReason(record)).toBe(reason)
       }
 
@@ -426,7 +435,11 @@ for (const db of databases) {
         head: { ...sync.pull_request.head, sha: "c".repeat(40) }
       }
       expect((await deliver("pull_request", sync)).status).toBe(200)
-      const record = await waitFor(pr.number, (r) => r.state === "cancelled", "cancelled by the example")
+      const record = await waitFor(
+        pr.number,
+        (r) => r.state === "cancelled" && lastReason(r) === "PR_PUSHED_TO",
+        "cancelled by the example"
+      )
       expect(lastReason(record)).toBe("PR_PUSHED_TO")
     }, 60_000)
 
