@@ -25,10 +25,25 @@ import { ProvidersLayer } from "./providers.ts"
 import { Engine, EngineRunner } from "./queue/Engine.ts"
 import { EngineLive } from "./queue/EngineLive.ts"
 import { QueueRepoLive } from "./queue/QueueRepo.ts"
-import { RunnerHealth, RunnerHealthLive } from "./queue/runner/health.ts"
+import { RunnerHealth, RunnerHealthLive } from "./queue/RunnerHealth.ts"
 import { RunnerProbe, type RunnerProbeShape } from "./queue/runner/probe.ts"
 import { StatusesLive } from "./queue/Statuses.ts"
 import { Tenancy, TenancyLive } from "./tenancy/Tenancy.ts"
+
+/** `greenline_queue_runner_error{queue}`: 1 while the runner of a queue on this instance keeps failing. */
+const RunnerErrorGaugeLive: Layer.Layer<never, never, Metrics | RunnerHealth> = Layer.effectDiscard(
+  Effect.gen(function* () {
+    const { registry } = yield* Metrics
+    const health = yield* RunnerHealth
+    registry.register(
+      new Gauge(
+        "greenline_queue_runner_error",
+        "1 while the runner of a queue on this instance keeps failing (its error: getQueue runnerError, /readyz)",
+        () => health.failingHere().map((queue) => [{ queue }, 1] as const)
+      )
+    )
+  })
+)
 
 /** Every service of the running application, over the configured database. */
 export const AppLayer = <E>(config: Layer.Layer<AppConfig, E>, probe?: RunnerProbeShape) => {
@@ -60,7 +75,9 @@ export const AppLayer = <E>(config: Layer.Layer<AppConfig, E>, probe?: RunnerPro
   )
   // a test's probe of the runners (RunnerProbe), when given
   const probed = probe === undefined ? services : Layer.provideMerge(Layer.succeed(RunnerProbe, probe), services)
-  return Layer.mergeAll(EngineLive, FlakyLive, GitHubReconcileLive).pipe(Layer.provideMerge(probed))
+  return Layer.mergeAll(EngineLive, FlakyLive, GitHubReconcileLive, RunnerErrorGaugeLive).pipe(
+    Layer.provideMerge(probed)
+  )
 }
 
 /**
@@ -112,14 +129,6 @@ export const startServer = async <E>(
   const tenancy = Context.get(ctx, Tenancy)
   const engine = Context.get(ctx, Engine)
   const sql = Context.get(ctx, SqlClient.SqlClient)
-  const health = Context.get(ctx, RunnerHealth)
-  metrics.registry.register(
-    new Gauge(
-      "greenline_queue_runner_failures",
-      "Failures in a row of a queue runner that has not completed a round since (0 series when all are healthy)",
-      () => health.failing().map((e) => [{ queue_id: e.queueId }, e.failures] as const)
-    )
-  )
   const logError = (message: string, cause: unknown) =>
     writeLog("ERROR", message, { cause: cause instanceof Error ? (cause.stack ?? cause.message) : String(cause) })
 
@@ -144,14 +153,14 @@ export const startServer = async <E>(
             Effect.as(sql`select 1 from greenline_migrations limit 1`, true).pipe(Effect.orElseSucceed(() => false))
           )
           .catch(() => false)
-        // a queue whose runner keeps failing does not make the instance unready, but it shows here
-        const failing = health.failing().map((e) => ({
-          queueId: e.queueId,
-          message: e.message,
-          since: new Date(e.since).toISOString(),
-          failures: e.failures
-        }))
-        return Response.json({ status: ok ? "ready" : "unavailable", runners: { failing } }, { status: ok ? 200 : 503 })
+        // queues whose runner keeps failing: the instance still serves, so it stays ready, but says so
+        const failing = ok
+          ? await runtime.runPromise(engine.runnerErrors.pipe(Effect.orElseSucceed(() => []))).catch(() => [])
+          : []
+        return Response.json(
+          { status: ok ? "ready" : "unavailable", runners: { failing: failing.length, errors: failing } },
+          { status: ok ? 200 : 503 }
+        )
       }
       case "/v1/openapi.json":
         return new Response(openApiJson, { headers: { "content-type": "application/json" } })

@@ -2,6 +2,7 @@ import * as Migrator from "@effect/sql/Migrator"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { Effect } from "effect"
 import { flakyMigration, flakyResultsByTime } from "../flaky/migration.ts"
+import { requestsAndRunnerErrors } from "../queue/migration.ts"
 
 /**
  * One set of migrations for PostgreSQL and PGlite. Each is a list of single statements (PGlite's extended protocol
@@ -240,7 +241,8 @@ export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.S
   "0006_targets_json": targetsJson,
   "0007_entries_state_changed": entriesChanged,
   "0008_flaky_results_by_time": flakyResultsByTime,
-  "0009_runtime_json": runtimeJson
+  "0009_runtime_json": runtimeJson,
+  "0010_requests_runner_errors": requestsAndRunnerErrors
 }
 
 export const runMigrations = Migrator.make({})({

@@ -3,7 +3,13 @@ import { Context, type Effect, type Option } from "effect"
 import type { ApiError } from "../http/errors.ts"
 import type { PullRequestInfo } from "./GitHost.ts"
 import type { QueueRow } from "./QueueRepo.ts"
-import type { EnqueuedPullRequest, StoredQueueConfig, SubmittedPullRequest, TestingDetails } from "./schemas.ts"
+import type {
+  EnqueuedPullRequest,
+  RunnerError,
+  StoredQueueConfig,
+  SubmittedPullRequest,
+  TestingDetails
+} from "./schemas.ts"
 
 /** A queue named as a request names it, in the caller's organization. */
 export interface QueueKey {
@@ -32,12 +38,22 @@ export interface EngineShape {
     { readonly config: StoredQueueConfig; readonly enqueued: ReadonlyArray<EnqueuedPullRequest> },
     SqlError
   >
-  /** `view` of the queue `key` names, read with it in one statement (QUEUE_NOT_FOUND when there is none). */
-  readonly viewByKey: (
-    key: QueueKey
-  ) => Effect.Effect<
-    { readonly config: StoredQueueConfig; readonly enqueued: ReadonlyArray<EnqueuedPullRequest> },
+  /**
+   * `view` of the queue `key` names, read with it in one statement (QUEUE_NOT_FOUND when there is none), with its
+   * runner's last error while the runner keeps failing.
+   */
+  readonly viewByKey: (key: QueueKey) => Effect.Effect<
+    {
+      readonly config: StoredQueueConfig
+      readonly enqueued: ReadonlyArray<EnqueuedPullRequest>
+      readonly runnerError: RunnerError | null
+    },
     ApiError | SqlError
+  >
+  /** The queues whose runner keeps failing, on any instance (for `/readyz`). */
+  readonly runnerErrors: Effect.Effect<
+    ReadonlyArray<{ readonly queueId: string; readonly message: string; readonly since: string }>,
+    SqlError
   >
   /** The PR as the Git host shows it now (PR_NOT_FOUND when it does not exist). */
   readonly readPullRequest: (queue: QueueRow, prNumber: number) => Effect.Effect<PullRequestInfo, ApiError>

@@ -11,7 +11,7 @@ import type { CommandCi } from "./CiRunner.ts"
 import { Engine, EngineRunner, type EngineShape, type QueueKey, type Submission } from "./Engine.ts"
 import { PrFeedback } from "./Feedback.ts"
 import { GitHost } from "./GitHost.ts"
-import { type Entry, initialState, type QueueState, type RunRecord } from "./planner/index.ts"
+import { initialState, type QueueState, type RunRecord } from "./planner/index.ts"
 import {
   ACTIVE_STATES,
   QUEUE_COLUMNS,
@@ -20,8 +20,9 @@ import {
   type QueueRow,
   queueOfColumns
 } from "./QueueRepo.ts"
+import { entryRecord, positionOf, viewOf } from "./queueView.ts"
 import { plannerConfig, repoRefOf, runQueue } from "./Runner.ts"
-import { RunnerHealth } from "./runner/health.ts"
+import { errorMessage, RunnerHealth } from "./RunnerHealth.ts"
 import { supervise } from "./runner/supervise.ts"
 import { Statuses, type StoredCheckRun, WAKE_CHANNEL } from "./Statuses.ts"
 import {
@@ -42,7 +43,6 @@ type NullableEntryRow = { readonly [K in keyof EntryRow]: EntryRow[K] | null }
 
 const keyOf = (queue: QueueRow): QueueKey => ({ orgId: queue.repo.orgId, repo: queue.repo, branch: queue.branch })
 
-const PRIORITY_NAMES: Record<number, string> = { 0: "urgent", 10: "high", 100: "medium", 200: "low" }
 /**
  * A queue's lease, renewed every LEASE_LOOP_MS: another instance takes a dead owner's queues over within
  * LEASE_SECONDS + LEASE_LOOP_MS. Short is safe: a stale owner cannot save a round (its fencing token is old) and its
@@ -50,39 +50,6 @@ const PRIORITY_NAMES: Record<number, string> = { 0: "urgent", 10: "high", 100: "
  */
 const LEASE_SECONDS = 6
 const LEASE_LOOP_MS = 2000
-
-const entryRecord = (queue: QueueRow, row: EntryRow, position: number | null): EnqueuedPullRequest => {
-  const active = !TERMINAL.has(row.state)
-  return {
-    id: row.id,
-    state: row.state as EnqueuedPullRequest["state"],
-    stateChangedAt: iso(new Date(row.state_changed_at)),
-    priorityValue: row.priority,
-    priorityName: PRIORITY_NAMES[row.priority] ?? String(row.priority),
-    usedDefaultPriorityName: "medium",
-    skipTheLine: row.priority === 0,
-    noBatch: row.no_batch,
-    prNumber: Number(row.pr_number),
-    prTitle: row.title,
-    prSha: row.head_sha,
-    prBaseBranch: queue.branch,
-    prAuthor: row.author,
-    verifiedByTestRun: row.verified_by_test_run,
-    testRunId: active ? row.run_id : null,
-    position
-  }
-}
-
-/** 1-based places of the entries that are eligible (not `not_ready`), in the planner's testing order. */
-const positions = (state: QueueState) => {
-  const out = new Map<string, number>()
-  let n = 0
-  for (const e of state.entries) {
-    if (e.state === "not_ready" || TERMINAL.has(e.state)) continue
-    out.set(e.id, ++n)
-  }
-  return out
-}
 
 /** Check runs grouped by suite (runs without a suite each on their own), enum values upper case as in the API. */
 const checkSuitesOf = (checks: ReadonlyArray<StoredCheckRun>): TestingDetails["checkSuites"] => {
@@ -104,39 +71,6 @@ const checkSuitesOf = (checks: ReadonlyArray<StoredCheckRun>): TestingDetails["c
 const statusCheckState = (state: string) =>
   state === "success" ? "SUCCESS" : state === "failure" ? "FAILURE" : state === "error" ? "ERROR" : "PENDING"
 
-/** getQueue's answer from the runner's state and the active entries' rows. */
-const viewOf = (queue: QueueRow, state: QueueState, rows: ReadonlyArray<EntryRow>) => {
-  const byId = new Map(rows.map((r) => [r.id, r]))
-  const places = positions(state)
-  const enqueued: Array<EnqueuedPullRequest> = []
-  for (const e of state.entries) {
-    const row = byId.get(e.id)
-    const place = places.get(e.id)
-    if (row === undefined || place === undefined || row.state === "not_ready") continue
-    enqueued.push(entryRecord(queue, row, place))
-  }
-  // entries submitted but not yet seen by the runner: after the planner's, in submission order
-  const seen = new Set(state.entries.map((e: Entry) => e.id))
-  const fresh = rows
-    .filter((r) => !seen.has(r.id) && r.state !== "not_ready")
-    .sort(
-      (a, b) =>
-        a.priority - b.priority ||
-        new Date(a.submitted_at).getTime() - new Date(b.submitted_at).getTime() ||
-        (a.id < b.id ? -1 : a.id > b.id ? 1 : 0)
-    )
-  for (const row of fresh) enqueued.push(entryRecord(queue, row, enqueued.length + 1))
-  // a mode change the runner has not stepped yet, with runs in flight, is a switch too (semantics.md §6):
-  // updateQueue and an immediate getQueue must not show the new mode as running
-  const busy = state.merging !== null || state.runs.some((r) => r.status === "building" || r.status === "in_progress")
-  const unseenSwitch = queue.config.mode !== (state.switching?.mode ?? state.config.mode) && busy
-  const effective = {
-    ...queue.config,
-    state: state.switching !== null || unseenSwitch ? ("switching_modes" as const) : queue.config.state
-  }
-  return { config: effective, enqueued }
-}
-
 const queueNotFound = (key: QueueKey) =>
   notFound("QUEUE_NOT_FOUND", `no queue ${key.repo.host}/${key.repo.owner}/${key.repo.name}@${key.branch}`)
 
@@ -147,17 +81,17 @@ export const EngineLive = Layer.scopedContext(
     const git = yield* GitHost
     const queues = yield* QueueRepo
     const statuses = yield* Statuses
+    const health = yield* RunnerHealth
     const config = yield* AppConfig
     const metrics = yield* Metrics
-    const health = yield* RunnerHealth
     const context = yield* Effect.context<
-      SqlClient.SqlClient | GitHost | QueueRepo | Statuses | AppConfig | Database | CommandCi
+      SqlClient.SqlClient | GitHost | QueueRepo | Statuses | AppConfig | Database | CommandCi | RunnerHealth
     >()
     // the Git host's view of a PR (GitHub: comment and status check), when the application provides one
     const feedback = yield* Effect.serviceOption(PrFeedback)
     const runnerContext = Option.isSome(feedback) ? Context.add(context, PrFeedback, feedback.value) : context
-    const { activeEntries, enqueueEvent, enqueueEvents, findEntry, insertRuntime, loadRuntime, readTargets, timeline } =
-      makeStore(sql)
+    const store = makeStore(sql)
+    const { activeEntries, enqueueEvent, enqueueEvents, insertRuntime, loadRuntime, readTargets, timeline } = store
 
     const runtimeOf = (queue: QueueRow) =>
       Effect.map(loadRuntime(queue.id), (r) =>
@@ -175,10 +109,11 @@ export const EngineLive = Layer.scopedContext(
      */
     const findSubmitted = (key: QueueKey, prNumber: number) =>
       Effect.map(
-        sql<QueueColumns & NullableEntryRow & { position: number | null; has_targets: boolean }>`
+        sql<QueueColumns & NullableEntryRow & { position: number | null; has_targets: boolean; unsettled: boolean }>`
           select ${sql.unsafe(QUEUE_COLUMNS)}, e.*,
             exists (select 1 from impacted_targets t
                     where t.repo_id = r.id and t.pr_number = e.pr_number and t.sha = e.head_sha) as has_targets,
+            exists (select 1 from entries u where u.queue_id = q.id and u.request_seq is not null) as unsettled,
             case when e.state in ('pending', 'testing', 'tests_passed', 'pending_failure') then coalesce(
               array_position(rt.positions, e.id),
               -- not placed by the runner yet: after the placed ones, by priority and submission, as getQueue shows it
@@ -196,9 +131,15 @@ export const EngineLive = Layer.scopedContext(
         (rows) => Option.fromNullable(rows[0])
       )
 
+    /** The queue held for the transaction (QUEUE_NOT_FOUND when a delete came first). */
+    const hold = (queue: QueueRow) =>
+      Effect.flatMap(store.holdQueue(queue.id), (held) => (held ? Effect.void : queueNotFound(keyOf(queue))))
+
+    /** The active entry of a PR, locked for the transaction, in a queue held for it. */
     const requireActive = (queue: QueueRow, prNumber: number) =>
       Effect.gen(function* () {
-        const entry = yield* findEntry(queue.id, prNumber)
+        yield* hold(queue)
+        const entry = yield* store.lockEntry(queue.id, prNumber)
         if (Option.isNone(entry))
           return yield* notFound("PR_NOT_FOUND", `pull request #${prNumber} was never submitted to this queue`)
         if (TERMINAL.has(entry.value.state)) {
@@ -274,11 +215,14 @@ export const EngineLive = Layer.scopedContext(
                     where t.repo_id = q.repo_id and t.pr_number = v.pr and t.sha = v.sha) as has_targets
           from jsonb_to_recordset(${JSON.stringify(keys)}::jsonb) as v(i int, queue_id uuid, pr bigint, sha text)
           join queues q on q.id = v.queue_id
-          left join entries e on e.queue_id = v.queue_id and e.pr_number = v.pr`
+          left join entries e on e.queue_id = v.queue_id and e.pr_number = v.pr
+          order by q.id
+          for key share of q`
         const byIndex = new Map(found.map((row) => [Number(row.i), row]))
         const inserts: Array<Record<string, unknown>> = []
         const updates: Array<Record<string, unknown>> = []
         const events: Array<{ readonly i: number; readonly queue_id: string; readonly event: InboxEvent }> = []
+        // the index of each entry's Submitted event in `events`: its sequence number goes into the row (request_seq)
         const submitted = (s: Submission, entryId: string, headSha: string, priority: number, noBatch: boolean) =>
           events.push({
             i: events.length,
@@ -295,13 +239,14 @@ export const EngineLive = Layer.scopedContext(
             // already in the queue: a new priority or batching choice, the head it was submitted with
             const priority = s.priority ?? row.priority ?? DEFAULT_PRIORITY
             const noBatch = s.noBatch ?? row.no_batch ?? false
-            updates.push({ id: row.id, priority, no_batch: noBatch })
-            submitted(s, row.id, row.head_sha ?? s.pr.headSha, priority, noBatch)
+            const ev = submitted(s, row.id, row.head_sha ?? s.pr.headSha, priority, noBatch) - 1
+            updates.push({ id: row.id, priority, no_batch: noBatch, ev })
             return
           }
           const id = row.id ?? crypto.randomUUID()
           const priority = s.priority ?? DEFAULT_PRIORITY
           const noBatch = s.noBatch ?? false
+          const ev = submitted(s, id, s.pr.headSha, priority, noBatch) - 1
           inserts.push({
             id,
             queue_id: s.queue.id,
@@ -312,9 +257,9 @@ export const EngineLive = Layer.scopedContext(
             no_batch: noBatch,
             head_sha: s.pr.headSha,
             title: s.pr.title,
-            author: s.pr.author
+            author: s.pr.author,
+            ev
           })
-          submitted(s, id, s.pr.headSha, priority, noBatch)
           if (row.has_targets) {
             events.push({
               i: events.length,
@@ -323,24 +268,30 @@ export const EngineLive = Layer.scopedContext(
             })
           }
         })
+        const seqs = events.length > 0 ? yield* enqueueEvents(events) : []
+        const withSeq = (rows: ReadonlyArray<Record<string, unknown>>) =>
+          JSON.stringify(rows.map((r) => ({ ...r, request_seq: seqs[r.ev as number] ?? null })))
         if (inserts.length > 0) {
           yield* sql`insert into entries (id, queue_id, pr_number, state, state_changed_at, submitted_at, priority, no_batch,
-                                          head_sha, title, author)
-                     select v.id, v.queue_id, v.pr_number, v.state, v.at, v.at, v.priority, v.no_batch, v.head_sha, v.title, v.author
-                     from jsonb_to_recordset(${JSON.stringify(inserts)}::jsonb) as v(id uuid, queue_id uuid, pr_number bigint,
-                       state text, at timestamptz, priority int, no_batch boolean, head_sha text, title text, author text)
+                                          head_sha, title, author, request_seq, request_new)
+                     select v.id, v.queue_id, v.pr_number, v.state, v.at, v.at, v.priority, v.no_batch, v.head_sha, v.title,
+                       v.author, v.request_seq, true
+                     from jsonb_to_recordset(${withSeq(inserts)}::jsonb) as v(id uuid, queue_id uuid, pr_number bigint,
+                       state text, at timestamptz, priority int, no_batch boolean, head_sha text, title text, author text,
+                       request_seq bigint)
                      on conflict (queue_id, pr_number) do update set state = excluded.state,
                        state_changed_at = excluded.state_changed_at, submitted_at = excluded.submitted_at,
                        priority = excluded.priority, no_batch = excluded.no_batch, head_sha = excluded.head_sha,
                        title = excluded.title, author = excluded.author, run_id = null, verified_by_test_run = null,
-                       first_tested_at = null, ended_at = null, restarts = 0`
+                       first_tested_at = null, ended_at = null, restarts = 0, request_seq = excluded.request_seq,
+                       request_new = true`
         }
         if (updates.length > 0) {
-          yield* sql`update entries e set priority = v.priority, no_batch = v.no_batch
-                     from jsonb_to_recordset(${JSON.stringify(updates)}::jsonb) as v(id uuid, priority int, no_batch boolean)
+          yield* sql`update entries e set priority = v.priority, no_batch = v.no_batch, request_seq = v.request_seq
+                     from jsonb_to_recordset(${withSeq(updates)}::jsonb) as v(id uuid, priority int, no_batch boolean,
+                       request_seq bigint)
                      where e.id = v.id`
         }
-        if (events.length > 0) yield* enqueueEvents(events)
         return items.map((_, i) => byIndex.has(i))
       })
 
@@ -421,8 +372,15 @@ export const EngineLive = Layer.scopedContext(
 
       viewByKey: (key) =>
         Effect.gen(function* () {
-          const rows = yield* sql<QueueColumns & { runtime_state: unknown; active: unknown }>`
-            select ${sql.unsafe(QUEUE_COLUMNS)}, rt.state as runtime_state,
+          const rows = yield* sql<
+            QueueColumns & {
+              runtime_state: unknown
+              active: unknown
+              runner_error: string | null
+              runner_error_since: Date | string | null
+            }
+          >`
+            select ${sql.unsafe(QUEUE_COLUMNS)}, rt.state as runtime_state, rt.runner_error, rt.runner_error_since,
               (select coalesce(json_agg(e), '[]'::json) from entries e
                where e.queue_id = q.id and e.state in ${sql.in(ACTIVE_STATES)}) as active
             from queues q join repositories r on r.id = q.repo_id
@@ -436,8 +394,14 @@ export const EngineLive = Layer.scopedContext(
             row.runtime_state === null
               ? initialState(plannerConfig(queue.config), null)
               : upgradeState(parseJson<QueueState>(row.runtime_state))
-          return viewOf(queue, state, parseJson<ReadonlyArray<EntryRow>>(row.active))
+          const runnerError =
+            row.runner_error === null
+              ? null
+              : { message: row.runner_error, since: iso(new Date(row.runner_error_since ?? Date.now())) }
+          return { ...viewOf(queue, state, parseJson<ReadonlyArray<EntryRow>>(row.active)), runnerError }
         }),
+
+      runnerErrors: health.runnerErrors,
 
       readPullRequest,
 
@@ -457,11 +421,15 @@ export const EngineLive = Layer.scopedContext(
 
       cancel: (queue, prNumber, reason = "API_REQUESTED") =>
         Effect.gen(function* () {
-          yield* requireActive(queue, prNumber)
-          yield* enqueueEvent(queue.id, {
-            _tag: "Planner",
-            event: { _tag: "Cancelled", prNumber, reason }
-          })
+          const entry = yield* requireActive(queue, prNumber)
+          if (yield* store.isMerging(queue.id, entry.id)) {
+            return yield* conflict(
+              "PR_NOT_ACTIVE",
+              `pull request #${prNumber} is being merged: it can no longer be cancelled`
+            )
+          }
+          const seq = yield* enqueueEvent(queue.id, { _tag: "Planner", event: { _tag: "Cancelled", prNumber, reason } })
+          yield* store.markCancelled(entry.id, iso(yield* Clock.currentTimeMillis), seq)
         }),
 
       restart: (queue, prNumber) =>
@@ -473,8 +441,11 @@ export const EngineLive = Layer.scopedContext(
               `pull request #${prNumber} has no test run to restart yet`
             )
           }
-          yield* sql`update entries set restarts = restarts + 1 where id = ${entry.id}`
-          yield* enqueueEvent(queue.id, { _tag: "Planner", event: { _tag: "RestartRequested", prNumber } })
+          if (yield* store.isMerging(queue.id, entry.id)) {
+            return yield* conflict("PR_TESTS_NOT_RESTARTABLE", `pull request #${prNumber} is being merged`)
+          }
+          const seq = yield* enqueueEvent(queue.id, { _tag: "Planner", event: { _tag: "RestartRequested", prNumber } })
+          yield* store.markRestarted(entry.id, iso(yield* Clock.currentTimeMillis), seq)
         }),
 
       getSubmitted: (key, prNumber, includeTimeline) =>
@@ -486,7 +457,11 @@ export const EngineLive = Layer.scopedContext(
             return yield* notFound("PR_NOT_FOUND", `pull request #${prNumber} was never submitted to this queue`)
           const row = { ...found.value, id: found.value.id } as EntryRow & typeof found.value
           const active = !TERMINAL.has(row.state)
-          const place = row.position
+          // requests the runner has not stepped yet move places: the view's order then (the state is read whole)
+          const place =
+            active && row.unsettled
+              ? positionOf(yield* runtimeOf(queue), yield* activeEntries(queue.id), row.id)
+              : row.position
           const hasTargets = row.has_targets
           // on GitHub, the PR as GitHub sees it now (a conditional request; unknown when GitHub does not answer soon)
           const live =
@@ -576,18 +551,13 @@ export const EngineLive = Layer.scopedContext(
 
       setImpactedTargets: (queue, prNumber, sha, targets) =>
         Effect.gen(function* () {
-          const all = targets === "ALL"
-          const list = all ? [] : targets
-          yield* sql`insert into impacted_targets (repo_id, pr_number, sha, all_targets, targets_json, updated_at)
-                     values (${queue.repo.id}, ${prNumber}, ${sha}, ${all}, ${JSON.stringify(list)}, now())
-                     on conflict (repo_id, pr_number, sha) do update set all_targets = excluded.all_targets,
-                       targets_json = excluded.targets_json, updated_at = excluded.updated_at`
-          const entry = yield* findEntry(queue.id, prNumber)
+          yield* hold(queue)
+          yield* store.storeTargets(queue.repo.id, prNumber, sha, targets)
+          const entry = yield* store.lockEntry(queue.id, prNumber)
           if (Option.isSome(entry) && !TERMINAL.has(entry.value.state) && entry.value.head_sha === sha) {
-            if (entry.value.state === "not_ready") {
-              yield* sql`update entries set state = 'pending' where id = ${entry.value.id} and state = 'not_ready'`
-            }
-            yield* enqueueEvent(queue.id, { _tag: "TargetsSet", prNumber, sha })
+            const seq = yield* enqueueEvent(queue.id, { _tag: "TargetsSet", prNumber, sha })
+            const at = iso(yield* Clock.currentTimeMillis)
+            yield* store.markTargetsSet(entry.value.id, at, seq, queue.config.mode === "parallel")
           }
         }),
 
@@ -632,7 +602,7 @@ export const EngineLive = Layer.scopedContext(
     const hooks = {
       observeLag: (seconds: number) => metrics.runnerLag.observe({}, seconds),
       observeStep: (seconds: number) => metrics.observeStep(seconds),
-      roundDone: (queueId: string) => health.recovered(queueId),
+      roundDone: (queueId: string) => health.clearRunnerError(queueId).pipe(Effect.ignore),
       lostLease: (queueId: string, fencing: number) =>
         Effect.sync(() => forget(queueId, fencing)).pipe(
           Effect.zipRight(Effect.logWarning(`lost the lease of queue ${queueId}`))
@@ -644,9 +614,10 @@ export const EngineLive = Layer.scopedContext(
         // a runner that lost its lease ends by interruption: that is no failure, and it is not restarted
         failed: (cause, attempt, delayMs) =>
           Effect.gen(function* () {
-            const now = yield* Clock.currentTimeMillis
-            health.failed(queueId, Cause.pretty(cause).split("\n")[0] ?? "failed", now, now + delayMs)
             metrics.runnerRestarts.inc()
+            yield* health
+              .recordRunnerError(queueId, errorMessage(Cause.squash(cause)))
+              .pipe(Effect.catchAllCause((c) => Effect.logWarning("could not record a runner's error", c)))
             yield* Effect.logError(
               `runner of queue ${queueId} failed (${attempt + 1} in a row); restarting in ${delayMs} ms`,
               cause

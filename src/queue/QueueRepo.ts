@@ -41,6 +41,14 @@ export interface QueueRepoShape {
   ) => Effect.Effect<Option.Option<QueueRow>, SqlError>
   readonly saveConfig: (id: string, config: StoredQueueConfig) => Effect.Effect<void, SqlError>
   readonly remove: (id: string) => Effect.Effect<void, SqlError>
+  /**
+   * Deletes the queue when it holds no active entry; else the number of active entries (0: deleted, or gone
+   * already). Locks the runner's row first, then the queue's, the order the runner's rounds take them in, so a
+   * delete waits for a round (or a write) in flight instead of deadlocking with it. Inside a transaction.
+   */
+  readonly removeIfEmpty: (id: string) => Effect.Effect<number, SqlError>
+  /** Holds the queue for the transaction (a delete waits); false when it is gone. For writes that change it. */
+  readonly hold: (id: string) => Effect.Effect<boolean, SqlError>
   readonly activeCount: (id: string) => Effect.Effect<number, SqlError>
   readonly listIds: Effect.Effect<ReadonlyArray<string>, SqlError>
 }
@@ -155,6 +163,20 @@ export const QueueRepoLive = Layer.effect(
         ),
       remove: (id) =>
         sql`delete from queues where id = ${id}`.pipe(Effect.asVoid, Effect.ensuring(Effect.sync(() => forget(id)))),
+      removeIfEmpty: (id) =>
+        Effect.gen(function* () {
+          yield* sql`select queue_id from queue_runtime where queue_id = ${id} for update`
+          const held = yield* sql`select id from queues where id = ${id} for update`
+          if (held.length === 0) return 0
+          const rows = yield* sql<{ n: number }>`select count(*)::int as n from entries
+                             where queue_id = ${id} and state in ${sql.in(ACTIVE_STATES)}`
+          const active = rows[0]?.n ?? 0
+          if (active > 0) return active
+          yield* sql`delete from queues where id = ${id}`
+          forget(id)
+          return 0
+        }),
+      hold: (id) => Effect.map(sql`select id from queues where id = ${id} for key share`, (rows) => rows.length > 0),
       activeCount: (id) =>
         Effect.map(
           sql<{ n: number }>`select count(*)::int as n from entries

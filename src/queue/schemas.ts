@@ -255,9 +255,20 @@ export const SubmittedPullRequest = Schema.Struct({
 }).annotations({ identifier: "SubmittedPullRequest" })
 export type SubmittedPullRequest = typeof SubmittedPullRequest.Type
 
+/** Extension: the last failure of the queue's runner while it keeps failing (null while it runs). */
+export const RunnerError = Schema.Struct({
+  message: Schema.String,
+  since: Schema.String.annotations({ description: "when the runner started failing (ISO 8601)" })
+}).annotations({ identifier: "RunnerError" })
+export type RunnerError = typeof RunnerError.Type
+
 export const QueueWithEntries = Schema.Struct({
   ...QueueConfig.fields,
-  enqueuedPullRequests: Schema.Array(EnqueuedPullRequest)
+  enqueuedPullRequests: Schema.Array(EnqueuedPullRequest),
+  runnerError: Schema.NullOr(RunnerError).annotations({
+    description:
+      "Extension: the last error of the queue's runner while it cannot run (it is restarted with a backoff); null when it runs"
+  })
 }).annotations({ identifier: "Queue" })
 
 export const TestingDetails = Schema.Struct({

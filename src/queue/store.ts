@@ -115,6 +115,10 @@ export interface EntryRow {
   readonly run_id: string | null
   readonly verified_by_test_run: string | null
   readonly first_tested_at: Date | string | null
+  /** The inbox event of the last API write to this row that no runner round has read yet (migration 0010). */
+  readonly request_seq: string | number | null
+  /** That write submitted the entry anew (a previous submission the runner may still hold is not this one). */
+  readonly request_new: boolean
 }
 
 export interface StepOutput {
@@ -227,18 +231,27 @@ export const makeStore = (sql: SqlClient.SqlClient) => {
         values (${queueId}, ${stateJson(state)}::json, ${positionsOf(state)}::uuid[])
           on conflict (queue_id) do nothing`.pipe(Effect.asVoid)
 
+  /** Stores an event for the queue's runner; its sequence number. */
   const enqueueEvent = (queueId: string, event: InboxEvent) =>
-    sql`insert into queue_events (queue_id, event) values (${queueId}, ${JSON.stringify(event)}::jsonb)`.pipe(
-      Effect.asVoid
+    Effect.map(
+      sql<{ seq: string | number }>`insert into queue_events (queue_id, event)
+        values (${queueId}, ${JSON.stringify(event)}::jsonb) returning seq`,
+      (rows) => Number(rows[0]?.seq)
     )
 
-  /** Events for any queues, stored in the order given (`i` ascending) with one statement. */
+  /**
+   * Events for any queues, stored in the order given (`i` ascending) with one statement; their sequence numbers in
+   * that order (numbers are drawn in insertion order).
+   */
   const enqueueEvents = (
     events: ReadonlyArray<{ readonly i: number; readonly queue_id: string; readonly event: InboxEvent }>
   ) =>
-    sql`insert into queue_events (queue_id, event)
+    Effect.map(
+      sql<{ seq: string | number }>`insert into queue_events (queue_id, event)
         select v.queue_id, v.event from jsonb_to_recordset(${JSON.stringify(events)}::jsonb) as v(i int, queue_id uuid, event jsonb)
-        order by v.i`.pipe(Effect.asVoid)
+        order by v.i returning seq`,
+      (rows) => rows.map((r) => Number(r.seq)).sort((a, b) => a - b)
+    )
 
   const readInbox = (queueId: string, limit: number) =>
     Effect.map(
@@ -266,16 +279,19 @@ export const makeStore = (sql: SqlClient.SqlClient) => {
             where queue_id = ${queueId} and owner = ${owner} and fencing = ${fencing}
             returning queue_id`
         if (updated.length === 0) return false
+        const processed = `{${out.processed.join(",")}}`
         if (out.transitions.length > 0) {
+          // a row an API request wrote after this round read the inbox keeps what the request wrote: the round that
+          // reads the request's event writes the row again (docs/decisions.md, "Read-your-writes")
           yield* sql`update entries e set state = v.state, state_changed_at = v.at,
                        run_id = case when v.run_id_set then v.run_id else e.run_id end,
                        verified_by_test_run = coalesce(v.verified_by_test_run, e.verified_by_test_run),
                        first_tested_at = coalesce(e.first_tested_at, v.first_tested_at),
-                       ended_at = v.ended_at
+                       ended_at = v.ended_at, request_seq = null, request_new = false
                      from jsonb_to_recordset(${JSON.stringify(entryPatches(out.transitions))}::jsonb) as v(
                        id uuid, state text, at timestamptz, run_id_set boolean, run_id text, verified_by_test_run text,
                        first_tested_at timestamptz, ended_at timestamptz)
-                     where e.id = v.id`
+                     where e.id = v.id and (e.request_seq is null or e.request_seq = any(${processed}::bigint[]))`
           const timeline = out.transitions.map((t, i) => ({
             i,
             id: t.entryId,
@@ -305,8 +321,10 @@ export const makeStore = (sql: SqlClient.SqlClient) => {
                        test_branch_sha = excluded.test_branch_sha, ended_at = excluded.ended_at`
         }
         if (out.processed.length > 0) {
-          yield* sql`delete from queue_events
-                     where queue_id = ${queueId} and seq = any(${`{${out.processed.join(",")}}`}::bigint[])`
+          // the requests this round read are in its state now
+          yield* sql`update entries set request_seq = null, request_new = false
+                     where queue_id = ${queueId} and request_seq is not null and request_seq = any(${processed}::bigint[])`
+          yield* sql`delete from queue_events where queue_id = ${queueId} and seq = any(${processed}::bigint[])`
         }
         return true
       })
@@ -321,6 +339,76 @@ export const makeStore = (sql: SqlClient.SqlClient) => {
     Effect.map(sql<EntryRow>`select * from entries where queue_id = ${queueId} and pr_number = ${prNumber}`, (rows) =>
       Option.fromNullable(rows[0])
     )
+
+  /** The entry of a PR, its row locked until the transaction ends (two writes to one entry take turns). */
+  const lockEntry = (queueId: string, prNumber: number) =>
+    Effect.map(
+      sql<EntryRow>`select * from entries where queue_id = ${queueId} and pr_number = ${prNumber} for update`,
+      (rows) => Option.fromNullable(rows[0])
+    )
+
+  /**
+   * Holds the queue until the transaction ends (false when it is gone): deleteQueue waits for the writes that hold
+   * it, and a write that comes after a delete finds no queue instead of violating a foreign key.
+   */
+  const holdQueue = (queueId: string) =>
+    Effect.map(sql`select id from queues where id = ${queueId} for key share`, (rows) => rows.length > 0)
+
+  /** Whether the runner's stored state has the entry in a merge it started (the merge may still land it). */
+  const isMerging = (queueId: string, entryId: string) =>
+    Effect.map(
+      sql<{ merging: boolean }>`
+        select exists (select 1 from json_array_elements_text(rt.state->'merging'->'entryIds') m
+                       where m = ${entryId}) as merging
+        from queue_runtime rt where rt.queue_id = ${queueId}`,
+      (rows) => rows[0]?.merging === true
+    )
+
+  /** A request's cancellation, shown at once; `seq` is its event for the runner. */
+  const markCancelled = (entryId: string, at: string, seq: number) =>
+    sql`update entries set state = 'cancelled', state_changed_at = ${at}, ended_at = ${at}, request_seq = ${seq},
+          request_new = false
+        where id = ${entryId}`.pipe(Effect.asVoid)
+
+  /** A request's restart, shown at once: the entry leaves its run and waits for a new one. */
+  const markRestarted = (entryId: string, at: string, seq: number) =>
+    sql`update entries set restarts = restarts + 1, request_seq = ${seq}, run_id = null,
+          state_changed_at = case when state in ('testing', 'tests_passed', 'pending_failure') then ${at}::timestamptz
+                                  else state_changed_at end,
+          state = case when state in ('testing', 'tests_passed', 'pending_failure') then 'pending' else state end
+        where id = ${entryId}`.pipe(Effect.asVoid)
+
+  /** Impacted targets arrived for the entry's head: eligible at once (`eligible`) in a parallel queue. */
+  const markTargetsSet = (entryId: string, at: string, seq: number, eligible: boolean) =>
+    sql`update entries set request_seq = ${seq},
+          state_changed_at = case when ${eligible} and state = 'not_ready' then ${at}::timestamptz
+                                  else state_changed_at end,
+          state = case when ${eligible} and state = 'not_ready' then 'pending' else state end
+        where id = ${entryId}`.pipe(Effect.asVoid)
+
+  /** Stores the impacted targets of a PR's head (replacing what was stored for it). */
+  const storeTargets = (repoId: string, prNumber: number, sha: string, targets: ImpactedTargets) =>
+    sql`insert into impacted_targets (repo_id, pr_number, sha, all_targets, targets_json, updated_at)
+        values (${repoId}, ${prNumber}, ${sha}, ${targets === "ALL"}, ${JSON.stringify(targets === "ALL" ? [] : targets)}, now())
+        on conflict (repo_id, pr_number, sha) do update set all_targets = excluded.all_targets,
+          targets_json = excluded.targets_json, updated_at = excluded.updated_at`.pipe(Effect.asVoid)
+
+  /** Records the runner's last error; `since` stays the time of the first failure of a streak. */
+  const recordRunnerError = (queueId: string, message: string) =>
+    sql`update queue_runtime set runner_error = ${message}, runner_error_since = coalesce(runner_error_since, now())
+        where queue_id = ${queueId}`.pipe(Effect.asVoid)
+
+  const clearRunnerError = (queueId: string) =>
+    sql`update queue_runtime set runner_error = null, runner_error_since = null
+        where queue_id = ${queueId} and runner_error is not null`.pipe(Effect.asVoid)
+
+  /** The queues whose runner is failing, with its last error. */
+  const runnerErrors = Effect.map(
+    sql<{ queue_id: string; message: string; since: Date | string }>`
+      select queue_id, runner_error as message, runner_error_since as since from queue_runtime
+      where runner_error is not null order by queue_id`,
+    (rows) => rows.map((r) => ({ queueId: r.queue_id, message: r.message, since: iso(new Date(r.since)) }))
+  )
 
   const activeEntries = (queueId: string): Effect.Effect<ReadonlyArray<EntryRow>, SqlError> =>
     sql<EntryRow>`select * from entries where queue_id = ${queueId} and state in ${sql.in(ACTIVE_STATES)}`
@@ -354,6 +442,16 @@ export const makeStore = (sql: SqlClient.SqlClient) => {
     persistStep,
     saveOutbox,
     findEntry,
+    lockEntry,
+    holdQueue,
+    isMerging,
+    markCancelled,
+    markRestarted,
+    markTargetsSet,
+    storeTargets,
+    recordRunnerError,
+    clearRunnerError,
+    runnerErrors,
     activeEntries,
     timeline,
     readTargets

@@ -93,7 +93,7 @@ export const queueRoutes = [
     Effect.gen(function* () {
       const engine = yield* Engine
       const view = yield* orDie(engine.viewByKey(yield* keyOf(req.repo, req.targetBranch)))
-      return { ...publicConfig(view.config), enqueuedPullRequests: view.enqueued }
+      return { ...publicConfig(view.config), enqueuedPullRequests: view.enqueued, runnerError: view.runnerError }
     })
   ),
 
@@ -103,6 +103,9 @@ export const queueRoutes = [
         const queue = yield* requireQueue(req.repo, req.targetBranch)
         const queues = yield* QueueRepo
         const engine = yield* Engine
+        if (!(yield* queues.hold(queue.id))) {
+          return yield* notFound("QUEUE_NOT_FOUND", `no queue ${describe(req.repo, req.targetBranch)}`)
+        }
         const config = applyUpdate(queue.config, req)
         yield* queues.saveConfig(queue.id, config)
         yield* engine.configChanged({ ...queue, config })
@@ -122,14 +125,13 @@ export const queueRoutes = [
         if (Option.isNone(owned)) return {}
         const queue = yield* queues.find(owned.value, req.targetBranch)
         if (Option.isNone(queue)) return {}
-        const active = yield* queues.activeCount(queue.value.id)
+        const active = yield* queues.removeIfEmpty(queue.value.id)
         if (active > 0) {
           return yield* conflict(
             "QUEUE_NOT_EMPTY",
             `queue ${describe(req.repo, req.targetBranch)} still holds ${active} pull request${active === 1 ? "" : "s"}`
           )
         }
-        yield* queues.remove(queue.value.id)
         return {}
       })
     )

@@ -28,8 +28,8 @@ export interface RunnerHooks {
   readonly observeStep: (seconds: number) => void
   /** The round could not be saved: the queue is under another token (`fencing` is this runner's); it stops. */
   readonly lostLease: (queueId: string, fencing: number) => Effect.Effect<void>
-  /** A round was saved and its commands ran (the runner is healthy). */
-  readonly roundDone: (queueId: string) => void
+  /** A round was saved and its commands ran: the runner runs (RunnerHealth.clearRunnerError). */
+  readonly roundDone: (queueId: string) => Effect.Effect<void>
 }
 
 /** This runner's hold on its queue: a round is saved only under this owner and fencing token. */
@@ -179,7 +179,7 @@ export const round = (ctx: RunnerCtx, lease: Lease, hooks: RunnerHooks) =>
     })
     if (!saved) return yield* hooks.lostLease(ctx.queueId, lease.fencing).pipe(Effect.zipRight(Effect.interrupt))
     yield* runCommands(ctx, lease, commands, now)
-    hooks.roundDone(ctx.queueId)
+    yield* hooks.roundDone(ctx.queueId)
     if (Option.isSome(ctx.probe)) yield* ctx.probe.value.roundDone(ctx.queueId)
     return inbox.length === INBOX_BATCH || ctx.memEvents.length > 0
   })
