@@ -325,6 +325,22 @@ const runRound = async (round: number, seed: number): Promise<RoundResult> => {
     }
     await sleep(1000)
   }
+  const endedAt = Date.now()
+  const idleAtEnd = ((endedAt - (progressAt.length === 0 ? started : Math.max(...progressAt))) / 1000).toFixed(0)
+  if (ended.size < accepted.size) {
+    // what the PRs left open show, for a round that did not finish
+    const states = new Map<string, number>()
+    for (const n of accepted) {
+      if (ended.has(n)) continue
+      const r = await post("getSubmittedPullRequest", { ...key, pr: { number: n } })
+      const state = (r?.body as { state?: string } | null)?.state ?? "unknown"
+      states.set(state, (states.get(state) ?? 0) + 1)
+    }
+    const queue = await post("getQueue", key)
+    console.error(
+      `round ${round}: ${accepted.size - ended.size} open after ${((endedAt - started) / 1000).toFixed(0)} s, no progress for the last ${idleAtEnd} s; states ${JSON.stringify(Object.fromEntries(states))}; runnerError ${JSON.stringify((queue?.body as { runnerError?: unknown } | null)?.runnerError ?? null)}`
+    )
+  }
   stop = true
   await killer
   await ci
