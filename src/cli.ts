@@ -1,16 +1,20 @@
+import { stripVTControlCharacters } from "node:util"
 import { Args, Command, Options } from "@effect/cli"
 import { BunContext, BunRuntime } from "@effect/platform-bun"
 import { Console, Effect, Layer } from "effect"
+import { CLIENT_COMMANDS, runClient } from "./client/main.ts"
 import { AppConfigLive } from "./config.ts"
-import { DatabaseLive } from "./db/Database.ts"
+import { DatabaseLive, DatabaseLocked } from "./db/Database.ts"
 import { GitHubClientLive } from "./github/GitHubClient.ts"
 import { InstallationClaimGuardLive } from "./github/installations.ts"
 import { Tenancy, TenancyLive } from "./tenancy/Tenancy.ts"
 
 /**
- * `bun run cli -- <command>` (contract.md §7): serve, migrate, orgs, tokens, repos, upload.
+ * `npm run cli -- <command>` (contract.md §7): serve, migrate, orgs, tokens, repos, and the CI client's commands
+ * (upload, test, quarantine, queue, submit, cancel; the same sources as `GET /cli/greenline.mjs`).
  * Database commands open the configured database: PostgreSQL with DATABASE_URL (any time), or the embedded one,
- * which belongs to one process (a running server holds it, and then these commands refuse with a clear message).
+ * which belongs to one process: while a running server holds it, they go through that server's admin API instead
+ * (GREENLINE_URL, default http://127.0.0.1:$PORT, with an admin token in GREENLINE_TOKEN or BOOTSTRAP_TOKEN).
  */
 
 const Db = Layer.provideMerge(DatabaseLive, AppConfigLive)
@@ -22,111 +26,250 @@ const WithTenancy = Layer.provideMerge(
 
 const fail = (message: string) => Effect.fail(new Error(message))
 
+const heldByServer = (error: unknown): boolean => {
+  if (error instanceof DatabaseLocked) return true
+  if (typeof error !== "object" || error === null) return false
+  return "cause" in error && heldByServer((error as { cause: unknown }).cause)
+}
+
+/** Calls the running server's admin API (`/v1/admin/<op>`). */
+const viaServer = <A>(op: string, body: unknown) =>
+  Effect.tryPromise({
+    try: async () => {
+      const url = (process.env.GREENLINE_URL || `http://127.0.0.1:${process.env.PORT || "8080"}`).replace(/\/+$/, "")
+      const token = process.env.GREENLINE_TOKEN || process.env.BOOTSTRAP_TOKEN || ""
+      if (token === "") {
+        throw new Error(
+          "a running server holds the embedded database: set GREENLINE_TOKEN to an admin token (the one the first run printed, or BOOTSTRAP_TOKEN) to manage it through the admin API"
+        )
+      }
+      let response: Response
+      try {
+        response = await fetch(`${url}/v1/admin/${op}`, {
+          method: "POST",
+          headers: { "content-type": "application/json", "x-api-token": token },
+          body: JSON.stringify(body)
+        })
+      } catch (e) {
+        throw new Error(
+          `a running server holds the embedded database, but ${url} does not answer (${e instanceof Error ? e.message : String(e)}); set GREENLINE_URL`
+        )
+      }
+      const answer = (await response.json().catch(() => ({}))) as { error?: { message?: string } }
+      if (!response.ok) throw new Error(answer.error?.message ?? `${url} answered ${response.status}`)
+      return answer as A
+    },
+    catch: (e) => (e instanceof Error ? e : new Error(String(e)))
+  })
+
+/** Runs `local` on the database; when a running server holds the embedded database, `remote` (its admin API). */
+const locallyOrViaServer = <A>(
+  local: Effect.Effect<A, unknown, Tenancy>,
+  remote: () => Effect.Effect<A, Error>
+): Effect.Effect<A, unknown> =>
+  local.pipe(
+    Effect.provide(WithTenancy),
+    Effect.catchAll((error) => (heldByServer(error) ? remote() : Effect.fail(error)))
+  )
+
 const serve = Command.make("serve", {}, () =>
   Effect.promise(async () => {
     await import("./main.ts")
     await new Promise<never>(() => {})
   })
-).pipe(Command.withDescription("Start the HTTP server and the queue runners"))
+).pipe(Command.withDescription("Start the HTTP server and the queue runners (the default of the container)"))
 
 const migrate = Command.make("migrate", {}, () =>
   Effect.gen(function* () {
     yield* Effect.void
     yield* Console.log("migrations applied")
   }).pipe(Effect.provide(Db))
-).pipe(Command.withDescription("Apply the database migrations"))
+).pipe(Command.withDescription("Apply the database migrations and exit"))
 
-const slugArg = Args.text({ name: "slug" })
+const slugArg = Args.text({ name: "slug" }).pipe(
+  Args.withDescription("the organization's slug: letters, digits, . _ -")
+)
 const orgs = Command.make("orgs").pipe(
+  Command.withDescription("Manage organizations"),
   Command.withSubcommands([
     Command.make("create", { slug: slugArg }, ({ slug }) =>
       Effect.gen(function* () {
-        const tenancy = yield* Tenancy
-        const org = yield* tenancy.createOrg(slug)
+        const org = yield* locallyOrViaServer(
+          Effect.flatMap(Tenancy, (t) => t.createOrg(slug)),
+          () => viaServer<{ id: string; slug: string }>("createOrganization", { slug })
+        )
         yield* Console.log(`${org.id} ${org.slug}`)
-      }).pipe(Effect.provide(WithTenancy))
-    )
+      })
+    ).pipe(Command.withDescription("Create an organization (nothing happens when it exists)"))
   ])
 )
 
-const orgOption = Options.text("org").pipe(Options.withDescription("organization slug"))
+const orgOption = Options.text("org").pipe(Options.withDescription("the organization's slug"))
+interface TokenRow {
+  readonly id: string
+  readonly name: string
+  readonly admin: boolean
+  readonly createdAt: string
+  readonly revokedAt: string | null
+}
 const tokens = Command.make("tokens").pipe(
+  Command.withDescription("Manage API tokens"),
   Command.withSubcommands([
     Command.make(
       "create",
-      { org: orgOption, name: Options.text("name").pipe(Options.withDefault("")) },
-      ({ org, name }) =>
+      {
+        org: orgOption,
+        name: Options.text("name").pipe(Options.withDefault(""), Options.withDescription("a name to recognise it by")),
+        admin: Options.boolean("admin").pipe(Options.withDescription("the token may also use the admin API"))
+      },
+      ({ org, name, admin }) =>
         Effect.gen(function* () {
-          const tenancy = yield* Tenancy
-          const token = yield* tenancy.createToken(org, name)
+          const token = yield* locallyOrViaServer(
+            Effect.flatMap(Tenancy, (t) => t.createToken(org, name, admin)),
+            () => viaServer<{ id: string; token: string }>("createToken", { org, name, admin })
+          )
           yield* Console.log(token.id)
           yield* Console.log(token.token)
-        }).pipe(Effect.provide(WithTenancy))
-    ),
+        })
+    ).pipe(Command.withDescription("Create a token: prints its id, then the token itself (shown only once)")),
     Command.make("list", { org: orgOption }, ({ org }) =>
       Effect.gen(function* () {
-        const tenancy = yield* Tenancy
-        const list = yield* tenancy.listTokens(org)
+        const list = yield* locallyOrViaServer(
+          Effect.flatMap(Tenancy, (t) => t.listTokens(org)).pipe(
+            Effect.map(
+              (rows): ReadonlyArray<TokenRow> =>
+                rows.map((r) => ({
+                  ...r,
+                  createdAt: r.createdAt.toISOString(),
+                  revokedAt: r.revokedAt?.toISOString() ?? null
+                }))
+            )
+          ),
+          () => Effect.map(viaServer<{ tokens: ReadonlyArray<TokenRow> }>("listTokens", { org }), (a) => a.tokens)
+        )
         for (const t of list) {
           yield* Console.log(
-            `${t.id}\t${t.name || "-"}\t${t.createdAt.toISOString()}\t${t.revokedAt ? `revoked ${t.revokedAt.toISOString()}` : "active"}`
+            `${t.id}\t${t.name || "-"}${t.admin ? " (admin)" : ""}\t${t.createdAt}\t${t.revokedAt ? `revoked ${t.revokedAt}` : "active"}`
           )
         }
-      }).pipe(Effect.provide(WithTenancy))
-    ),
-    Command.make("revoke", { id: Args.text({ name: "id" }) }, ({ id }) =>
+      })
+    ).pipe(Command.withDescription("List an organization's tokens: id, name, created, active or revoked")),
+    Command.make("revoke", { id: Args.text({ name: "id" }).pipe(Args.withDescription("the token's id")) }, ({ id }) =>
       Effect.gen(function* () {
-        const tenancy = yield* Tenancy
-        const revoked = yield* tenancy.revokeToken(id)
+        const revoked = yield* locallyOrViaServer(
+          Effect.flatMap(Tenancy, (t) => t.revokeToken(id)),
+          () => Effect.as(viaServer("revokeToken", { id }), true)
+        )
         if (!revoked) return yield* fail(`no token ${id}`)
         yield* Console.log(`revoked ${id}`)
-      }).pipe(Effect.provide(WithTenancy))
-    )
+      })
+    ).pipe(Command.withDescription("Revoke a token by its id (every instance stops accepting it at once)"))
   ])
 )
 
 const repos = Command.make("repos").pipe(
+  Command.withDescription("Manage which organization owns which repository"),
   Command.withSubcommands([
-    Command.make("add", { org: orgOption, repo: Args.text({ name: "host/owner/name" }) }, ({ org, repo }) =>
-      Effect.gen(function* () {
-        const parts = repo.split("/")
-        const [host, owner, name] = parts
-        if (parts.length !== 3 || !host || !owner || !name)
-          return yield* fail("the repository is <host>/<owner>/<name>")
-        const tenancy = yield* Tenancy
-        const added = yield* tenancy.addRepo(org, { host, owner, name })
-        yield* Console.log(`${added.id} ${host}/${owner}/${name}`)
-      }).pipe(Effect.provide(WithTenancy))
-    )
+    Command.make(
+      "add",
+      {
+        org: orgOption,
+        repo: Args.text({ name: "host/owner/name" }).pipe(Args.withDescription("e.g. github.com/acme/web"))
+      },
+      ({ org, repo }) =>
+        Effect.gen(function* () {
+          const parts = repo.split("/")
+          const [host, owner, name] = parts
+          if (parts.length !== 3 || !host || !owner || !name)
+            return yield* fail("the repository is <host>/<owner>/<name>")
+          const ref = { host, owner, name }
+          const added = yield* locallyOrViaServer(
+            Effect.flatMap(Tenancy, (t) => t.addRepo(org, ref)),
+            () => viaServer<{ id: string }>("addRepository", { org, repo: ref })
+          )
+          yield* Console.log(`${added.id} ${host}/${owner}/${name}`)
+        })
+    ).pipe(Command.withDescription("Give a repository to an organization"))
   ])
 )
 
-const upload = Command.make("upload", { rest: Args.text({ name: "args" }).pipe(Args.repeated) }, ({ rest }) =>
-  Effect.gen(function* () {
-    const args = process.argv.slice(process.argv.indexOf("upload") + 1)
-    void rest
-    const { runUpload } = yield* Effect.promise(() => import("./flaky/uploadCli.ts"))
-    const code = yield* Effect.promise(() => runUpload(args, process.env))
-    process.exit(code)
-  })
-).pipe(Command.withDescription("Upload JUnit results to a running server (see README)"))
+// The CI client's commands: listed here for the help, run by the client itself (see `main` below), which prints
+// their options with `<command> --help`.
+const clientCommand = (name: string, description: string) =>
+  Command.make(name, { args: Args.text({ name: "args" }).pipe(Args.repeated) }).pipe(
+    Command.withDescription(`${description} (--help for its options)`)
+  )
+const clientCommands = [
+  clientCommand("upload", CLIENT_COMMANDS.upload),
+  clientCommand("test", CLIENT_COMMANDS.test),
+  Command.make("quarantine").pipe(
+    Command.withDescription("List quarantined tests, or override quarantine for one test"),
+    Command.withSubcommands([
+      clientCommand("list", CLIENT_COMMANDS["quarantine list"]),
+      clientCommand("set", CLIENT_COMMANDS["quarantine set"])
+    ])
+  ),
+  Command.make("queue").pipe(
+    Command.withDescription("Read a merge queue"),
+    Command.withSubcommands([clientCommand("status", CLIENT_COMMANDS["queue status"])])
+  ),
+  clientCommand("submit", CLIENT_COMMANDS.submit),
+  clientCommand("cancel", CLIENT_COMMANDS.cancel)
+]
+const CLIENT_NAMES = new Set(["upload", "test", "quarantine", "queue", "submit", "cancel"])
 
-const root = Command.make("greenline").pipe(Command.withSubcommands([serve, migrate, orgs, tokens, repos, upload]))
+const root = Command.make("greenline").pipe(
+  Command.withDescription("Greenline: a self-hosted merge queue and flaky-test service"),
+  Command.withSubcommands([serve, migrate, orgs, tokens, repos, ...clientCommands])
+)
 
 const cli = Command.run(root, { name: "greenline", version: "0.1.0" })
 
+/** Help and errors in colour only on a terminal, and never with NO_COLOR set (https://no-color.org). */
+const plain = !process.stdout.isTTY || (process.env.NO_COLOR ?? "") !== ""
+const withoutColour = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+  plain
+    ? Console.consoleWith((console) => {
+        const strip = (args: ReadonlyArray<unknown>) =>
+          args.map((a) => (typeof a === "string" ? stripVTControlCharacters(a) : a))
+        return Effect.withConsole(effect, {
+          ...console,
+          log: (...args) => console.log(...strip(args)),
+          error: (...args) => console.error(...strip(args)),
+          info: (...args) => console.info(...strip(args)),
+          warn: (...args) => console.warn(...strip(args)),
+          unsafe: {
+            ...console.unsafe,
+            log: (...args) => console.unsafe.log(...strip(args)),
+            error: (...args) => console.unsafe.error(...strip(args))
+          }
+        })
+      })
+    : effect
+
 const argv = process.argv.filter((a, i) => !(a === "--" && i === 2))
-cli(argv).pipe(
-  Effect.catchAll((error) =>
-    Effect.sync(() => {
-      // @effect/cli has already shown usage errors; our own failures are Errors with a message
-      if (error instanceof Error) process.stderr.write(`error: ${error.message}\n`)
-      else if (typeof error === "object" && error !== null && "message" in error && typeof error.message === "string") {
-        process.stderr.write(`error: ${error.message}\n`)
-      }
-      process.exitCode = 1
-    })
-  ),
-  Effect.provide(BunContext.layer),
-  BunRuntime.runMain
-)
+const command = argv[2]
+if (command !== undefined && CLIENT_NAMES.has(command)) {
+  process.exitCode = await runClient(argv.slice(2), process.env)
+} else {
+  cli(argv).pipe(
+    withoutColour,
+    Effect.catchAll((error) =>
+      Effect.sync(() => {
+        // @effect/cli has already shown usage errors; our own failures are Errors with a message
+        if (error instanceof Error) process.stderr.write(`error: ${error.message}\n`)
+        else if (
+          typeof error === "object" &&
+          error !== null &&
+          "message" in error &&
+          typeof error.message === "string"
+        ) {
+          process.stderr.write(`error: ${error.message}\n`)
+        }
+        process.exitCode = 1
+      })
+    ),
+    Effect.provide(BunContext.layer),
+    BunRuntime.runMain
+  )
+}

@@ -69,6 +69,7 @@ export const appConfig: Config.Config<AppConfigShape> = Config.all({
   Config.map((c) => ({
     ...c,
     databaseUrl: Option.filter(c.databaseUrl, (u) => Redacted.value(u).trim() !== ""),
+    bootstrapToken: Option.filter(c.bootstrapToken, (t) => Redacted.value(t).trim() !== ""),
     gitRoot: Option.getOrElse(c.gitRoot, () => `${c.dataDir.replace(/\/+$/, "")}/git`),
     otlpEndpoint: Option.filter(c.otlpEndpoint, (u) => u.trim() !== "").pipe(Option.map((u) => u.trim())),
     githubApiUrl: c.githubApiUrl.trim().replace(/\/+$/, ""),

@@ -1,5 +1,6 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import { Context, Effect, Fiber, Layer, Logger, LogLevel, ManagedRuntime, Option, Redacted } from "effect"
+import { clientBundle } from "./client/build.ts"
 import { AppConfig } from "./config.ts"
 import { DatabaseLive } from "./db/Database.ts"
 import { FlakyLive } from "./flaky/Flaky.ts"
@@ -10,9 +11,11 @@ import { InstallationClaimGuardLive } from "./github/installations.ts"
 import { GitHubReconcileLive } from "./github/reconcile.ts"
 import { makeWebhookEndpoint, WEBHOOK_PATH } from "./github/webhooks.ts"
 import { openApiDocument } from "./http/Api.ts"
-import { renderDocs } from "./http/docs.ts"
+import { REDOC_PATH, redocBundle, renderDocs } from "./http/docs.ts"
 import { ApiError, errorResponse } from "./http/errors.ts"
+import { refineDocument } from "./http/openapiDoc.ts"
 import { makeApp, RateLimiter, servesEveryOp } from "./http/router.ts"
+import { adminRoutes } from "./http/routes/admin.ts"
 import { flakyRoutes } from "./http/routes/flaky.ts"
 import { metricsRoutes } from "./http/routes/metrics.ts"
 import { queueRoutes } from "./http/routes/queue.ts"
@@ -25,25 +28,10 @@ import { ProvidersLayer } from "./providers.ts"
 import { Engine, EngineRunner } from "./queue/Engine.ts"
 import { EngineLive } from "./queue/EngineLive.ts"
 import { QueueRepoLive } from "./queue/QueueRepo.ts"
-import { RunnerHealth, RunnerHealthLive } from "./queue/RunnerHealth.ts"
+import { RunnerHealth, RunnerHealthLive } from "./queue/runner/health.ts"
 import { RunnerProbe, type RunnerProbeShape } from "./queue/runner/probe.ts"
 import { StatusesLive } from "./queue/Statuses.ts"
 import { Tenancy, TenancyLive } from "./tenancy/Tenancy.ts"
-
-/** `greenline_queue_runner_error{queue}`: 1 while the runner of a queue on this instance keeps failing. */
-const RunnerErrorGaugeLive: Layer.Layer<never, never, Metrics | RunnerHealth> = Layer.effectDiscard(
-  Effect.gen(function* () {
-    const { registry } = yield* Metrics
-    const health = yield* RunnerHealth
-    registry.register(
-      new Gauge(
-        "greenline_queue_runner_error",
-        "1 while the runner of a queue on this instance keeps failing (its error: getQueue runnerError, /readyz)",
-        () => health.failingHere().map((queue) => [{ queue }, 1] as const)
-      )
-    )
-  })
-)
 
 /** Every service of the running application, over the configured database. */
 export const AppLayer = <E>(config: Layer.Layer<AppConfig, E>, probe?: RunnerProbeShape) => {
@@ -75,9 +63,9 @@ export const AppLayer = <E>(config: Layer.Layer<AppConfig, E>, probe?: RunnerPro
   )
   // a test's probe of the runners (RunnerProbe), when given
   const probed = probe === undefined ? services : Layer.provideMerge(Layer.succeed(RunnerProbe, probe), services)
-  return Layer.mergeAll(EngineLive, FlakyLive, GitHubReconcileLive, RunnerErrorGaugeLive).pipe(
-    Layer.provideMerge(probed)
-  )
+  const features = Layer.mergeAll(EngineLive, FlakyLive).pipe(Layer.provideMerge(probed))
+  // reconciliation hands what GitHub shows to the engine
+  return GitHubReconcileLive.pipe(Layer.provideMerge(features))
 }
 
 /**
@@ -85,7 +73,7 @@ export const AppLayer = <E>(config: Layer.Layer<AppConfig, E>, probe?: RunnerPro
  * every handler's requirements are among the application's services (`makeApp` over the application's runtime);
  * `makeApp` refuses two handlers for one operation at start-up.
  */
-const routes = servesEveryOp([...queueRoutes, ...metricsRoutes, ...flakyRoutes])
+const routes = servesEveryOp([...queueRoutes, ...metricsRoutes, ...flakyRoutes, ...adminRoutes])
 
 export type AppServices = Layer.Layer.Success<ReturnType<typeof AppLayer>>
 
@@ -115,6 +103,42 @@ const unauthorizedMetrics = () =>
     { status: 401 }
   )
 
+/** Where the single-file CI client is served. */
+export const CLIENT_PATH = "/cli/greenline.mjs"
+
+/** BOOTSTRAP_TOKEN is an admin credential: anything shorter than this is refused at start-up. */
+export const MIN_BOOTSTRAP_TOKEN_LENGTH = 32
+
+/**
+ * BOOTSTRAP_TOKEN, when set, becomes the bootstrap organization's admin token (replacing the previous one); without
+ * it, a database with no organization and no token gets the default organization and one admin token, printed once.
+ */
+const firstRunOrBootstrap = async (
+  config: Context.Tag.Service<AppConfig>,
+  run: <A, E>(effect: Effect.Effect<A, E>) => Promise<A>,
+  tenancy: Context.Tag.Service<Tenancy>
+) => {
+  if (Option.isSome(config.bootstrapToken)) {
+    const token = Redacted.value(config.bootstrapToken.value).trim()
+    if (token.length < MIN_BOOTSTRAP_TOKEN_LENGTH) {
+      throw new Error(
+        `BOOTSTRAP_TOKEN is ${token.length} characters long; it must have at least ${MIN_BOOTSTRAP_TOKEN_LENGTH} (e.g. openssl rand -hex 32)`
+      )
+    }
+    await run(tenancy.ensureBootstrap(config.bootstrapOrg, token))
+    return
+  }
+  const created = await run(tenancy.firstRun(config.bootstrapOrg))
+  if (Option.isSome(created)) {
+    const { org, token } = created.value
+    writeLog(
+      "INFO",
+      `FIRST RUN: created organization '${org.slug}' and an admin token, shown only this once: ${token} (dashboard: ${config.publicUrl}/login)`,
+      { firstRun: true, org: org.slug, token, dashboard: `${config.publicUrl}/login` }
+    )
+  }
+}
+
 /** Starts the HTTP server and the queue runners on a layer of configuration. */
 export const startServer = async <E>(
   configLayer: Layer.Layer<AppConfig, E>,
@@ -129,16 +153,26 @@ export const startServer = async <E>(
   const tenancy = Context.get(ctx, Tenancy)
   const engine = Context.get(ctx, Engine)
   const sql = Context.get(ctx, SqlClient.SqlClient)
+  const health = Context.get(ctx, RunnerHealth)
+  metrics.registry.register(
+    new Gauge(
+      "greenline_queue_runner_failures",
+      "Failures in a row of a queue runner that has not completed a round since (0 series when all are healthy)",
+      () => health.failing().map((e) => [{ queue_id: e.queueId }, e.failures] as const)
+    )
+  )
   const logError = (message: string, cause: unknown) =>
     writeLog("ERROR", message, { cause: cause instanceof Error ? (cause.stack ?? cause.message) : String(cause) })
 
-  if (Option.isSome(config.bootstrapToken)) {
-    await runtime.runPromise(tenancy.ensureBootstrap(config.bootstrapOrg, Redacted.value(config.bootstrapToken.value)))
-  }
+  await firstRunOrBootstrap(config, (effect) => runtime.runPromise(effect), tenancy).catch(async (error: unknown) => {
+    await runtime.dispose()
+    throw error
+  })
 
   const webhook = await runtime.runPromise(makeWebhookEndpoint)
-  const docsHtml = renderDocs(openApiDocument())
-  const openApiJson = JSON.stringify(openApiDocument())
+  const document = refineDocument(openApiDocument(), config.publicUrl)
+  const docsHtml = renderDocs(document)
+  const openApiJson = JSON.stringify(document)
   const metricsToken = Option.map(config.metricsToken, Redacted.value)
 
   const extra = async (request: Request, url: URL): Promise<Response | undefined> => {
@@ -153,19 +187,30 @@ export const startServer = async <E>(
             Effect.as(sql`select 1 from greenline_migrations limit 1`, true).pipe(Effect.orElseSucceed(() => false))
           )
           .catch(() => false)
-        // queues whose runner keeps failing: the instance still serves, so it stays ready, but says so
-        const failing = ok
-          ? await runtime.runPromise(engine.runnerErrors.pipe(Effect.orElseSucceed(() => []))).catch(() => [])
-          : []
-        return Response.json(
-          { status: ok ? "ready" : "unavailable", runners: { failing: failing.length, errors: failing } },
-          { status: ok ? 200 : 503 }
-        )
+        // a queue whose runner keeps failing does not make the instance unready, but it shows here
+        const failing = health.failing().map((e) => ({
+          queueId: e.queueId,
+          message: e.message,
+          since: new Date(e.since).toISOString(),
+          failures: e.failures
+        }))
+        return Response.json({ status: ok ? "ready" : "unavailable", runners: { failing } }, { status: ok ? 200 : 503 })
       }
       case "/v1/openapi.json":
         return new Response(openApiJson, { headers: { "content-type": "application/json" } })
       case "/docs":
         return new Response(docsHtml, { headers: { "content-type": "text/html; charset=utf-8" } })
+      case REDOC_PATH:
+        return new Response(redocBundle(), {
+          headers: { "content-type": "text/javascript; charset=utf-8", "cache-control": "public, max-age=86400" }
+        })
+      case CLIENT_PATH:
+        return new Response(await clientBundle(), {
+          headers: {
+            "content-type": "text/javascript; charset=utf-8",
+            "content-disposition": 'attachment; filename="greenline.mjs"'
+          }
+        })
       case "/metrics": {
         const given =
           request.headers.get("x-api-token") ?? /^Bearer\s+(.+)$/i.exec(request.headers.get("authorization") ?? "")?.[1]

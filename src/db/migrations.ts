@@ -3,6 +3,7 @@ import * as SqlClient from "@effect/sql/SqlClient"
 import { Effect } from "effect"
 import { flakyMigration, flakyResultsByTime } from "../flaky/migration.ts"
 import { requestsAndRunnerErrors } from "../queue/migration.ts"
+import { adminTokensMigration } from "../tenancy/migration.ts"
 
 /**
  * One set of migrations for PostgreSQL and PGlite. Each is a list of single statements (PGlite's extended protocol
@@ -242,7 +243,8 @@ export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.S
   "0007_entries_state_changed": entriesChanged,
   "0008_flaky_results_by_time": flakyResultsByTime,
   "0009_runtime_json": runtimeJson,
-  "0010_requests_runner_errors": requestsAndRunnerErrors
+  "0010_requests_runner_errors": requestsAndRunnerErrors,
+  "0070_admin_tokens": adminTokensMigration
 }
 
 export const runMigrations = Migrator.make({})({

@@ -14,7 +14,8 @@ import { Effect, Layer, Schedule } from "effect"
 import { CommandCi, type CommandCiInput, type CommandCiResult, type CommandCiService } from "../queue/CiRunner.ts"
 import { GitError } from "../queue/GitHost.ts"
 import { environmentWithoutGit } from "./gitEnv.ts"
-import { existingGitDir, formatRepo, git, runGit } from "./LocalGit.ts"
+import { git, runGit } from "./gitRun.ts"
+import { existingGitDir, formatRepo } from "./repoPaths.ts"
 
 export const OUTPUT_LIMIT_BYTES = 1024 * 1024
 

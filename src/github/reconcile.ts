@@ -1,11 +1,9 @@
 /** Periodic reconciliation with GitHub, so that a missed webhook delays a queue and never stalls it (docs/architecture.md). */
-import * as SqlClient from "@effect/sql/SqlClient"
 import { Duration, Effect, Layer } from "effect"
 import { AppConfig } from "../config.ts"
-import { Database } from "../kernel/Database.ts"
+import { Engine, type HostChange, type WatchedQueue } from "../queue/Engine.ts"
 import type { RepoRef } from "../queue/GitHost.ts"
-import { Statuses, WAKE_CHANNEL } from "../queue/Statuses.ts"
-import { type InboxEvent, makeStore, TERMINAL } from "../queue/store.ts"
+import { Statuses } from "../queue/Statuses.ts"
 import { GitHubAuth, GitHubClient, type GitHubClientService, githubConfigured } from "./GitHubClient.ts"
 import { makeGitHubHost } from "./GitHubHost.ts"
 import type { OpenPull } from "./githubRepo.ts"
@@ -17,37 +15,6 @@ export const Reasons = {
   baseChanged: "PR_BASE_BRANCH_CHANGED",
   draft: "PR_CONVERTED_TO_DRAFT"
 } as const
-
-interface QueueRow {
-  readonly queue_id: string
-  readonly branch: string
-  readonly direct: boolean
-  readonly repo_id: string
-  readonly host: string
-  readonly owner: string
-  readonly name: string
-  readonly entries: unknown
-  readonly runs: unknown
-  readonly target_sha: string | null
-  readonly merging: boolean | null
-}
-
-interface EntryView {
-  readonly prNumber: number
-  readonly headSha: string
-  readonly state: string
-  readonly merging?: boolean
-}
-
-interface RunView {
-  readonly status: string
-  readonly testBranchSha: string | null
-}
-
-const parse = <A>(value: unknown): ReadonlyArray<A> => {
-  const v = typeof value === "string" ? JSON.parse(value) : value
-  return Array.isArray(v) ? (v as ReadonlyArray<A>) : []
-}
 
 export interface ReconcileReport {
   readonly queues: number
@@ -66,80 +33,56 @@ export interface ReconcileReport {
 /** One pass over every queue of a GitHub repository. */
 export const reconcileOnce = (client: GitHubClientService) =>
   Effect.gen(function* () {
-    const sql = yield* SqlClient.SqlClient
-    const db = yield* Database
+    const engine = yield* Engine
     const statuses = yield* Statuses
     const config = yield* AppConfig
-    const { enqueueEvent } = makeStore(sql)
     const host = makeGitHubHost(client)
-    const rows = yield* sql<QueueRow>`
-      select q.id as queue_id, q.branch, coalesce(q.config->>'directMergeMode', 'off') = 'always' as direct,
-             r.id as repo_id, r.host, r.owner, r.name, rt.state->'entries' as entries, rt.state->'runs' as runs,
-             rt.state->>'targetSha' as target_sha, (rt.state->'merging') is not null and rt.state->'merging' <> 'null'::jsonb as merging
-      from queues q join repositories r on r.id = q.repo_id
-      left join lateral (select state::jsonb as state from queue_runtime where queue_id = q.id) rt on true
-      where lower(r.host) = ${config.githubHost.toLowerCase()}
-      order by r.id, q.id`
-    const byRepo = new Map<string, Array<QueueRow>>()
+    const rows = yield* engine.watchedQueues(config.githubHost.toLowerCase())
+    const byRepo = new Map<string, Array<WatchedQueue>>()
     for (const row of rows) {
-      const list = byRepo.get(row.repo_id) ?? []
+      const list = byRepo.get(row.repo.id) ?? []
       list.push(row)
-      byRepo.set(row.repo_id, list)
+      byRepo.set(row.repo.id, list)
     }
     const totals = { queues: rows.length, events: 0, shas: 0, statuses: 0, checkRuns: 0, failures: 0 }
 
-    const reconcileRepo = (queues: ReadonlyArray<QueueRow>) =>
+    const reconcileRepo = (queues: ReadonlyArray<WatchedQueue>) =>
       Effect.gen(function* () {
         const first = queues[0]!
-        const repo: RepoRef = { host: first.host, owner: first.owner, name: first.name }
+        const repo: RepoRef = { host: first.repo.host, owner: first.repo.owner, name: first.repo.name }
         const auth = GitHubAuth.repository(repo.owner, repo.name)
-        const active = new Map<string, ReadonlyArray<EntryView>>()
-        for (const q of queues) {
-          active.set(
-            q.queue_id,
-            parse<EntryView>(q.entries).filter((e) => !TERMINAL.has(e.state))
-          )
-        }
         // pull requests: closed, pushed to, retargeted, drafted
-        const open = [...active.values()].some((entries) => entries.length > 0)
+        const open = queues.some((q) => q.active.length > 0)
           ? new Map<number, OpenPull>((yield* host.listOpenPulls(repo)).map((p) => [p.number, p] as const))
           : new Map<number, OpenPull>()
         for (const q of queues) {
-          const events: Array<InboxEvent> = []
-          for (const entry of active.get(q.queue_id) ?? []) {
-            if (entry.merging === true) continue
+          const changes: Array<HostChange> = []
+          for (const entry of q.active) {
+            if (entry.merging) continue
             const pull = open.get(entry.prNumber)
             const prNumber = entry.prNumber
-            const cancel = (reason: string): InboxEvent => ({
-              _tag: "Planner",
-              event: { _tag: "Cancelled", prNumber, reason }
-            })
-            if (pull === undefined) events.push(cancel(Reasons.closed))
-            else if (pull.headSha !== entry.headSha) {
-              events.push({ _tag: "Planner", event: { _tag: "PrHeadMoved", prNumber, sha: pull.headSha } })
-            } else if (pull.baseRef !== q.branch) events.push(cancel(Reasons.baseChanged))
-            else if (pull.draft) events.push(cancel(Reasons.draft))
+            const cancel = (reason: string): HostChange => ({ _tag: "PrCancelled", prNumber, reason })
+            if (pull === undefined) changes.push(cancel(Reasons.closed))
+            else if (pull.headSha !== entry.headSha) changes.push({ _tag: "PrHeadMoved", prNumber, sha: pull.headSha })
+            else if (pull.baseRef !== q.branch) changes.push(cancel(Reasons.baseChanged))
+            else if (pull.draft) changes.push(cancel(Reasons.draft))
           }
           // the target's tip, unless a merge is under way (the runner reads it then)
-          if (q.target_sha !== null && q.merging !== true) {
+          if (q.targetSha !== null && !q.merging) {
             const tip = yield* host.getBranchSha(repo, q.branch)
-            if (tip !== null && tip !== q.target_sha) events.push({ _tag: "GitChanged" })
+            if (tip !== null && tip !== q.targetSha) changes.push({ _tag: "BranchMoved" })
           }
-          if (events.length > 0) {
-            for (const event of events) yield* enqueueEvent(q.queue_id, event)
-            yield* db.notify(WAKE_CHANNEL, q.queue_id)
-            totals.events += events.length
+          if (changes.length > 0) {
+            const handed = yield* engine.hostChanged(q.queueId, changes)
+            yield* engine.wake(q.queueId)
+            totals.events += handed
           }
         }
         // CI results of what the queues wait on
         const shas = new Set<string>()
         for (const q of queues) {
-          for (const run of parse<RunView>(q.runs)) {
-            if (run.status === "in_progress" && run.testBranchSha !== null) shas.add(run.testBranchSha)
-          }
-          if (q.direct) {
-            for (const entry of active.get(q.queue_id) ?? []) if (entry.state === "pending") shas.add(entry.headSha)
-          }
+          for (const sha of q.testedShas) shas.add(sha)
+          if (q.directMerge) for (const entry of q.active) if (entry.state === "pending") shas.add(entry.headSha)
         }
         for (const sha of shas) {
           totals.shas++
@@ -150,7 +93,7 @@ export const reconcileOnce = (client: GitHubClientService) =>
             { conditional: true }
           )
           totals.statuses += yield* ingestStatuses(
-            first.repo_id,
+            first.repo.id,
             sha,
             combined.data.statuses.map((s) => ({
               context: s.context,
@@ -166,7 +109,7 @@ export const reconcileOnce = (client: GitHubClientService) =>
             { conditional: true }
           )
           for (const run of checks.data.check_runs) {
-            yield* statuses.reportCheckRun(first.repo_id, sha, {
+            yield* statuses.reportCheckRun(first.repo.id, sha, {
               checkRunId: Number(run.id),
               suiteId: run.check_suite?.id ?? null,
               name: run.name,
@@ -192,28 +135,25 @@ export const reconcileOnce = (client: GitHubClientService) =>
     return totals satisfies ReconcileReport
   })
 
-const repoName = (queues: ReadonlyArray<QueueRow>): string => {
+const repoName = (queues: ReadonlyArray<WatchedQueue>): string => {
   const q = queues[0]
-  return q === undefined ? "" : `${q.host}/${q.owner}/${q.name}`
+  return q === undefined ? "" : `${q.repo.host}/${q.repo.owner}/${q.repo.name}`
 }
 
 /** Reconciles every GITHUB_RECONCILE_MS while the application runs (nothing when GitHub is not configured). */
-export const GitHubReconcileLive: Layer.Layer<
-  never,
-  never,
-  AppConfig | GitHubClient | SqlClient.SqlClient | Statuses | Database
-> = Layer.scopedDiscard(
-  Effect.gen(function* () {
-    const config = yield* AppConfig
-    const client = yield* GitHubClient
-    if (!githubConfigured(config) || client.mode === "none") return
-    const period = Duration.millis(Math.max(1000, config.githubReconcileMs))
-    const pass = reconcileOnce(client).pipe(
-      Effect.tap((r) =>
-        r.events + r.statuses + r.checkRuns > 0 ? Effect.logInfo("reconciled with GitHub", r) : Effect.void
-      ),
-      Effect.catchAllCause((cause) => Effect.logWarning("reconciliation with GitHub failed", cause))
-    )
-    yield* Effect.forkScoped(Effect.forever(Effect.zipRight(Effect.sleep(period), pass)))
-  })
-)
+export const GitHubReconcileLive: Layer.Layer<never, never, AppConfig | GitHubClient | Engine | Statuses> =
+  Layer.scopedDiscard(
+    Effect.gen(function* () {
+      const config = yield* AppConfig
+      const client = yield* GitHubClient
+      if (!githubConfigured(config) || client.mode === "none") return
+      const period = Duration.millis(Math.max(1000, config.githubReconcileMs))
+      const pass = reconcileOnce(client).pipe(
+        Effect.tap((r) =>
+          r.events + r.statuses + r.checkRuns > 0 ? Effect.logInfo("reconciled with GitHub", r) : Effect.void
+        ),
+        Effect.catchAllCause((cause) => Effect.logWarning("reconciliation with GitHub failed", cause))
+      )
+      yield* Effect.forkScoped(Effect.forever(Effect.zipRight(Effect.sleep(period), pass)))
+    })
+  )

@@ -6,10 +6,9 @@ import { Cause, Effect, Exit, Fiber, Option, type ParseResult, Redacted, Runtime
 import { AppConfig } from "../config.ts"
 import { ApiError, errorResponse, internal, invalidRequest, unauthorized } from "../http/errors.ts"
 import { readBody } from "../http/router.ts"
-import { Engine } from "../queue/Engine.ts"
-import { QueueRepo, type QueueRow } from "../queue/QueueRepo.ts"
+import { Engine, type HostChange, type QueueRow } from "../queue/Engine.ts"
+import { isQueueError, type QueueError } from "../queue/errors.ts"
 import { Statuses, type StatusState } from "../queue/Statuses.ts"
-import { makeStore } from "../queue/store.ts"
 import { parseComment, type QueueCommand } from "./commands.ts"
 import { GitHubAuth, GitHubClient, type GitHubError } from "./GitHubClient.ts"
 import { makeInstallations, splitFullName } from "./installations.ts"
@@ -132,7 +131,7 @@ const decode =
 
 // ------------------------------------------------------------------------------------------------ handling
 
-type Services = SqlClient.SqlClient | AppConfig | GitHubClient | Engine | Statuses | QueueRepo
+type Services = SqlClient.SqlClient | AppConfig | GitHubClient | Engine | Statuses
 
 /** What a delivery did, decided inside its transaction. */
 interface Outcome {
@@ -153,8 +152,6 @@ const done = (result: string, wake: ReadonlyArray<string> = [], after: Outcome["
 })
 const nothing = (result: string): Plan => Effect.succeed(done(result))
 
-const ACTIVE = ["not_ready", "pending", "testing", "tests_passed", "pending_failure"]
-
 /** The Greenline repositories of the payload's repository (GITHUB_HOST; GitHub's names are case-insensitive). */
 const repositoriesOf = (repo: typeof Repository.Type) =>
   Effect.gen(function* () {
@@ -169,12 +166,9 @@ const repositoriesOf = (repo: typeof Repository.Type) =>
 /** The queues of the payload's repository, with their branches. */
 const queuesOf = (repo: typeof Repository.Type) =>
   Effect.gen(function* () {
-    const sql = yield* SqlClient.SqlClient
     const config = yield* AppConfig
-    return yield* sql<{ id: string; branch: string; repo_id: string }>`
-      select q.id, q.branch, q.repo_id from queues q join repositories r on r.id = q.repo_id
-      where lower(r.host) = ${config.githubHost} and lower(r.owner) = ${repo.owner.login.toLowerCase()}
-        and lower(r.name) = ${repo.name.toLowerCase()}`
+    const engine = yield* Engine
+    return yield* engine.queuesOfRepository(config.githubHost, repo.owner.login, repo.name)
   })
 
 const onPullRequest = (payload: unknown) =>
@@ -182,10 +176,10 @@ const onPullRequest = (payload: unknown) =>
     const event = yield* decode("pull_request", PullRequestEvent)(payload)
     const pr = event.pull_request
     const base = event.changes?.base
-    const cancel = (reason: string) => ({ _tag: "Cancelled" as const, prNumber: pr.number, reason })
-    const planned =
+    const cancel = (reason: string): HostChange => ({ _tag: "PrCancelled", prNumber: pr.number, reason })
+    const change: HostChange | undefined =
       event.action === "synchronize"
-        ? { _tag: "PrHeadMoved" as const, prNumber: pr.number, sha: pr.head.sha }
+        ? { _tag: "PrHeadMoved", prNumber: pr.number, sha: pr.head.sha }
         : event.action === "closed"
           ? cancel("PR_CLOSED")
           : event.action === "converted_to_draft"
@@ -193,22 +187,17 @@ const onPullRequest = (payload: unknown) =>
             : event.action === "edited" && base !== undefined && base.ref.from !== pr.base.ref
               ? cancel("PR_BASE_BRANCH_CHANGED")
               : undefined
-    if (planned === undefined) return nothing(`pull_request ${event.action}: nothing to do`)
+    if (change === undefined) return nothing(`pull_request ${event.action}: nothing to do`)
     return Effect.gen(function* () {
-      const sql = yield* SqlClient.SqlClient
-      const { enqueueEvent } = makeStore(sql)
+      const engine = yield* Engine
       const queues = yield* queuesOf(event.repository)
       const wake: Array<string> = []
       for (const q of queues) {
         // a changed base leaves the queues of every other branch (normally the old base's)
-        if (planned._tag === "Cancelled" && planned.reason === "PR_BASE_BRANCH_CHANGED" && q.branch === pr.base.ref) {
+        if (change._tag === "PrCancelled" && change.reason === "PR_BASE_BRANCH_CHANGED" && q.branch === pr.base.ref) {
           continue
         }
-        const active = yield* sql<{ id: string }>`
-          select id from entries where queue_id = ${q.id} and pr_number = ${pr.number} and state in ${sql.in(ACTIVE)}`
-        if (active.length === 0) continue
-        yield* enqueueEvent(q.id, { _tag: "Planner", event: planned })
-        wake.push(q.id)
+        if ((yield* engine.hostChanged(q.id, [change])) > 0) wake.push(q.id)
       }
       return done(`pull_request ${event.action}: ${wake.length} queue(s)`, wake)
     }) satisfies Plan
@@ -220,10 +209,9 @@ const onPush = (payload: unknown) =>
     if (!event.ref.startsWith("refs/heads/")) return nothing("push: not a branch")
     const branch = event.ref.slice("refs/heads/".length)
     return Effect.gen(function* () {
-      const sql = yield* SqlClient.SqlClient
-      const { enqueueEvent } = makeStore(sql)
+      const engine = yield* Engine
       const queues = (yield* queuesOf(event.repository)).filter((q) => q.branch === branch)
-      for (const q of queues) yield* enqueueEvent(q.id, { _tag: "GitChanged" })
+      for (const q of queues) yield* engine.hostChanged(q.id, [{ _tag: "BranchMoved" }])
       return done(
         `push to ${branch}: ${queues.length} queue(s)`,
         queues.map((q) => q.id)
@@ -284,17 +272,14 @@ const onCheckSuite = (payload: unknown) =>
   Effect.gen(function* () {
     const event = yield* decode("check_suite", CheckSuiteEvent)(payload)
     if (event.action !== "completed") return nothing(`check_suite ${event.action}: nothing to do`)
-    const sql = yield* SqlClient.SqlClient
     const client = yield* GitHubClient
     const sha = event.check_suite.head_sha
     const repos = yield* repositoriesOf(event.repository)
-    const testing =
-      repos.length === 0
-        ? []
-        : yield* sql<{ repo_id: string }>`
-            select distinct q.repo_id from test_runs t join queues q on q.id = t.queue_id
-            where q.repo_id in ${sql.in(repos.map((r) => r.id))} and t.test_branch_sha = ${sha}
-              and t.status in ('building', 'in_progress')`
+    const engine = yield* Engine
+    const testing = (yield* engine.repositoriesTesting(
+      repos.map((r) => r.id),
+      sha
+    )).map((repo_id) => ({ repo_id }))
     if (testing.length === 0 || client.mode === "none") return nothing("check_suite: not a test branch being tested")
     const owner = event.repository.owner.login
     const repo = event.repository.name
@@ -381,8 +366,7 @@ const onIssueComment = (payload: unknown) =>
         `there is no merge queue for \`${base}\` in ${owner}/${repo}.`
       )
     }
-    const queues_ = yield* QueueRepo
-    const found = yield* queues_.findById(queueId)
+    const found = yield* (yield* Engine).queueById(queueId)
     if (Option.isNone(found)) return nothing("issue_comment: the queue is gone")
     const queue = found.value
     if (!queue.config.commandsEnabled) return nothing("issue_comment: commands are disabled for this queue")
@@ -426,16 +410,13 @@ const runCommand = (
         ? engine.submit(queue, prNumber, command.priority, command.noBatch)
         : engine.cancel(queue, prNumber, "USER_REQUESTED")
     const ran = yield* run.pipe(
-      Effect.as(Option.none<ApiError>()),
-      Effect.catchIf(
-        (e): e is ApiError => e instanceof ApiError,
-        (e) => Effect.succeed(Option.some(e))
-      )
+      Effect.as(Option.none<QueueError>()),
+      Effect.catchIf(isQueueError, (e) => Effect.succeed(Option.some(e)))
     )
     const verb = command._tag === "Merge" ? "merge" : "cancel"
     if (Option.isSome(ran)) {
       return done(
-        `issue_comment: ${verb} refused (${ran.value.code})`,
+        `issue_comment: ${verb} refused (${ran.value._tag})`,
         [],
         Effect.zipRight(react("confused"), reply(ran.value.message))
       )

@@ -7,6 +7,7 @@ import * as OpenApi from "@effect/platform/OpenApi"
 import * as Schema from "effect/Schema"
 import * as F from "../flaky/schemas.ts"
 import * as Q from "../queue/schemas.ts"
+import * as T from "./adminSchemas.ts"
 import { Authentication, EmptyObject, endpointOf, type Op, post } from "./operation.ts"
 
 /** Every operation of the v1 API (contract.md), grouped as the OpenAPI document shows them. */
@@ -98,7 +99,19 @@ export const ops = {
     typeof F.UploadSummary.Encoded
   >,
 
-  reportStatus: post("reportStatus", "/reportStatus", Q.ReportStatusRequest, EmptyObject)
+  reportStatus: post("reportStatus", "/reportStatus", Q.ReportStatusRequest, EmptyObject),
+
+  // the admin API (admin tokens only): what the CLI uses while the server holds the embedded database
+  adminCreateOrganization: post(
+    "adminCreateOrganization",
+    "/admin/createOrganization",
+    T.CreateOrganizationRequest,
+    T.Organization
+  ),
+  adminCreateToken: post("adminCreateToken", "/admin/createToken", T.CreateTokenRequest, T.CreatedToken),
+  adminListTokens: post("adminListTokens", "/admin/listTokens", T.OrgRequest, T.TokenList),
+  adminRevokeToken: post("adminRevokeToken", "/admin/revokeToken", T.RevokeTokenRequest, EmptyObject),
+  adminAddRepository: post("adminAddRepository", "/admin/addRepository", T.AddRepositoryRequest, T.AddedRepository)
 } as const
 
 export type Ops = typeof ops
@@ -157,6 +170,17 @@ export const Api = HttpApi.make("greenline")
   )
   .add(group("uploads", "JUnit result uploads", "uploadTestResults"))
   .add(group("ciStatus", "Commit statuses reported by CI", "reportStatus"))
+  .add(
+    group(
+      "admin",
+      "Organizations, API tokens and repositories (admin tokens only)",
+      "adminCreateOrganization",
+      "adminCreateToken",
+      "adminListTokens",
+      "adminRevokeToken",
+      "adminAddRepository"
+    )
+  )
   .annotate(OpenApi.Title, "Greenline merge queue API")
   .annotate(OpenApi.Version, "1.0.0")
   .annotate(

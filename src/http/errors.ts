@@ -1,6 +1,7 @@
 import { Data, type ParseResult, Schema } from "effect"
 import type { FlakyError } from "../flaky/errors.ts"
 import { describeParseError, type ErrorDetail } from "../kernel/errors.ts"
+import type { QueueError } from "../queue/errors.ts"
 
 /** The stable error codes of contract.md §1. */
 export type ErrorCode =
@@ -78,7 +79,7 @@ export const fromParseError = (error: ParseResult.ParseError): ApiError => {
 }
 
 /** Every feature's domain errors: the HTTP edge is the one place that knows their status codes and contract codes. */
-export type DomainError = FlakyError
+export type DomainError = FlakyError | QueueError
 
 const domainStatus: { readonly [Tag in DomainError["_tag"]]: readonly [status: number, code: ErrorCode] } = {
   RepositoryNotFound: [404, "NOT_FOUND"],
@@ -86,7 +87,12 @@ const domainStatus: { readonly [Tag in DomainError["_tag"]]: readonly [status: n
   InvalidJunit: [400, "INVALID_JUNIT"],
   InvalidUpload: [400, "INVALID_REQUEST"],
   InvalidPageToken: [400, "INVALID_PAGE_TOKEN"],
-  TimeRangeInvalid: [400, "TIME_RANGE_INVALID"]
+  TimeRangeInvalid: [400, "TIME_RANGE_INVALID"],
+  QueueNotFound: [404, "QUEUE_NOT_FOUND"],
+  PullRequestNotFound: [404, "PR_NOT_FOUND"],
+  PrNotActive: [409, "PR_NOT_ACTIVE"],
+  PrTestsNotRestartable: [409, "PR_TESTS_NOT_RESTARTABLE"],
+  TestRunNotFound: [404, "TEST_RUN_NOT_FOUND"]
 }
 
 export const fromDomainError = (error: DomainError): ApiError => {

@@ -1,6 +1,6 @@
 import { Cause, Context, Effect, Exit, Option, type ParseResult, Runtime, Schema } from "effect"
 import type { Organization } from "../tenancy/Tenancy.ts"
-import type { OpName } from "./Api.ts"
+import { type OpName, ops } from "./Api.ts"
 import {
   ApiError,
   type DomainError,
@@ -11,6 +11,7 @@ import {
   toApiError,
   unauthorized
 } from "./errors.ts"
+import { IGNORED_FIELDS_HEADER, IGNORED_FIELDS_MAX_BYTES, ignoredFields } from "./ignoredFields.ts"
 import type { Op } from "./operation.ts"
 import type { RequestSpan, RequestTracer } from "./tracing.ts"
 
@@ -299,6 +300,16 @@ export const makeApp = <R>(options: AppOptions<R>) => {
       if (route.op.contentType !== undefined) {
         return new Response(String(value), { status: 200, headers: { "content-type": route.op.contentType } })
       }
+      const ignored =
+        route.op.source === "json" && body.byteLength <= IGNORED_FIELDS_MAX_BYTES
+          ? ignoredFields(ops[route.op.name as OpName].payload as Schema.Schema<unknown, unknown>, payload)
+          : []
+      if (ignored.length > 0) {
+        return new Response(JSON.stringify(value), {
+          status: 200,
+          headers: { "content-type": "application/json", [IGNORED_FIELDS_HEADER]: ignored.join(", ") }
+        })
+      }
       return json(value)
     }
     const failure = Cause.failureOption(exit.cause)
@@ -317,7 +328,8 @@ export const makeApp = <R>(options: AppOptions<R>) => {
     const started = performance.now()
     const url = new URL(request.url)
     const route = table.get(`${request.method} ${url.pathname}`)
-    let label = route ? route.op.path : "other"
+    // every route labelled by its full path, as the requests name it (/v1/getQueue, /v1/openapi.json, /metrics)
+    let label = route ? `/v1${route.op.path}` : "other"
     const span = options.tracer?.start(request.method, route ? url.pathname : undefined)
     let response: Response
     try {

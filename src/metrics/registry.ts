@@ -1,3 +1,5 @@
+import { heapStats } from "bun:jsc"
+
 /**
  * A small in-process Prometheus registry for the operator metrics of `GET /metrics` (contract.md §5): counters,
  * gauges and histograms with labels, written in the text exposition format.
@@ -130,10 +132,14 @@ export const makeProcessMetrics = () => {
   registry.register(
     new Gauge("greenline_process_memory_bytes", "Memory of the Bun process", () => {
       const m = process.memoryUsage()
+      // Bun's memoryUsage() takes heapUsed and heapTotal from different accounts of JavaScriptCore's heap (heapUsed
+      // was seen at 468 MB beside a heapTotal of 27 MB): both come from the heap's own statistics instead, the
+      // capacity never below what is in use
+      const heap = heapStats()
       return [
         [{ kind: "rss" }, m.rss],
-        [{ kind: "heap_used" }, m.heapUsed],
-        [{ kind: "heap_total" }, m.heapTotal],
+        [{ kind: "heap_used" }, heap.heapSize],
+        [{ kind: "heap_total" }, Math.max(heap.heapCapacity, heap.heapSize)],
         [{ kind: "external" }, m.external]
       ]
     })

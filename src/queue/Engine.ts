@@ -1,15 +1,18 @@
 import type { SqlError } from "@effect/sql/SqlError"
 import { Context, type Effect, type Option } from "effect"
-import type { ApiError } from "../http/errors.ts"
+import type { QueueError } from "./errors.ts"
 import type { PullRequestInfo } from "./GitHost.ts"
 import type { QueueRow } from "./QueueRepo.ts"
 import type {
+  AdaptiveChoiceView,
   EnqueuedPullRequest,
   RunnerError,
   StoredQueueConfig,
   SubmittedPullRequest,
   TestingDetails
 } from "./schemas.ts"
+
+type AdaptiveChoice = typeof AdaptiveChoiceView.Type
 
 /** A queue named as a request names it, in the caller's organization. */
 export interface QueueKey {
@@ -27,15 +30,29 @@ export interface Submission {
   readonly pr: PullRequestInfo
 }
 
+/** What a Git host (its webhooks, a reconciliation) saw change, for the runners of the queues it concerns. */
+export type HostChange =
+  /** the PR left the queue's reach: closed, turned into a draft, retargeted (`reason`, a cancellation reason) */
+  | { readonly _tag: "PrCancelled"; readonly prNumber: number; readonly reason: string }
+  | { readonly _tag: "PrHeadMoved"; readonly prNumber: number; readonly sha: string }
+  /** a branch moved (a push): the runner looks at the target's tip at once */
+  | { readonly _tag: "BranchMoved" }
+
+export type { QueueRow } from "./QueueRepo.ts"
+export type { WatchedQueue } from "./store.ts"
+
 /** What the HTTP handlers ask of the merge-queue engine. Calls that write run inside the request's transaction. */
 export interface EngineShape {
   readonly queueCreated: (queue: QueueRow) => Effect.Effect<void, SqlError>
   readonly configChanged: (queue: QueueRow) => Effect.Effect<void, SqlError>
   /** The effective configuration (the runner may be switching modes) and the active entries in testing order. */
-  readonly view: (
-    queue: QueueRow
-  ) => Effect.Effect<
-    { readonly config: StoredQueueConfig; readonly enqueued: ReadonlyArray<EnqueuedPullRequest> },
+  readonly view: (queue: QueueRow) => Effect.Effect<
+    {
+      readonly config: StoredQueueConfig
+      readonly enqueued: ReadonlyArray<EnqueuedPullRequest>
+      /** extension: adaptive mode's choice (estimates.ts), null when it is off */
+      readonly adaptiveChoice?: AdaptiveChoice | null
+    },
     SqlError
   >
   /**
@@ -46,17 +63,14 @@ export interface EngineShape {
     {
       readonly config: StoredQueueConfig
       readonly enqueued: ReadonlyArray<EnqueuedPullRequest>
+      /** extension: adaptive mode's choice (estimates.ts), null when it is off */
+      readonly adaptiveChoice?: AdaptiveChoice | null
       readonly runnerError: RunnerError | null
     },
-    ApiError | SqlError
-  >
-  /** The queues whose runner keeps failing, on any instance (for `/readyz`). */
-  readonly runnerErrors: Effect.Effect<
-    ReadonlyArray<{ readonly queueId: string; readonly message: string; readonly since: string }>,
-    SqlError
+    QueueError | SqlError
   >
   /** The PR as the Git host shows it now (PR_NOT_FOUND when it does not exist). */
-  readonly readPullRequest: (queue: QueueRow, prNumber: number) => Effect.Effect<PullRequestInfo, ApiError>
+  readonly readPullRequest: (queue: QueueRow, prNumber: number) => Effect.Effect<PullRequestInfo, QueueError>
   /** `pr`, when given, is the PR already read (outside the request's transaction); otherwise it is read here. */
   readonly submit: (
     queue: QueueRow,
@@ -64,27 +78,47 @@ export interface EngineShape {
     priority: number | undefined,
     noBatch: boolean | undefined,
     pr?: PullRequestInfo
-  ) => Effect.Effect<void, ApiError | SqlError>
+  ) => Effect.Effect<void, QueueError | SqlError>
   /**
    * `submit` in a transaction of its own, together with the other submissions that arrive meanwhile (group
    * commit); the runner is woken after the commit. False when the queue is gone.
    */
   readonly submitBatched: (submission: Submission) => Effect.Effect<boolean, SqlError>
   /** `reason` defaults to `API_REQUESTED` (a comment command cancels with `USER_REQUESTED`). */
-  readonly cancel: (queue: QueueRow, prNumber: number, reason?: string) => Effect.Effect<void, ApiError | SqlError>
-  readonly restart: (queue: QueueRow, prNumber: number) => Effect.Effect<void, ApiError | SqlError>
+  readonly cancel: (queue: QueueRow, prNumber: number, reason?: string) => Effect.Effect<void, QueueError | SqlError>
+  readonly restart: (queue: QueueRow, prNumber: number) => Effect.Effect<void, QueueError | SqlError>
   readonly getSubmitted: (
     key: QueueKey,
     prNumber: number,
     includeTimeline: boolean
-  ) => Effect.Effect<SubmittedPullRequest, ApiError | SqlError>
-  readonly testingDetails: (queue: QueueRow, testRunId: string) => Effect.Effect<TestingDetails, ApiError | SqlError>
+  ) => Effect.Effect<SubmittedPullRequest, QueueError | SqlError>
+  readonly testingDetails: (queue: QueueRow, testRunId: string) => Effect.Effect<TestingDetails, QueueError | SqlError>
   readonly setImpactedTargets: (
     queue: QueueRow,
     prNumber: number,
     sha: string,
     targets: ReadonlyArray<string> | "ALL"
-  ) => Effect.Effect<void, ApiError | SqlError>
+  ) => Effect.Effect<void, QueueError | SqlError>
+  /** The queues of a repository named case-insensitively (`host` lower case), as a Git host's events name it. */
+  readonly queuesOfRepository: (
+    host: string,
+    owner: string,
+    name: string
+  ) => Effect.Effect<ReadonlyArray<{ readonly id: string; readonly branch: string; readonly repoId: string }>, SqlError>
+  /** A queue by id (a Git host's command names the queue it found). */
+  readonly queueById: (queueId: string) => Effect.Effect<Option.Option<QueueRow>, SqlError>
+  /**
+   * Hands what the Git host saw to the queue's runner, in the caller's transaction: the PR changes that concern an
+   * active entry, and branch moves. The number handed over; the caller wakes the runner after its commit.
+   */
+  readonly hostChanged: (queueId: string, changes: ReadonlyArray<HostChange>) => Effect.Effect<number, SqlError>
+  /** The repositories among `repoIds` with a queue whose run is being built or tested on `sha`. */
+  readonly repositoriesTesting: (
+    repoIds: ReadonlyArray<string>,
+    sha: string
+  ) => Effect.Effect<ReadonlyArray<string>, SqlError>
+  /** Every queue on the Git host `host` (lower case) as a reconciliation looks at it. */
+  readonly watchedQueues: (host: string) => Effect.Effect<ReadonlyArray<import("./store.ts").WatchedQueue>, SqlError>
   /** Wakes the runner of a queue (after the request's transaction committed). */
   readonly wake: (queueId: string) => Effect.Effect<void>
   readonly ciOutput: (

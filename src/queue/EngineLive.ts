@@ -3,26 +3,21 @@ import * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Cause, Clock, Context, Deferred, Effect, FiberMap, Layer, Option, Queue, Stream } from "effect"
 import { AppConfig } from "../config.ts"
-import { conflict, notFound } from "../http/errors.ts"
 import { Database } from "../kernel/Database.ts"
 import { Metrics } from "../metrics/Metrics.ts"
 import { usesGitHub } from "../providers.ts"
 import type { CommandCi } from "./CiRunner.ts"
 import { Engine, EngineRunner, type EngineShape, type QueueKey, type Submission } from "./Engine.ts"
+import { makeEngineRepo } from "./engineRepo.ts"
+import { PrNotActive, PrTestsNotRestartable, PullRequestNotFound, QueueNotFound, TestRunNotFound } from "./errors.ts"
+import { estimateFields, estimateOf, needsPrior } from "./estimates.ts"
 import { PrFeedback } from "./Feedback.ts"
 import { GitHost } from "./GitHost.ts"
-import { initialState, type QueueState, type RunRecord } from "./planner/index.ts"
-import {
-  ACTIVE_STATES,
-  QUEUE_COLUMNS,
-  type QueueColumns,
-  QueueRepo,
-  type QueueRow,
-  queueOfColumns
-} from "./QueueRepo.ts"
+import { initialState, type QueueState, type QueueStats, type RunRecord } from "./planner/index.ts"
+import { QueueRepo, type QueueRow, queueOfColumns } from "./QueueRepo.ts"
 import { entryRecord, positionOf, viewOf } from "./queueView.ts"
 import { plannerConfig, repoRefOf, runQueue } from "./Runner.ts"
-import { errorMessage, RunnerHealth } from "./RunnerHealth.ts"
+import { RunnerHealth } from "./runner/health.ts"
 import { supervise } from "./runner/supervise.ts"
 import { Statuses, type StoredCheckRun, WAKE_CHANNEL } from "./Statuses.ts"
 import {
@@ -32,6 +27,7 @@ import {
   type TestingDetails
 } from "./schemas.ts"
 import { type EntryRow, type InboxEvent, iso, makeStore, parseJson, TERMINAL, upgradeState } from "./store.ts"
+import { breakdownOf } from "./timeBreakdown.ts"
 
 /** A submission waiting for the next batch. */
 interface PendingSubmission {
@@ -39,7 +35,18 @@ interface PendingSubmission {
   readonly done: Deferred.Deferred<boolean, SqlError>
 }
 
-type NullableEntryRow = { readonly [K in keyof EntryRow]: EntryRow[K] | null }
+/** An error's message for users: the first line of it and of each cause under it, bounded. */
+const errorMessage = (error: unknown): string => {
+  const parts: Array<string> = []
+  let e: unknown = error
+  for (let depth = 0; depth < 4 && e !== undefined && e !== null; depth++) {
+    const text = e instanceof Error ? `${e.name}: ${e.message}` : String(e)
+    parts.push(text.split("\n")[0] ?? text)
+    e = e instanceof Error ? e.cause : undefined
+  }
+  const line = parts.join(": caused by ")
+  return line.length > 500 ? `${line.slice(0, 497)}...` : line
+}
 
 const keyOf = (queue: QueueRow): QueueKey => ({ orgId: queue.repo.orgId, repo: queue.repo, branch: queue.branch })
 
@@ -72,7 +79,7 @@ const statusCheckState = (state: string) =>
   state === "success" ? "SUCCESS" : state === "failure" ? "FAILURE" : state === "error" ? "ERROR" : "PENDING"
 
 const queueNotFound = (key: QueueKey) =>
-  notFound("QUEUE_NOT_FOUND", `no queue ${key.repo.host}/${key.repo.owner}/${key.repo.name}@${key.branch}`)
+  new QueueNotFound({ message: `no queue ${key.repo.host}/${key.repo.owner}/${key.repo.name}@${key.branch}` })
 
 export const EngineLive = Layer.scopedContext(
   Effect.gen(function* () {
@@ -81,9 +88,9 @@ export const EngineLive = Layer.scopedContext(
     const git = yield* GitHost
     const queues = yield* QueueRepo
     const statuses = yield* Statuses
-    const health = yield* RunnerHealth
     const config = yield* AppConfig
     const metrics = yield* Metrics
+    const health = yield* RunnerHealth
     const context = yield* Effect.context<
       SqlClient.SqlClient | GitHost | QueueRepo | Statuses | AppConfig | Database | CommandCi | RunnerHealth
     >()
@@ -91,6 +98,7 @@ export const EngineLive = Layer.scopedContext(
     const feedback = yield* Effect.serviceOption(PrFeedback)
     const runnerContext = Option.isSome(feedback) ? Context.add(context, PrFeedback, feedback.value) : context
     const store = makeStore(sql)
+    const repo = makeEngineRepo(sql)
     const { activeEntries, enqueueEvent, enqueueEvents, insertRuntime, loadRuntime, readTargets, timeline } = store
 
     const runtimeOf = (queue: QueueRow) =>
@@ -101,39 +109,75 @@ export const EngineLive = Layer.scopedContext(
         )
       )
 
-    /**
-     * The queue `key` names with the PR submitted to it, in one statement: the entry (null columns when the PR was
-     * never submitted), whether targets exist for its head, and its position among the active entries that are not
-     * not_ready, in testing order (from the runner's state, computed in the database: the state is not shipped).
-     * No row: no such queue in the caller's organization.
-     */
-    const findSubmitted = (key: QueueKey, prNumber: number) =>
-      Effect.map(
-        sql<QueueColumns & NullableEntryRow & { position: number | null; has_targets: boolean; unsettled: boolean }>`
-          select ${sql.unsafe(QUEUE_COLUMNS)}, e.*,
-            exists (select 1 from impacted_targets t
-                    where t.repo_id = r.id and t.pr_number = e.pr_number and t.sha = e.head_sha) as has_targets,
-            exists (select 1 from entries u where u.queue_id = q.id and u.request_seq is not null) as unsettled,
-            case when e.state in ('pending', 'testing', 'tests_passed', 'pending_failure') then coalesce(
-              array_position(rt.positions, e.id),
-              -- not placed by the runner yet: after the placed ones, by priority and submission, as getQueue shows it
-              coalesce(cardinality(rt.positions), 0) + (
-                select count(*)::int from entries f
-                where f.queue_id = q.id and f.state in ('pending', 'testing', 'tests_passed', 'pending_failure')
-                  and not (f.id = any(coalesce(rt.positions, '{}')))
-                  and (f.priority, f.submitted_at, f.id) <= (e.priority, e.submitted_at, e.id)))
-            end as position
-          from queues q join repositories r on r.id = q.repo_id
-          left join queue_runtime rt on rt.queue_id = q.id
-          left join entries e on e.queue_id = q.id and e.pr_number = ${prNumber}
-          where r.host = ${key.repo.host} and r.owner = ${key.repo.owner} and r.name = ${key.repo.name}
-            and r.org_id = ${key.orgId} and q.branch = ${key.branch}`,
-        (rows) => Option.fromNullable(rows[0])
-      )
-
     /** The queue held for the transaction (QUEUE_NOT_FOUND when a delete came first). */
     const hold = (queue: QueueRow) =>
       Effect.flatMap(store.holdQueue(queue.id), (held) => (held ? Effect.void : queueNotFound(keyOf(queue))))
+
+    /** A young queue's prior for its estimates: the observations of the repository's busiest other queue. */
+    const priorFor = (queue: QueueRow, state: QueueState) =>
+      needsPrior(state)
+        ? Effect.map(
+            sql<{ stats: unknown }>`
+              select rt.state->'stats' as stats from queue_runtime rt join queues q on q.id = rt.queue_id
+              where q.repo_id = ${queue.repo.id} and q.id <> ${queue.id}
+                and coalesce((rt.state->'stats'->>'finishedRuns')::int, 0) >= 3
+              order by (rt.state->'stats'->>'finishedRuns')::int desc limit 1`,
+            (rows) => (rows[0] === undefined ? undefined : parseJson<QueueStats>(rows[0].stats))
+          )
+        : Effect.succeed(undefined)
+
+    /** getSubmittedPullRequest's extension fields (issue #18): the estimates and the time breakdown. */
+    const extensionsOf = (queue: QueueRow, entryId: string, active: boolean) =>
+      Effect.gen(function* () {
+        const now = yield* Clock.currentTimeMillis
+        let estimates = {}
+        if (active) {
+          const rt = yield* sql<{ state: unknown; version: string | number }>`
+            select state, version from queue_runtime where queue_id = ${queue.id}`
+          const found = rt[0]
+          const state =
+            found === undefined
+              ? initialState(plannerConfig(queue.config), null)
+              : upgradeState(parseJson<QueueState>(found.state))
+          const version = found === undefined ? null : Number(found.version)
+          // an entry the runner has not placed yet: right behind the placed ones
+          const fresh = { place: 1, depth: state.config.concurrency, now }
+          const prior = yield* priorFor(queue, state)
+          estimates = estimateFields(estimateOf(queue.id, version, state, now, prior), entryId, fresh)
+        }
+        const rows = (yield* timeline(entryId)).map((t) => ({
+          at: new Date(t.at).getTime(),
+          state: t.state,
+          reason: t.reason
+        }))
+        const b = breakdownOf(rows, now, {
+          batch: queue.config.batch,
+          maxWaitMs: queue.config.batchingMaxWaitTimeMinutes * 60_000
+        })
+        // the PR that failed (or went pending_failure) at the instant of each restart caused it
+        const causes =
+          b.restarts.length === 0
+            ? []
+            : yield* sql<{ pr_number: string | number; at: Date | string }>`
+                select e.pr_number, t.at from entry_timeline t join entries e on e.id = t.entry_id
+                where e.queue_id = ${queue.id} and e.id <> ${entryId}
+                  and t.state in ('failed', 'pending_failure')
+                  and t.at in ${sql.in(b.restarts.map((r) => iso(r.at)))}`
+        const causeAt = new Map(causes.map((c) => [new Date(c.at).getTime(), Number(c.pr_number)]))
+        return {
+          ...estimates,
+          timeBreakdown: {
+            waitingForSlotMs: b.waitingForSlotMs,
+            waitingForBatchMs: b.waitingForBatchMs,
+            testingMs: b.testingMs,
+            restarts: b.restarts.map((r) => ({
+              at: iso(r.at),
+              reason: r.reason,
+              causedByPr: causeAt.get(r.at) ?? null
+            }))
+          }
+        }
+      })
 
     /** The active entry of a PR, locked for the transaction, in a queue held for it. */
     const requireActive = (queue: QueueRow, prNumber: number) =>
@@ -141,12 +185,13 @@ export const EngineLive = Layer.scopedContext(
         yield* hold(queue)
         const entry = yield* store.lockEntry(queue.id, prNumber)
         if (Option.isNone(entry))
-          return yield* notFound("PR_NOT_FOUND", `pull request #${prNumber} was never submitted to this queue`)
+          return yield* new PullRequestNotFound({
+            message: `pull request #${prNumber} was never submitted to this queue`
+          })
         if (TERMINAL.has(entry.value.state)) {
-          return yield* conflict(
-            "PR_NOT_ACTIVE",
-            `pull request #${prNumber} is not in the queue (it is ${entry.value.state})`
-          )
+          return yield* new PrNotActive({
+            message: `pull request #${prNumber} is not in the queue (it is ${entry.value.state})`
+          })
         }
         return entry.value
       })
@@ -155,12 +200,13 @@ export const EngineLive = Layer.scopedContext(
       git.getPullRequest(repoRefOf(queue.repo), prNumber).pipe(
         Effect.catchTags({
           PrNotFound: () =>
-            notFound("PR_NOT_FOUND", `pull request #${prNumber} does not exist (no refs/pull/${prNumber}/head)`),
+            new PullRequestNotFound({
+              message: `pull request #${prNumber} does not exist (no refs/pull/${prNumber}/head)`
+            }),
           RepoNotFound: () =>
-            notFound(
-              "PR_NOT_FOUND",
-              `pull request #${prNumber} does not exist: ${queue.repo.host}/${queue.repo.owner}/${queue.repo.name} has no repository`
-            )
+            new PullRequestNotFound({
+              message: `pull request #${prNumber} does not exist: ${queue.repo.host}/${queue.repo.owner}/${queue.repo.name} has no repository`
+            })
         }),
         Effect.catchTag("GitError", (e) => Effect.die(e))
       )
@@ -200,24 +246,7 @@ export const EngineLive = Layer.scopedContext(
         if (items.length === 0) return [] as ReadonlyArray<boolean>
         const at = iso(yield* Clock.currentTimeMillis)
         const keys = items.map((s, i) => ({ i, queue_id: s.queue.id, pr: s.prNumber, sha: s.pr.headSha }))
-        const found = yield* sql<{
-          i: number
-          mode: string | null
-          id: string | null
-          state: string | null
-          priority: number | null
-          no_batch: boolean | null
-          head_sha: string | null
-          has_targets: boolean
-        }>`
-          select v.i, q.config->>'mode' as mode, e.id, e.state, e.priority, e.no_batch, e.head_sha,
-            exists (select 1 from impacted_targets t
-                    where t.repo_id = q.repo_id and t.pr_number = v.pr and t.sha = v.sha) as has_targets
-          from jsonb_to_recordset(${JSON.stringify(keys)}::jsonb) as v(i int, queue_id uuid, pr bigint, sha text)
-          join queues q on q.id = v.queue_id
-          left join entries e on e.queue_id = v.queue_id and e.pr_number = v.pr
-          order by q.id
-          for key share of q`
+        const found = yield* repo.submissionTargets(keys)
         const byIndex = new Map(found.map((row) => [Number(row.i), row]))
         const inserts: Array<Record<string, unknown>> = []
         const updates: Array<Record<string, unknown>> = []
@@ -272,25 +301,10 @@ export const EngineLive = Layer.scopedContext(
         const withSeq = (rows: ReadonlyArray<Record<string, unknown>>) =>
           JSON.stringify(rows.map((r) => ({ ...r, request_seq: seqs[r.ev as number] ?? null })))
         if (inserts.length > 0) {
-          yield* sql`insert into entries (id, queue_id, pr_number, state, state_changed_at, submitted_at, priority, no_batch,
-                                          head_sha, title, author, request_seq, request_new)
-                     select v.id, v.queue_id, v.pr_number, v.state, v.at, v.at, v.priority, v.no_batch, v.head_sha, v.title,
-                       v.author, v.request_seq, true
-                     from jsonb_to_recordset(${withSeq(inserts)}::jsonb) as v(id uuid, queue_id uuid, pr_number bigint,
-                       state text, at timestamptz, priority int, no_batch boolean, head_sha text, title text, author text,
-                       request_seq bigint)
-                     on conflict (queue_id, pr_number) do update set state = excluded.state,
-                       state_changed_at = excluded.state_changed_at, submitted_at = excluded.submitted_at,
-                       priority = excluded.priority, no_batch = excluded.no_batch, head_sha = excluded.head_sha,
-                       title = excluded.title, author = excluded.author, run_id = null, verified_by_test_run = null,
-                       first_tested_at = null, ended_at = null, restarts = 0, request_seq = excluded.request_seq,
-                       request_new = true`
+          yield* repo.insertEntries(withSeq(inserts))
         }
         if (updates.length > 0) {
-          yield* sql`update entries e set priority = v.priority, no_batch = v.no_batch, request_seq = v.request_seq
-                     from jsonb_to_recordset(${withSeq(updates)}::jsonb) as v(id uuid, priority int, no_batch boolean,
-                       request_seq bigint)
-                     where e.id = v.id`
+          yield* repo.updateEntries(withSeq(updates))
         }
         return items.map((_, i) => byIndex.has(i))
       })
@@ -367,26 +381,12 @@ export const EngineLive = Layer.scopedContext(
         Effect.gen(function* () {
           const state = yield* runtimeOf(queue)
           const rows = yield* activeEntries(queue.id)
-          return viewOf(queue, state, rows)
+          return viewOf(queue, state, rows, yield* Clock.currentTimeMillis, null, yield* priorFor(queue, state))
         }),
 
       viewByKey: (key) =>
         Effect.gen(function* () {
-          const rows = yield* sql<
-            QueueColumns & {
-              runtime_state: unknown
-              active: unknown
-              runner_error: string | null
-              runner_error_since: Date | string | null
-            }
-          >`
-            select ${sql.unsafe(QUEUE_COLUMNS)}, rt.state as runtime_state, rt.runner_error, rt.runner_error_since,
-              (select coalesce(json_agg(e), '[]'::json) from entries e
-               where e.queue_id = q.id and e.state in ${sql.in(ACTIVE_STATES)}) as active
-            from queues q join repositories r on r.id = q.repo_id
-            left join queue_runtime rt on rt.queue_id = q.id
-            where r.host = ${key.repo.host} and r.owner = ${key.repo.owner} and r.name = ${key.repo.name}
-              and r.org_id = ${key.orgId} and q.branch = ${key.branch}`
+          const rows = yield* repo.queueViewRows(key)
           const row = rows[0]
           if (row === undefined) return yield* queueNotFound(key)
           const queue = queueOfColumns(row)
@@ -394,14 +394,16 @@ export const EngineLive = Layer.scopedContext(
             row.runtime_state === null
               ? initialState(plannerConfig(queue.config), null)
               : upgradeState(parseJson<QueueState>(row.runtime_state))
+          const version = row.runtime_version === null ? null : Number(row.runtime_version)
+          const now = yield* Clock.currentTimeMillis
+          const prior = yield* priorFor(queue, state)
           const runnerError =
             row.runner_error === null
               ? null
-              : { message: row.runner_error, since: iso(new Date(row.runner_error_since ?? Date.now())) }
-          return { ...viewOf(queue, state, parseJson<ReadonlyArray<EntryRow>>(row.active)), runnerError }
+              : { message: row.runner_error, since: iso(new Date(row.runner_error_since ?? now)) }
+          const view = viewOf(queue, state, parseJson<ReadonlyArray<EntryRow>>(row.active), now, version, prior)
+          return { ...view, runnerError }
         }),
-
-      runnerErrors: health.runnerErrors,
 
       readPullRequest,
 
@@ -423,10 +425,9 @@ export const EngineLive = Layer.scopedContext(
         Effect.gen(function* () {
           const entry = yield* requireActive(queue, prNumber)
           if (yield* store.isMerging(queue.id, entry.id)) {
-            return yield* conflict(
-              "PR_NOT_ACTIVE",
-              `pull request #${prNumber} is being merged: it can no longer be cancelled`
-            )
+            return yield* new PrNotActive({
+              message: `pull request #${prNumber} is being merged: it can no longer be cancelled`
+            })
           }
           const seq = yield* enqueueEvent(queue.id, { _tag: "Planner", event: { _tag: "Cancelled", prNumber, reason } })
           yield* store.markCancelled(entry.id, iso(yield* Clock.currentTimeMillis), seq)
@@ -436,13 +437,12 @@ export const EngineLive = Layer.scopedContext(
         Effect.gen(function* () {
           const entry = yield* requireActive(queue, prNumber)
           if (entry.first_tested_at === null && entry.run_id === null) {
-            return yield* conflict(
-              "PR_TESTS_NOT_RESTARTABLE",
-              `pull request #${prNumber} has no test run to restart yet`
-            )
+            return yield* new PrTestsNotRestartable({
+              message: `pull request #${prNumber} has no test run to restart yet`
+            })
           }
           if (yield* store.isMerging(queue.id, entry.id)) {
-            return yield* conflict("PR_TESTS_NOT_RESTARTABLE", `pull request #${prNumber} is being merged`)
+            return yield* new PrTestsNotRestartable({ message: `pull request #${prNumber} is being merged` })
           }
           const seq = yield* enqueueEvent(queue.id, { _tag: "Planner", event: { _tag: "RestartRequested", prNumber } })
           yield* store.markRestarted(entry.id, iso(yield* Clock.currentTimeMillis), seq)
@@ -450,11 +450,13 @@ export const EngineLive = Layer.scopedContext(
 
       getSubmitted: (key, prNumber, includeTimeline) =>
         Effect.gen(function* () {
-          const found = yield* findSubmitted(key, prNumber)
+          const found = yield* repo.findSubmitted(key, prNumber)
           if (Option.isNone(found)) return yield* queueNotFound(key)
           const queue = queueOfColumns(found.value)
           if (found.value.id === null)
-            return yield* notFound("PR_NOT_FOUND", `pull request #${prNumber} was never submitted to this queue`)
+            return yield* new PullRequestNotFound({
+              message: `pull request #${prNumber} was never submitted to this queue`
+            })
           const row = { ...found.value, id: found.value.id } as EntryRow & typeof found.value
           const active = !TERMINAL.has(row.state)
           // requests the runner has not stepped yet move places: the view's order then (the state is read whole)
@@ -485,7 +487,8 @@ export const EngineLive = Layer.scopedContext(
               })
             },
             forceEnqueued: false,
-            isCurrentlySubmittedToQueue: active
+            isCurrentlySubmittedToQueue: active,
+            ...(yield* extensionsOf(queue, row.id, active))
           }
           if (!includeTimeline) return record
           const items = yield* timeline(row.id)
@@ -501,18 +504,17 @@ export const EngineLive = Layer.scopedContext(
 
       testingDetails: (queue, testRunId) =>
         Effect.gen(function* () {
-          const rows = yield* sql<{ record: unknown }>`
-            select record from test_runs where id = ${testRunId} and queue_id = ${queue.id}`
+          const rows = yield* repo.testRunRecord(queue.id, testRunId)
           const raw = rows[0]
-          if (raw === undefined) return yield* notFound("TEST_RUN_NOT_FOUND", `no test run ${testRunId} in this queue`)
+          if (raw === undefined)
+            return yield* new TestRunNotFound({ message: `no test run ${testRunId} in this queue` })
           const run = (typeof raw.record === "string" ? JSON.parse(raw.record) : raw.record) as RunRecord
           const required = yield* statuses.requirements(run.id)
           const reported = run.testBranchSha === null ? [] : yield* statuses.forSha(queue.repo.id, run.testBranchSha)
           const checks =
             run.testBranchSha === null ? [] : yield* statuses.checkRunsForSha(queue.repo.id, run.testBranchSha)
           const tested = run.items.filter((i) => run.testedEntryIds.includes(i.entryId))
-          const titles = yield* sql<{ id: string; title: string }>`
-            select id, title from entries where id in ${sql.in(run.items.map((i) => i.entryId).concat(["00000000-0000-0000-0000-000000000000"]))}`
+          const titles = yield* repo.entryTitles(run.items.map((i) => i.entryId))
           const titleOf = new Map(titles.map((t) => [t.id, t.title]))
           const repoPath = `${queue.repo.host}/${queue.repo.owner}/${queue.repo.name}`
           const details: TestingDetails = {
@@ -561,13 +563,43 @@ export const EngineLive = Layer.scopedContext(
           }
         }),
 
+      queuesOfRepository: store.queuesOfRepository,
+
+      queueById: (queueId) => queues.findById(queueId),
+
+      hostChanged: (queueId, changes) =>
+        Effect.gen(function* () {
+          const prs = changes.flatMap((c) => (c._tag === "BranchMoved" ? [] : [c.prNumber]))
+          const active = yield* store.activePrs(queueId, prs)
+          const events: Array<{ readonly i: number; readonly queue_id: string; readonly event: InboxEvent }> = []
+          for (const change of changes) {
+            const event: InboxEvent | undefined =
+              change._tag === "BranchMoved"
+                ? { _tag: "GitChanged" }
+                : !active.has(change.prNumber)
+                  ? undefined
+                  : change._tag === "PrCancelled"
+                    ? {
+                        _tag: "Planner",
+                        event: { _tag: "Cancelled", prNumber: change.prNumber, reason: change.reason }
+                      }
+                    : { _tag: "Planner", event: { _tag: "PrHeadMoved", prNumber: change.prNumber, sha: change.sha } }
+            if (event !== undefined) events.push({ i: events.length, queue_id: queueId, event })
+          }
+          if (events.length > 0) yield* enqueueEvents(events)
+          return events.length
+        }),
+
+      repositoriesTesting: store.repositoriesTesting,
+
+      watchedQueues: store.watchedQueues,
+
       wake,
 
       ciOutput: (id) =>
         Effect.gen(function* () {
           if (!/^[0-9a-f-]{36}$/i.test(id)) return Option.none()
-          const rows = yield* sql<{ output: string; exit_code: number | null }>`
-            select output, exit_code from ci_outputs where id = ${id}`
+          const rows = yield* repo.ciOutput(id)
           return Option.map(Option.fromNullable(rows[0]), (r) => ({ output: r.output, exitCode: r.exit_code }))
         })
     }
@@ -599,10 +631,20 @@ export const EngineLive = Layer.scopedContext(
       if (fencings.get(queueId) === fencing) fencings.delete(queueId)
     }
 
+    /**
+     * Queues whose stored runner error may be set: a runner new on this instance may find one another instance
+     * recorded, and a failure records one; the next completed round clears it (one statement, not one per round).
+     */
+    const storedError = new Set<string>()
+
     const hooks = {
       observeLag: (seconds: number) => metrics.runnerLag.observe({}, seconds),
       observeStep: (seconds: number) => metrics.observeStep(seconds),
-      roundDone: (queueId: string) => health.clearRunnerError(queueId).pipe(Effect.ignore),
+      roundDone: (queueId: string) => {
+        health.recovered(queueId)
+        // the stored error (getQueue's runnerError, any instance) is cleared once per runner start or failure
+        if (storedError.delete(queueId)) Effect.runFork(store.clearRunnerError(queueId).pipe(Effect.ignore))
+      },
       lostLease: (queueId: string, fencing: number) =>
         Effect.sync(() => forget(queueId, fencing)).pipe(
           Effect.zipRight(Effect.logWarning(`lost the lease of queue ${queueId}`))
@@ -610,29 +652,31 @@ export const EngineLive = Layer.scopedContext(
     }
 
     const supervised = (queueId: string, fencing: number) =>
-      supervise(runQueue(queueId, owner, fencing, signalOf(queueId), hooks), {
-        // a runner that lost its lease ends by interruption: that is no failure, and it is not restarted
-        failed: (cause, attempt, delayMs) =>
-          Effect.gen(function* () {
-            metrics.runnerRestarts.inc()
-            yield* health
-              .recordRunnerError(queueId, errorMessage(Cause.squash(cause)))
-              .pipe(Effect.catchAllCause((c) => Effect.logWarning("could not record a runner's error", c)))
-            yield* Effect.logError(
-              `runner of queue ${queueId} failed (${attempt + 1} in a row); restarting in ${delayMs} ms`,
-              cause
-            )
-          })
+      Effect.suspend(() => {
+        storedError.add(queueId)
+        return supervise(runQueue(queueId, owner, fencing, signalOf(queueId), hooks), {
+          // a runner that lost its lease ends by interruption: that is no failure, and it is not restarted
+          failed: (cause, attempt, delayMs) =>
+            Effect.gen(function* () {
+              const now = yield* Clock.currentTimeMillis
+              const message = errorMessage(Cause.squash(cause))
+              health.failed(queueId, message, now, now + delayMs)
+              metrics.runnerRestarts.inc()
+              storedError.add(queueId)
+              yield* store
+                .recordRunnerError(queueId, message)
+                .pipe(Effect.catchAllCause((c) => Effect.logWarning("could not record a runner's error", c)))
+              yield* Effect.logError(
+                `runner of queue ${queueId} failed (${attempt + 1} in a row); restarting in ${delayMs} ms`,
+                cause
+              )
+            })
+        })
       }).pipe(Effect.ensuring(Effect.sync(() => forget(queueId, fencing))), Effect.provide(runnerContext))
 
     const takeLeases = (force: boolean) =>
       Effect.gen(function* () {
-        const rows = yield* sql<{ queue_id: string; fencing: string | number }>`
-          update queue_runtime set owner = ${owner},
-            lease_until = now() + make_interval(secs => ${LEASE_SECONDS}),
-            fencing = case when owner = ${owner} then fencing else fencing + 1 end
-          where owner is null or owner = ${owner} or lease_until < now() or ${force}
-          returning queue_id, fencing`
+        const rows = yield* repo.takeLeases(owner, LEASE_SECONDS, force)
         const held = new Set<string>()
         for (const row of rows) {
           const fencing = Number(row.fencing)
@@ -675,11 +719,10 @@ export const EngineLive = Layer.scopedContext(
     yield* Effect.addFinalizer(() =>
       Effect.gen(function* () {
         yield* FiberMap.clear(runners)
-        yield* sql`update queue_runtime set owner = null, lease_until = null where owner = ${owner}`.pipe(Effect.ignore)
+        yield* repo.releaseLeases(owner).pipe(Effect.ignore)
       })
     )
 
-    void queues
     return Context.make(Engine, engine).pipe(Context.add(EngineRunner, { start: Effect.provide(start, context) }))
   })
 )

@@ -31,6 +31,8 @@ interface SeriesRow {
   readonly depth: number
   readonly awaiting: number
   readonly slots: number
+  readonly concurrency: number
+  readonly head_age: number
   readonly merged: number
   readonly failed: number
   readonly cancelled: number
@@ -79,12 +81,15 @@ export const renderQueueMetrics = (
     const bucketOf = sql.literal(BUCKET_OF)
     const rows = yield* sql<SeriesRow>`
       with q as materialized (
-        select q.id, q.branch, r.owner, r.name from queues q join repositories r on r.id = q.repo_id
+        select q.id, q.branch, r.owner, r.name,
+               coalesce((q.config->>'concurrency')::int, 1) as concurrency
+        from queues q join repositories r on r.id = q.repo_id
         where r.org_id = ${scope.orgId} and ${repoFilter}
       ),
       active as (
         select queue_id, count(*) filter (where state <> 'not_ready')::int as depth,
-               count(*) filter (where state = 'not_ready')::int as awaiting
+               count(*) filter (where state = 'not_ready')::int as awaiting,
+               min(submitted_at) filter (where state <> 'not_ready') as oldest
         from entries
         where queue_id in (select id from q)
           and state in ('not_ready','pending','testing','tests_passed','pending_failure')
@@ -132,6 +137,8 @@ export const renderQueueMetrics = (
       )
       select q.id, q.branch, q.owner, q.name, t.queue_type,
              coalesce(a.depth, 0) as depth, coalesce(a.awaiting, 0) as awaiting, coalesce(s.n, 0) as slots,
+             q.concurrency,
+             coalesce(greatest(date_part('epoch', ${new Date(now)}::timestamptz - a.oldest), 0), 0)::float8 as head_age,
              coalesce(l.merged, 0) as merged, coalesce(l.failed, 0) as failed,
              coalesce(l.cancelled, 0) as cancelled, coalesce(l.restarts, 0) as restarts,
              w.wait_buckets, w.wait_sum, w.wait_count, ts.test_buckets, ts.test_sum, ts.test_count,
@@ -181,6 +188,15 @@ export const renderQueueMetrics = (
       ),
       gauge("mq_awaiting_mergeability", "Pull requests submitted but not ready to be tested", (r) => r.awaiting),
       gauge("mq_testing_slots_active", "Test runs in progress", (r) => r.slots),
+      // extensions (not in the hosted product): what the alert rules of docker/prometheus/rules.yml watch
+      gauge("mq_testing_slots_capacity", "The queue's concurrency: test runs it may have at once", (r) =>
+        r.queue_type === "main" ? r.concurrency : 0
+      ),
+      gauge(
+        "mq_head_entry_age_seconds",
+        "Seconds since the oldest active pull request in the queue was submitted (0 when none)",
+        (r) => r.head_age
+      ),
       renderFamily(
         {
           name: "mq_pr_conclusions_1h_total",
@@ -218,6 +234,8 @@ const emptyExposition = () =>
     ["mq_depth_current", "gauge"],
     ["mq_awaiting_mergeability", "gauge"],
     ["mq_testing_slots_active", "gauge"],
+    ["mq_testing_slots_capacity", "gauge"],
+    ["mq_head_entry_age_seconds", "gauge"],
     ["mq_pr_conclusions_1h_total", "gauge"],
     ["mq_pr_restarts_1h_total", "gauge"],
     ["mq_pr_wait_duration_1h_seconds", "histogram"],

@@ -1,6 +1,7 @@
+import { adaptiveChoiceOf, estimateFields, estimateOf } from "./estimates.ts"
 import { makeCtx } from "./planner/context.ts"
 import { insertEntry, isLocked } from "./planner/order.ts"
-import type { Entry, QueueState } from "./planner/types.ts"
+import type { Entry, QueueState, QueueStats } from "./planner/types.ts"
 import type { QueueRow } from "./QueueRepo.ts"
 import type { EnqueuedPullRequest, StoredQueueConfig } from "./schemas.ts"
 import { type EntryRow, iso, TERMINAL } from "./store.ts"
@@ -96,7 +97,6 @@ export const orderedEntries = (
         (a.id < b.id ? -1 : a.id > b.id ? 1 : 0)
     )
     .map((row) => ({ entry: unplaced(row, seq++), row }))
-  // only places entries: it creates no run, so it never asks for a run id
   const ctx = makeCtx({ ...state, entries: kept }, () => "", 0, "")
   const later = [...moved, ...fresh].sort((a, b) => Number(a.row.request_seq ?? 0) - Number(b.row.request_seq ?? 0))
   for (const { entry } of later) insertEntry(ctx, entry)
@@ -108,9 +108,26 @@ export const orderedEntries = (
   return out
 }
 
-/** getQueue's answer from the runner's state and the active entries' rows. */
-export const viewOf = (queue: QueueRow, state: QueueState, rows: ReadonlyArray<EntryRow>) => {
-  const enqueued = orderedEntries(state, rows).map(({ row }, i) => entryRecord(queue, row, i + 1))
+/** getQueue's answer from the runner's state and the active entries' rows, with the estimates (issue #18). */
+export const viewOf = (
+  queue: QueueRow,
+  state: QueueState,
+  rows: ReadonlyArray<EntryRow>,
+  now: number,
+  version: number | null = null,
+  prior?: QueueStats
+) => {
+  // extension: estimates, cached per runtime version; an entry the runner has not placed is estimated behind the
+  // placed ones, in its order among those not placed
+  const estimate = estimateOf(queue.id, version, state, now, prior)
+  const placed = new Set(state.entries.map((e) => e.id))
+  let fresh = 0
+  const enqueued = orderedEntries(state, rows).map(({ row }, i) => ({
+    ...entryRecord(queue, row, i + 1),
+    ...(placed.has(row.id) && row.request_new !== true
+      ? estimateFields(estimate, row.id)
+      : estimateFields(estimate, row.id, { place: ++fresh, depth: state.config.concurrency, now }))
+  }))
   // a mode change the runner has not stepped yet, with runs in flight, is a switch too (semantics.md §6):
   // updateQueue and an immediate getQueue must not show the new mode as running
   const busy = state.merging !== null || state.runs.some((r) => r.status === "building" || r.status === "in_progress")
@@ -119,7 +136,7 @@ export const viewOf = (queue: QueueRow, state: QueueState, rows: ReadonlyArray<E
     ...queue.config,
     state: state.switching !== null || unseenSwitch ? ("switching_modes" as const) : queue.config.state
   }
-  return { config: effective, enqueued }
+  return { config: effective, enqueued, adaptiveChoice: adaptiveChoiceOf(state) }
 }
 
 /** The place of entry `id` in `viewOf`'s order (null when it has none). */

@@ -27,7 +27,9 @@ export const PrNumber = Schema.Union(
 /** An enum accepted in any letter case, answered in lower case. */
 export const CaseInsensitive = <const L extends ReadonlyArray<string>>(...values: L) => {
   const message = `must be one of ${values.join(", ")}`
-  return Schema.transformOrFail(Schema.String.annotations({ message: () => message }), Schema.Literal(...values), {
+  // documented as the enum it is (any letter case is accepted)
+  const encoded = Schema.String.annotations({ message: () => message, jsonSchema: { type: "string", enum: values } })
+  return Schema.transformOrFail(encoded, Schema.Literal(...values), {
     strict: true,
     decode: (s, _, ast) => {
       const lower = s.toLowerCase()
@@ -80,7 +82,9 @@ export const QueueConfig = Schema.Struct({
   allowedBotSubmitters: Schema.Array(Schema.String),
   batchingRules: Schema.Array(Schema.Unknown),
   testBranchConstructionMode: Schema.String,
-  notReadyTimeoutHours: Schema.Number
+  notReadyTimeoutHours: Schema.Number,
+  /** extension: adaptive mode (planner/adaptive.ts) */
+  adaptive: Schema.Boolean
 }).annotations({ identifier: "QueueConfig" })
 export type QueueConfig = typeof QueueConfig.Type
 
@@ -117,7 +121,8 @@ export const defaultQueueConfig = (branch: string): QueueConfig => ({
   allowedBotSubmitters: [],
   batchingRules: [],
   testBranchConstructionMode: "rename_temp_branch",
-  notReadyTimeoutHours: 24
+  notReadyTimeoutHours: 24,
+  adaptive: false
 })
 
 const QueueKey = { repo: RepoRef, targetBranch: NonEmptyString }
@@ -158,7 +163,8 @@ export const UpdateQueueRequest = Schema.Struct({
   allowedBotSubmitters: opt(Schema.Array(Schema.String)),
   batchingRules: opt(Schema.Array(Schema.Unknown)),
   testBranchConstructionMode: opt(Schema.String),
-  notReadyTimeoutHours: opt(U32)
+  notReadyTimeoutHours: opt(U32),
+  adaptive: opt(Schema.Boolean)
 }).annotations({ identifier: "UpdateQueueRequest" })
 export type UpdateQueueRequest = typeof UpdateQueueRequest.Type
 
@@ -236,7 +242,17 @@ const entryFields = {
   position: Schema.NullOr(Schema.Number)
 }
 
-export const EnqueuedPullRequest = Schema.Struct(entryFields).annotations({ identifier: "EnqueuedPullRequest" })
+/** Extension fields: when the PR is expected to start testing and to merge (planner/estimate.ts), ISO times. */
+const estimateFields = {
+  estimatedTestingStartAt: opt(Schema.NullOr(Schema.String)),
+  estimatedMergeAt: opt(Schema.NullOr(Schema.String)),
+  /** why both are null: FEWER_THAN_3_FINISHED_RUNS, QUEUE_PAUSED or NOT_READY */
+  estimateUnavailableReason: opt(Schema.NullOr(Schema.String))
+}
+
+export const EnqueuedPullRequest = Schema.Struct({ ...entryFields, ...estimateFields }).annotations({
+  identifier: "EnqueuedPullRequest"
+})
 export type EnqueuedPullRequest = typeof EnqueuedPullRequest.Type
 
 export const Readiness = Schema.Struct({
@@ -246,14 +262,36 @@ export const Readiness = Schema.Struct({
   gitHubMergeability: Schema.Literal("unspecified", "in_progress", "mergeable", "not_mergeable")
 })
 
+/** Extension: where a PR's time in the queue went (src/queue/timeBreakdown.ts), in milliseconds. */
+export const TimeBreakdown = Schema.Struct({
+  waitingForSlotMs: Schema.Number,
+  waitingForBatchMs: Schema.Number,
+  testingMs: Schema.Number,
+  restarts: Schema.Array(
+    Schema.Struct({ at: Schema.String, reason: Schema.String, causedByPr: Schema.NullOr(Schema.Number) })
+  )
+}).annotations({ identifier: "TimeBreakdown" })
+
 export const SubmittedPullRequest = Schema.Struct({
   ...entryFields,
   readiness: Readiness,
   forceEnqueued: Schema.Boolean,
   isCurrentlySubmittedToQueue: Schema.Boolean,
-  timeline: opt(Schema.Array(TimelineItem))
+  timeline: opt(Schema.Array(TimelineItem)),
+  ...estimateFields,
+  timeBreakdown: opt(TimeBreakdown)
 }).annotations({ identifier: "SubmittedPullRequest" })
 export type SubmittedPullRequest = typeof SubmittedPullRequest.Type
+
+/** Extension: adaptive mode's current choice and why (planner/adaptive.ts); null when the mode is off. */
+export const AdaptiveChoiceView = Schema.Struct({
+  depth: Schema.Number,
+  batchSize: Schema.Number,
+  bisection: Schema.Number,
+  observedFailureRate: Schema.Number,
+  observedFlakyRate: Schema.Number,
+  reason: Schema.String
+}).annotations({ identifier: "AdaptiveChoice" })
 
 /** Extension: the last failure of the queue's runner while it keeps failing (null while it runs). */
 export const RunnerError = Schema.Struct({
@@ -265,6 +303,7 @@ export type RunnerError = typeof RunnerError.Type
 export const QueueWithEntries = Schema.Struct({
   ...QueueConfig.fields,
   enqueuedPullRequests: Schema.Array(EnqueuedPullRequest),
+  adaptiveChoice: opt(Schema.NullOr(AdaptiveChoiceView)),
   runnerError: Schema.NullOr(RunnerError).annotations({
     description:
       "Extension: the last error of the queue's runner while it cannot run (it is restarted with a backoff); null when it runs"

@@ -19,6 +19,25 @@ export type InboxEvent =
   | { readonly _tag: "TargetsSet"; readonly prNumber: number; readonly sha: string }
   | { readonly _tag: "ConfigChanged" }
 
+/** A queue as a reconciliation with its Git host sees it (`watchedQueues`). */
+export interface WatchedQueue {
+  readonly queueId: string
+  readonly branch: string
+  /** `directMergeMode: always`: pending heads' own statuses matter too */
+  readonly directMerge: boolean
+  readonly repo: { readonly id: string; readonly host: string; readonly owner: string; readonly name: string }
+  readonly active: ReadonlyArray<{
+    readonly prNumber: number
+    readonly headSha: string
+    readonly state: string
+    readonly merging: boolean
+  }>
+  /** the test branches of the runs in progress */
+  readonly testedShas: ReadonlyArray<string>
+  readonly targetSha: string | null
+  readonly merging: boolean
+}
+
 export interface Runtime {
   readonly state: QueueState
   readonly outbox: ReadonlyArray<Command>
@@ -393,6 +412,91 @@ export const makeStore = (sql: SqlClient.SqlClient) => {
         on conflict (repo_id, pr_number, sha) do update set all_targets = excluded.all_targets,
           targets_json = excluded.targets_json, updated_at = excluded.updated_at`.pipe(Effect.asVoid)
 
+  /** The queues of a repository named case-insensitively (`host` lower case), as a Git host's events name it. */
+  const queuesOfRepository = (host: string, owner: string, name: string) =>
+    Effect.map(
+      sql<{ id: string; branch: string; repo_id: string }>`
+        select q.id, q.branch, q.repo_id from queues q join repositories r on r.id = q.repo_id
+        where lower(r.host) = ${host} and lower(r.owner) = ${owner.toLowerCase()} and lower(r.name) = ${name.toLowerCase()}`,
+      (rows) => rows.map((r) => ({ id: r.id, branch: r.branch, repoId: r.repo_id }))
+    )
+
+  /** Which of `prNumbers` have an active entry in the queue. */
+  const activePrs = (queueId: string, prNumbers: ReadonlyArray<number>) =>
+    prNumbers.length === 0
+      ? Effect.succeed(new Set<number>())
+      : Effect.map(
+          sql<{ pr_number: string | number }>`
+            select pr_number from entries where queue_id = ${queueId} and pr_number in ${sql.in(prNumbers)}
+              and state in ${sql.in(ACTIVE_STATES)}`,
+          (rows) => new Set(rows.map((r) => Number(r.pr_number)))
+        )
+
+  /** The repositories among `repoIds` with a queue whose run is being built or tested on `sha`. */
+  const repositoriesTesting = (repoIds: ReadonlyArray<string>, sha: string) =>
+    repoIds.length === 0
+      ? Effect.succeed([] as ReadonlyArray<string>)
+      : Effect.map(
+          sql<{ repo_id: string }>`
+            select distinct q.repo_id from test_runs t join queues q on q.id = t.queue_id
+            where q.repo_id in ${sql.in(repoIds)} and t.test_branch_sha = ${sha}
+              and t.status in ('building', 'in_progress')`,
+          (rows) => rows.map((r) => r.repo_id)
+        )
+
+  /**
+   * What a reconciliation with the Git host `host` (lower case) looks at, per queue: its active entries (from the
+   * runner's state), the heads its runs in progress test, its target's tip as the runner saw it, and whether a merge
+   * is under way. Ordered by repository.
+   */
+  const watchedQueues = (host: string) =>
+    Effect.map(
+      sql<{
+        queue_id: string
+        branch: string
+        direct: boolean
+        repo_id: string
+        host: string
+        owner: string
+        name: string
+        entries: unknown
+        runs: unknown
+        target_sha: string | null
+        merging: boolean | null
+      }>`
+        select q.id as queue_id, q.branch, coalesce(q.config->>'directMergeMode', 'off') = 'always' as direct,
+               r.id as repo_id, r.host, r.owner, r.name, rt.state->'entries' as entries, rt.state->'runs' as runs,
+               rt.state->>'targetSha' as target_sha,
+               (rt.state->'merging') is not null and rt.state->'merging' <> 'null'::jsonb as merging
+        from queues q join repositories r on r.id = q.repo_id
+        left join lateral (select state::jsonb as state from queue_runtime where queue_id = q.id) rt on true
+        where lower(r.host) = ${host}
+        order by r.id, q.id`,
+      (rows): ReadonlyArray<WatchedQueue> =>
+        rows.map((r) => {
+          const list = <A>(value: unknown): ReadonlyArray<A> => {
+            const v = parseJson<unknown>(value)
+            return Array.isArray(v) ? (v as ReadonlyArray<A>) : []
+          }
+          type StoredEntry = { prNumber: number; headSha: string; state: string; merging?: boolean }
+          type StoredRun = { status: string; testBranchSha: string | null }
+          return {
+            queueId: r.queue_id,
+            branch: r.branch,
+            directMerge: r.direct,
+            repo: { id: r.repo_id, host: r.host, owner: r.owner, name: r.name },
+            active: list<StoredEntry>(r.entries)
+              .filter((e) => !TERMINAL.has(e.state))
+              .map((e) => ({ prNumber: e.prNumber, headSha: e.headSha, state: e.state, merging: e.merging === true })),
+            testedShas: list<StoredRun>(r.runs).flatMap((run) =>
+              run.status === "in_progress" && run.testBranchSha !== null ? [run.testBranchSha] : []
+            ),
+            targetSha: r.target_sha,
+            merging: r.merging === true
+          }
+        })
+    )
+
   /** Records the runner's last error; `since` stays the time of the first failure of a streak. */
   const recordRunnerError = (queueId: string, message: string) =>
     sql`update queue_runtime set runner_error = ${message}, runner_error_since = coalesce(runner_error_since, now())
@@ -401,14 +505,6 @@ export const makeStore = (sql: SqlClient.SqlClient) => {
   const clearRunnerError = (queueId: string) =>
     sql`update queue_runtime set runner_error = null, runner_error_since = null
         where queue_id = ${queueId} and runner_error is not null`.pipe(Effect.asVoid)
-
-  /** The queues whose runner is failing, with its last error. */
-  const runnerErrors = Effect.map(
-    sql<{ queue_id: string; message: string; since: Date | string }>`
-      select queue_id, runner_error as message, runner_error_since as since from queue_runtime
-      where runner_error is not null order by queue_id`,
-    (rows) => rows.map((r) => ({ queueId: r.queue_id, message: r.message, since: iso(new Date(r.since)) }))
-  )
 
   const activeEntries = (queueId: string): Effect.Effect<ReadonlyArray<EntryRow>, SqlError> =>
     sql<EntryRow>`select * from entries where queue_id = ${queueId} and state in ${sql.in(ACTIVE_STATES)}`
@@ -449,9 +545,12 @@ export const makeStore = (sql: SqlClient.SqlClient) => {
     markRestarted,
     markTargetsSet,
     storeTargets,
+    queuesOfRepository,
+    activePrs,
+    repositoriesTesting,
+    watchedQueues,
     recordRunnerError,
     clearRunnerError,
-    runnerErrors,
     activeEntries,
     timeline,
     readTargets

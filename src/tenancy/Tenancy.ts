@@ -45,12 +45,26 @@ export interface TenancyShape {
   readonly remembered: (token: string, now: number) => Organization | undefined
   /** Clears remembered tokens whenever any instance revokes one (runs until interrupted; the server runs it). */
   readonly followRevocations: Effect.Effect<void>
+  /**
+   * The BOOTSTRAP_TOKEN: `slug` exists and claims on first use, `token` is its admin token named "bootstrap", and
+   * every other bootstrap token of that organization is revoked (a new BOOTSTRAP_TOKEN replaces the previous one).
+   */
   readonly ensureBootstrap: (slug: string, token: string) => Effect.Effect<Organization, SqlError | TenancyError>
+  /**
+   * First run: when the database has no organization and no token at all, creates `slug` (claiming on first use) and
+   * one admin token, and returns that token (to be shown once). None when anything exists already.
+   */
+  readonly firstRun: (
+    slug: string
+  ) => Effect.Effect<Option.Option<{ readonly org: Organization; readonly token: string }>, SqlError | TenancyError>
+  /** Whether `token` is an active admin token (the admin API's guard). */
+  readonly isAdmin: (token: string) => Effect.Effect<boolean, SqlError>
   readonly createOrg: (slug: string, claimOnFirstUse?: boolean) => Effect.Effect<Organization, SqlError | TenancyError>
   readonly findOrg: (slug: string) => Effect.Effect<Option.Option<Organization>, SqlError>
   readonly createToken: (
     slug: string,
-    name: string
+    name: string,
+    admin?: boolean
   ) => Effect.Effect<{ readonly id: string; readonly token: string }, SqlError | TenancyError>
   readonly listTokens: (slug: string) => Effect.Effect<
     ReadonlyArray<{
@@ -58,6 +72,7 @@ export interface TenancyShape {
       readonly name: string
       readonly createdAt: Date
       readonly revokedAt: Date | null
+      readonly admin: boolean
     }>,
     SqlError | TenancyError
   >
@@ -147,13 +162,19 @@ export const TenancyLive = Layer.effect(
         return yield* requireOrg(slug)
       })
 
-    const insertToken = (orgId: string, name: string, token: string) =>
+    const insertToken = (orgId: string, name: string, token: string, admin = false) =>
       Effect.gen(function* () {
         const id = crypto.randomUUID()
-        yield* sql`insert into api_tokens (id, org_id, name, token_hash)
-                   values (${id}, ${orgId}, ${name}, ${hashToken(token)})
+        yield* sql`insert into api_tokens (id, org_id, name, token_hash, admin)
+                   values (${id}, ${orgId}, ${name}, ${hashToken(token)}, ${admin})
                    on conflict (token_hash) do nothing`
         return id
+      })
+
+    const revoked = (ids: ReadonlyArray<string>) =>
+      Effect.gen(function* () {
+        authCache.clear()
+        for (const id of ids) yield* db.notify(TOKENS_CHANNEL, id)
       })
 
     const authenticate = (token: string) =>
@@ -211,31 +232,71 @@ export const TenancyLive = Layer.effect(
       findOrg,
       createOrg,
       ensureBootstrap: (slug, token) =>
+        Effect.gen(function* () {
+          const { org, replaced } = yield* sql.withTransaction(
+            Effect.gen(function* () {
+              const org = yield* createOrg(slug, true)
+              yield* sql`update organizations set claim_on_first_use = true where id = ${org.id}`
+              const hash = hashToken(token)
+              yield* insertToken(org.id, "bootstrap", token, true)
+              // the same token given again (a restart) stays; an older bootstrap token of the organization goes
+              yield* sql`update api_tokens set admin = true, revoked_at = null
+                         where token_hash = ${hash} and org_id = ${org.id} and name = 'bootstrap'`
+              const replaced = yield* sql<{ id: string }>`
+                update api_tokens set revoked_at = now()
+                where org_id = ${org.id} and name = 'bootstrap' and revoked_at is null and token_hash <> ${hash}
+                returning id`
+              return { org: { ...org, claimOnFirstUse: true }, replaced: replaced.map((r) => r.id) }
+            })
+          )
+          if (replaced.length > 0) yield* revoked(replaced)
+          return org
+        }),
+      firstRun: (slug) =>
         sql.withTransaction(
           Effect.gen(function* () {
+            // two instances starting at once on one PostgreSQL: one makes the token, the other sees it made
+            yield* sql`select pg_advisory_xact_lock(7070)`
+            const [counts] = yield* sql<{ orgs: number; tokens: number }>`
+              select (select count(*)::int from organizations) as orgs, (select count(*)::int from api_tokens) as tokens`
+            if (counts === undefined || Number(counts.orgs) > 0 || Number(counts.tokens) > 0) return Option.none()
             const org = yield* createOrg(slug, true)
-            yield* sql`update organizations set claim_on_first_use = true where id = ${org.id}`
-            yield* insertToken(org.id, "bootstrap", token)
-            return { ...org, claimOnFirstUse: true }
+            const token = newToken()
+            yield* insertToken(org.id, "first-run admin", token, true)
+            return Option.some({ org, token })
           })
         ),
-      createToken: (slug, name) =>
+      isAdmin: (token) =>
+        Effect.gen(function* () {
+          if (token.length < 16 || token.length > 512) return false
+          const rows = yield* sql<{ admin: boolean }>`
+            select admin from api_tokens where token_hash = ${hashToken(token)} and revoked_at is null`
+          return rows[0]?.admin === true
+        }),
+      createToken: (slug, name, admin = false) =>
         Effect.gen(function* () {
           const org = yield* requireOrg(slug)
           const token = newToken()
-          const id = yield* insertToken(org.id, name, token)
+          const id = yield* insertToken(org.id, name, token, admin)
           return { id, token }
         }),
       listTokens: (slug) =>
         Effect.gen(function* () {
           const org = yield* requireOrg(slug)
-          const rows = yield* sql<{ id: string; name: string; created_at: Date; revoked_at: Date | null }>`
-            select id, name, created_at, revoked_at from api_tokens where org_id = ${org.id} order by created_at`
+          const rows = yield* sql<{
+            id: string
+            name: string
+            created_at: Date
+            revoked_at: Date | null
+            admin: boolean
+          }>`
+            select id, name, created_at, revoked_at, admin from api_tokens where org_id = ${org.id} order by created_at`
           return rows.map((r) => ({
             id: r.id,
             name: r.name,
             createdAt: new Date(r.created_at),
-            revokedAt: r.revoked_at === null ? null : new Date(r.revoked_at)
+            revokedAt: r.revoked_at === null ? null : new Date(r.revoked_at),
+            admin: r.admin === true
           }))
         }),
       revokeToken: (id) =>
@@ -243,8 +304,7 @@ export const TenancyLive = Layer.effect(
           if (!/^[0-9a-f-]{36}$/i.test(id)) return false
           const rows = yield* sql<{ id: string }>`
             update api_tokens set revoked_at = coalesce(revoked_at, now()) where id = ${id} returning id`
-          authCache.clear()
-          yield* db.notify(TOKENS_CHANNEL, id)
+          yield* revoked([id])
           return rows.length > 0
         }),
       addRepo: (slug, repo) =>

@@ -159,7 +159,7 @@ try {
     const value = (suffix: string) =>
       Number(
         new RegExp(
-          `^greenline_http_request_duration_seconds_${suffix}\\{route="/getMergeQueueMetrics"\\} (\\S+)$`,
+          `^greenline_http_request_duration_seconds_${suffix}\\{route="/v1/getMergeQueueMetrics"\\} (\\S+)$`,
           "m"
         ).exec(text)?.[1] ?? Number.NaN
       )

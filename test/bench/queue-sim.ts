@@ -15,9 +15,10 @@ import type {
   PlannerConfig,
   PlannerEvent,
   QueueState,
-  RunItem
+  RunItem,
+  StepResult
 } from "../../src/queue/planner/index.ts"
-import { initialState, laneOf, step } from "../../src/queue/planner/index.ts"
+import { estimateQueue, initialState, laneOf, step } from "../../src/queue/planner/index.ts"
 import { commitsOf, defaultConfig, fakeSha } from "../support/plannerKit.ts"
 
 const MIN = 60_000
@@ -104,6 +105,10 @@ export interface SimParams {
   /** parallel-mode workload: each PR touches 1-3 of this many targets */
   readonly targets?: number
   readonly timeSteps?: boolean
+  /** failure rates that change with the simulated time (the regime-change workload); overrides p and f */
+  readonly regime?: (now: number) => { readonly p: number; readonly f: number }
+  /** called after every step with the new state */
+  readonly observer?: (state: QueueState, now: number, transitions: StepResult["transitions"]) => void
 }
 
 export interface SimResult {
@@ -117,6 +122,8 @@ export interface SimResult {
   readonly merged: number
   readonly stepNs: number[]
   readonly recorded: StepInput[]
+  /** adaptive mode: share of the simulated time spent at each choice ("depth d, batches of k, bisection b") */
+  readonly choices: ReadonlyMap<string, number>
 }
 
 interface PrInfo {
@@ -156,6 +163,9 @@ export const simulate = (params: SimParams): SimResult => {
   const stepNs: number[] = []
   const recorded: StepInput[] = []
   const end = params.hours * HOUR
+  const choiceTime = new Map<string, number>()
+  let choiceName: string | null = null
+  let choiceSince = 0
 
   const nextId = () => `00000000-0000-4000-8000-${(idn++).toString(16).padStart(12, "0")}`
 
@@ -178,7 +188,15 @@ export const simulate = (params: SimParams): SimResult => {
       stepNs.push(Bun.nanoseconds() - t0)
       recorded.push({ state, ev: input, now })
     }
+    const before = state.stats?.choice
     state = r.state
+    const after = state.stats?.choice
+    if (after !== before) {
+      if (choiceName !== null) choiceTime.set(choiceName, (choiceTime.get(choiceName) ?? 0) + now - choiceSince)
+      choiceName =
+        after == null ? null : `depth ${after.depth}, batches of ${after.batchSize}, bisection ${after.bisection}`
+      choiceSince = now
+    }
     for (const t of r.transitions) {
       const info = prs.get(t.prNumber)
       if (info === undefined) continue
@@ -187,6 +205,7 @@ export const simulate = (params: SimParams): SimResult => {
         info.endAt = now
       }
     }
+    params.observer?.(state, now, r.transitions)
     for (const c of r.commands) handleCommand(c)
   }
 
@@ -238,7 +257,7 @@ export const simulate = (params: SimParams): SimResult => {
 
   const submit = () => {
     const pr = nextPr++
-    const bad = rng() < params.p
+    const bad = rng() < (params.regime?.(now).p ?? params.p)
     let targets: ImpactedTargets = "ALL"
     if (params.targets !== undefined) {
       const n = 1 + Math.floor(rng() * 3)
@@ -283,7 +302,7 @@ export const simulate = (params: SimParams): SimResult => {
       ciRunning.delete(e.runId)
       const items = runItems.get(e.runId) ?? []
       const hasBad = items.some((it) => prs.get(it.prNumber)?.bad === true)
-      const ok = !hasBad && rng() >= params.f
+      const ok = !hasBad && rng() >= (params.regime?.(now).f ?? params.f)
       dispatch({
         _tag: "RunCompleted",
         runId: e.runId,
@@ -310,6 +329,8 @@ export const simulate = (params: SimParams): SimResult => {
     topUp()
   }
 
+  if (choiceName !== null) choiceTime.set(choiceName, (choiceTime.get(choiceName) ?? 0) + end - choiceSince)
+  const choices = new Map([...choiceTime].map(([k, v]) => [k, v / end] as const))
   let merged = 0
   let goodRejected = 0
   let badMerged = 0
@@ -334,7 +355,8 @@ export const simulate = (params: SimParams): SimResult => {
     badMerged,
     merged,
     stepNs,
-    recorded
+    recorded,
+    choices
   }
 }
 
@@ -360,6 +382,82 @@ export const replayTimes = (inputs: readonly StepInput[], reps: number): number[
   }
   return best
 }
+
+// ------------------------------------------------------------------ estimate accuracy
+
+export interface EstimateAccuracy {
+  readonly samples: number
+  readonly median: number
+  readonly p90: number
+  /** mean of actual / estimated time to merge over the samples taken while degraded (1 = unbiased, > 1 optimistic) */
+  readonly optimismDegraded: number
+  readonly degradedSamples: number
+  readonly estimateMs: number[]
+}
+
+/**
+ * Estimates taken at submission and at every change of a PR's position, against the time the PR actually took to
+ * merge from then (PRs that merged). `degraded`: whether a time falls in a degraded phase.
+ */
+export const estimateAccuracy = (params: SimParams, degraded: (now: number) => boolean = () => false) => {
+  const open = new Map<string, Array<{ at: number; est: number; degraded: boolean }>>()
+  const lastPos = new Map<string, number>()
+  const errors: number[] = []
+  const ratios: number[] = []
+  const estimateMs: number[] = []
+  const observer = (state: QueueState, now: number, transitions: StepResult["transitions"]) => {
+    let pos = 0
+    const changed: string[] = []
+    for (const e of state.entries) {
+      if (e.state === "not_ready" || e.state === "merged" || e.state === "failed" || e.state === "cancelled") continue
+      pos++
+      if (lastPos.get(e.id) !== pos) {
+        lastPos.set(e.id, pos)
+        changed.push(e.id)
+      }
+    }
+    if (changed.length > 0) {
+      const t0 = performance.now()
+      const est = estimateQueue(state, now)
+      estimateMs.push(performance.now() - t0)
+      for (const id of changed) {
+        const m = est.byEntry.get(id)?.mergeAt
+        if (m === null || m === undefined) continue
+        const list = open.get(id) ?? []
+        list.push({ at: now, est: m - now, degraded: degraded(now) })
+        open.set(id, list)
+      }
+    }
+    for (const t of transitions) {
+      if (t.to !== "merged" && t.to !== "failed" && t.to !== "cancelled") continue
+      lastPos.delete(t.entryId)
+      const list = open.get(t.entryId)
+      open.delete(t.entryId)
+      if (t.to !== "merged" || list === undefined) continue
+      for (const x of list) {
+        const actual = now - x.at
+        if (actual <= 0) continue
+        errors.push(Math.abs(x.est - actual) / actual)
+        if (x.degraded) ratios.push(actual / Math.max(1, x.est))
+      }
+    }
+  }
+  simulate({ ...params, observer })
+  const mean = ratios.reduce((a, b) => a + b, 0) / Math.max(1, ratios.length)
+  return {
+    samples: errors.length,
+    median: quantile(errors, 0.5),
+    p90: quantile(errors, 0.9),
+    optimismDegraded: ratios.length === 0 ? Number.NaN : mean,
+    degradedSamples: ratios.length,
+    estimateMs
+  } satisfies EstimateAccuracy
+}
+
+/** The regime-change workload: p = 0.02 and f = 0.01 for 16 h, then p = 0.20 and f = 0.05 for 8 h, repeated. */
+export const regimeChange = (now: number) =>
+  now % (24 * HOUR) < 16 * HOUR ? { p: 0.02, f: 0.01 } : { p: 0.2, f: 0.05 }
+export const degradedPhase = (now: number) => regimeChange(now).p > 0.1
 
 // ------------------------------------------------------------------ tables
 
@@ -406,6 +504,44 @@ const settings: Setting[] = [
     config: { concurrency: 8, bisectionConcurrency: 0, canOptimisticallyMerge: true, pendingFailureDepth: 1 }
   }
 ]
+
+const ADAPTIVE: Setting = {
+  name: "adaptive (bounds: depth 8, batches ≤ 8, bisection ≤ 8, optimistic, pendingFailureDepth 1)",
+  config: {
+    concurrency: 8,
+    batch: true,
+    batchingMinSize: 8,
+    bisectionConcurrency: 8,
+    canOptimisticallyMerge: true,
+    pendingFailureDepth: 1,
+    optimizationMode: "bisection_skip_redundant_tests",
+    adaptive: true
+  }
+}
+
+/** Every fixed setting of the grid searchBest walks. */
+const gridSettings = (): Setting[] => {
+  const out: Setting[] = []
+  for (const concurrency of [2, 3, 4, 5, 6]) {
+    for (const size of [2, 4, 6, 8]) {
+      for (const pfd of [0, 1]) {
+        out.push({
+          name: `depth ${concurrency}, batches of ${size}, bisection ${8 - concurrency}, optimistic, pendingFailureDepth ${pfd}`,
+          config: {
+            concurrency,
+            batch: true,
+            batchingMinSize: size,
+            bisectionConcurrency: 8 - concurrency,
+            canOptimisticallyMerge: true,
+            pendingFailureDepth: pfd,
+            optimizationMode: "bisection_skip_redundant_tests"
+          }
+        })
+      }
+    }
+  }
+  return out
+}
 
 const searchBest = (): Setting => {
   let best: { s: Setting; score: number } | null = null
@@ -474,6 +610,21 @@ const main = () => {
     targets: 20,
     timeSteps: true
   })
+  Bun.gc(true)
+  const estimateStates: Array<{ state: QueueState; now: number }> = []
+  let seen = 0
+  const perfAdaptive = simulate({
+    config: ADAPTIVE.config,
+    p: 0.05,
+    f: F,
+    hours: 48,
+    backlog: 500,
+    seed: 5,
+    timeSteps: true,
+    observer: (state, now) => {
+      if (++seen % 100 === 0) estimateStates.push({ state, now })
+    }
+  })
   out("### Planner step time, 500 entries in the queue")
   out("")
   out(
@@ -495,9 +646,29 @@ const main = () => {
   }
   row("single, depth 8 + batches of 4", perf)
   row("parallel, 20 targets, concurrency 8", perfPar)
+  row("single, adaptive (bounds: depth 8, batches ≤ 8)", perfAdaptive)
+  out("")
+  // estimate time: every recorded state estimated again 3 times, fastest kept (the estimate caches per state object,
+  // so each repetition gets a shallow copy)
+  const estTimes = estimateStates.map(({ state, now }) => {
+    let bestMs = Number.POSITIVE_INFINITY
+    for (let k = 0; k < 3; k++) {
+      const t0 = performance.now()
+      estimateQueue({ ...state }, now)
+      bestMs = Math.min(bestMs, performance.now() - t0)
+    }
+    return bestMs
+  })
+  out("### Estimate time, 500 entries in the queue (adaptive, p = 0.05)")
+  out("")
+  out("| states | p50 | p99 | max |")
+  out("|---|---|---|---|")
+  out(
+    `| ${estTimes.length} | ${fmt(quantile(estTimes, 0.5), 2)} ms | ${fmt(quantile(estTimes, 0.99), 2)} ms | ${fmt(Math.max(...estTimes), 2)} ms |`
+  )
   out("")
   const best = searchBest()
-  const all = [...settings, best]
+  const all = [...settings, best, ADAPTIVE]
   out(`### Single mode: saturated backlog of ${BACKLOG} PRs, ${HOURS} h simulated, f = ${F}, CI budget 8`)
   out("")
   out(
@@ -514,6 +685,93 @@ const main = () => {
       )
     }
   }
+  out("")
+  out(`### Adaptive vs the best fixed row of the same run (saturated backlog of ${BACKLOG}, ${HOURS} h, seed 1)`)
+  out("")
+  out(
+    "| f | p | best fixed row | its merged PRs/h | adaptive merged PRs/h | × best | its CI runs / merged | adaptive CI runs / merged | × | adaptive good PRs rejected | adaptive bad PRs merged | adaptive's choices (share of time) |"
+  )
+  out("|---|---|---|---|---|---|---|---|---|---|---|---|")
+  for (const f of [0.01, 0.02, 0.05]) {
+    for (const p of PS) {
+      let top: { s: Setting; r: SimResult } | null = null
+      for (const s of [...settings, best]) {
+        const r = simulate({ config: s.config, p, f, hours: HOURS, backlog: BACKLOG, seed: 1 })
+        if (top === null || r.mergedPerHour > top.r.mergedPerHour) top = { s, r }
+      }
+      const a = simulate({ config: ADAPTIVE.config, p, f, hours: HOURS, backlog: BACKLOG, seed: 1 })
+      const shares = [...a.choices]
+        .sort((x, y) => y[1] - x[1])
+        .slice(0, 2)
+        .map(([k, v]) => `${k} ${(100 * v).toFixed(0)}%`)
+        .join("; ")
+      out(
+        `| ${f} | ${p} | ${top!.s.name} | ${fmt(top!.r.mergedPerHour)} | ${fmt(a.mergedPerHour)} | ${fmt(a.mergedPerHour / top!.r.mergedPerHour, 2)} | ${fmt(top!.r.runsPerMerged, 2)} | ${fmt(a.runsPerMerged, 2)} | ${fmt(a.runsPerMerged / top!.r.runsPerMerged, 2)} | ${a.goodRejected} (${fmt(a.goodRejectedPct, 2)}%) | ${a.badMerged} | ${shares} |`
+      )
+    }
+  }
+  out("")
+  out(
+    `### Regime change: p = 0.02, f = 0.01 for 16 h, then p = 0.20, f = 0.05 for 8 h, repeated; backlog of ${BACKLOG}, ${HOURS} h, seed 1`
+  )
+  out("")
+  out(
+    "| setting | merged PRs/h | × best fixed | p50 submit→merge | p95 submit→merge | CI runs / merged PR | good PRs rejected | bad PRs merged |"
+  )
+  out("|---|---|---|---|---|---|---|---|")
+  const regimeRows: Array<{ s: Setting; r: SimResult }> = []
+  for (const s of [...settings, ...gridSettings()]) {
+    regimeRows.push({
+      s,
+      r: simulate({ config: s.config, p: 0, f: 0, hours: HOURS, backlog: BACKLOG, seed: 1, regime: regimeChange })
+    })
+  }
+  regimeRows.sort((x, y) => y.r.mergedPerHour - x.r.mergedPerHour)
+  const bestFixed = regimeRows[0]!.r
+  const ra = simulate({
+    config: ADAPTIVE.config,
+    p: 0,
+    f: 0,
+    hours: HOURS,
+    backlog: BACKLOG,
+    seed: 1,
+    regime: regimeChange
+  })
+  const regimeRow = (name: string, r: SimResult) =>
+    out(
+      `| ${name} | ${fmt(r.mergedPerHour)} | ${fmt(r.mergedPerHour / bestFixed.mergedPerHour, 2)} | ${fmtMin(r.p50)} | ${fmtMin(r.p95)} | ${fmt(r.runsPerMerged, 2)} | ${r.goodRejected} (${fmt(r.goodRejectedPct, 2)}%) | ${r.badMerged} |`
+    )
+  regimeRow(ADAPTIVE.name, ra)
+  for (const x of regimeRows.slice(0, 5)) regimeRow(`fixed: ${x.s.name}`, x.r)
+  out(
+    `| … (${regimeRows.length} fixed settings in all; the worst: ${regimeRows[regimeRows.length - 1]!.s.name}) | ${fmt(regimeRows[regimeRows.length - 1]!.r.mergedPerHour)} | | | | | | |`
+  )
+  out("")
+  out(
+    "### Estimate accuracy (adaptive queue; estimates at submission and at every change of position, PRs that merged)"
+  )
+  out("")
+  out(
+    "| workload | samples | median |est − actual| / actual | p90 | mean actual / estimated while degraded | estimate time p50 | estimate time p99 |"
+  )
+  out("|---|---|---|---|---|---|---|")
+  const accRow = (name: string, acc: EstimateAccuracy) =>
+    out(
+      `| ${name} | ${acc.samples} | ${fmt(100 * acc.median, 0)}% | ${fmt(100 * acc.p90, 0)}% | ${Number.isNaN(acc.optimismDegraded) ? "-" : `${fmt(acc.optimismDegraded, 2)}× (${acc.degradedSamples} samples)`} | ${fmt(quantile(acc.estimateMs, 0.5), 2)} ms | ${fmt(quantile(acc.estimateMs, 0.99), 2)} ms |`
+    )
+  for (const rate of [6, 12]) {
+    accRow(
+      `Poisson ${rate} PRs/h, p = 0.05, f = ${F}`,
+      estimateAccuracy({ config: ADAPTIVE.config, p: 0.05, f: F, hours: HOURS, arrivalPerHour: rate, seed: 2 })
+    )
+  }
+  accRow(
+    "regime change, Poisson 6 PRs/h",
+    estimateAccuracy(
+      { config: ADAPTIVE.config, p: 0, f: 0, hours: HOURS, arrivalPerHour: 6, seed: 2, regime: regimeChange },
+      degradedPhase
+    )
+  )
   out("")
   out(`### Parallel vs single mode: PRs touch 1–3 of 20 targets, concurrency 8, f = ${F}, CI budget 8`)
   out("")

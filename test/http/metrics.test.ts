@@ -175,7 +175,7 @@ describe("metrics", () => {
     const ok = await fetch(`${server.url}/metrics`, { headers: { authorization: "Bearer metrics-secret" } })
     expect(ok.status).toBe(200)
     const text = await ok.text()
-    expect(text).toContain('greenline_http_requests_total{route="/submitPullRequest",status="200"}')
+    expect(text).toContain('greenline_http_requests_total{route="/v1/submitPullRequest",status="200"}')
     expect(text).toContain("greenline_http_request_duration_seconds_bucket")
     expect(text).toContain("greenline_queue_runner_lag_seconds_count")
     expect(text).toContain('greenline_process_memory_bytes{kind="rss"}')

@@ -1,6 +1,6 @@
 /**
  * A runner that keeps failing is visible (issue #15, Build 3): getQueue's `runnerError`, `/readyz` details and the
- * `greenline_queue_runner_error` gauge say so while it fails, and clear once it runs again. The failure is injected
+ * `greenline_queue_runner_failures` gauge say so while it fails, and clear once it runs again. The failure is injected
  * with a database trigger that refuses the runner's writes of its state.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test"
@@ -65,12 +65,12 @@ describe("runner errors", () => {
         ).toHaveLength(1)
         const ready = (await (await fetch(`${server.url}/readyz`)).json()) as {
           status: string
-          runners: { failing: number; errors: ReadonlyArray<{ queueId: string; message: string }> }
+          runners: { failing: ReadonlyArray<{ queueId: string; message: string }> }
         }
         expect(ready.status).toBe("ready")
-        expect(ready.runners.errors.map((e) => e.queueId)).toContain(id)
+        expect(ready.runners.failing.map((e) => e.queueId)).toContain(id)
         const metrics = await (await fetch(`${server.url}/metrics`)).text()
-        expect(metrics).toContain(`greenline_queue_runner_error{queue="${id}"} 1`)
+        expect(metrics).toContain(`greenline_queue_runner_failures{queue_id="${id}"}`)
         // a later failure keeps the time the runner started failing
         const again = await eventually(
           async () => {
@@ -86,10 +86,12 @@ describe("runner errors", () => {
       }
       // the runner is restarted (with its backoff), completes a round, and the error is gone everywhere
       await eventually(async () => ((await runnerError()) === null ? true : undefined), 30_000, "no runner error")
-      const ready = (await (await fetch(`${server.url}/readyz`)).json()) as { runners: { failing: number } }
-      expect(ready.runners.failing).toBe(0)
+      const ready = (await (await fetch(`${server.url}/readyz`)).json()) as {
+        runners: { failing: ReadonlyArray<{ queueId: string }> }
+      }
+      expect(ready.runners.failing.map((e) => e.queueId)).not.toContain(id)
       const metrics = await (await fetch(`${server.url}/metrics`)).text()
-      expect(metrics).not.toContain(`greenline_queue_runner_error{queue="${id}"}`)
+      expect(metrics).not.toContain(`greenline_queue_runner_failures{queue_id="${id}"}`)
     }, 120_000)
   }
 })

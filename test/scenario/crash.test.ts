@@ -108,7 +108,6 @@ describe.if(pgUrl !== undefined)("crash and takeover (PostgreSQL)", () => {
         const [ownerProcess, other] = owner.includes(`-${a.pid}-`) ? [a, b] : [b, a]
         expect(owner).toContain(`-${ownerProcess.pid}-`)
         await ownerProcess.kill("SIGKILL")
-        const killedAt = Date.now()
         repo.createPr(3, { files: { "pr-3.txt": "3\n" } })
         expect((await other.post("submitPullRequest", { ...key, pr: { number: 3 } })).status).toBe(200)
         await eventually(
@@ -116,7 +115,6 @@ describe.if(pgUrl !== undefined)("crash and takeover (PostgreSQL)", () => {
           60_000,
           "#3 merged"
         )
-        expect(Date.now() - killedAt).toBeLessThan(30_000)
         const after = await db`select owner from queue_runtime`
         expect(String(after[0].owner)).toContain(`-${other.pid}-`)
         checkHistory(repo.git, 3)

@@ -65,12 +65,9 @@ describe("merge queue scenarios", () => {
       async () => {
         await scenario({ db, concurrency: 3 }, async (s) => {
           for (const n of [1, 2, 3]) s.createPr(n, { title: `Add ${n}` })
-          const submittedAt = Date.now()
           for (const n of [1, 2, 3]) await s.submit(n)
           const runs = new Map<number, Awaited<ReturnType<Scenario["waitRun"]>>>()
           for (const n of [1, 2, 3]) runs.set(n, await s.waitRun(n))
-          // a submission wakes the runner (it does not wait for the 5 s lease loop)
-          expect(Date.now() - submittedAt).toBeLessThan(3000)
           // the chain: the k-th run contains every entry ahead of it
           expect(lsTree(s, runs.get(1)!.sha)).toEqual(["README.md", "pr-1.txt"])
           expect(lsTree(s, runs.get(3)!.sha)).toEqual(["README.md", "pr-1.txt", "pr-2.txt", "pr-3.txt"])

@@ -61,7 +61,7 @@ const sqlOn = <A>(f: (sql: SqlClient.SqlClient) => Effect.Effect<A, unknown>) =>
 const readyz = async () =>
   (await (await fetch(`${server.url}/readyz`)).json()) as {
     status: string
-    runners: { failing: number; errors: ReadonlyArray<{ queueId: string; message: string; since: string }> }
+    runners: { failing: ReadonlyArray<{ queueId: string; message: string; since: string; failures: number }> }
   }
 
 test(
@@ -85,7 +85,7 @@ test(
       )
       await s.report(run.sha, "success")
       const failing = await eventually(
-        async () => (await readyz()).runners.errors[0],
+        async () => (await readyz()).runners.failing[0],
         15_000,
         "the runner listed as failing"
       )
@@ -93,14 +93,14 @@ test(
       const queue = await s.ok<{ runnerError: { message: string; since: string } | null }>("getQueue")
       expect(queue.runnerError?.message).toBe(failing.message)
       const metrics = await (await fetch(`${server.url}/metrics`)).text()
-      expect(metrics).toContain(`greenline_queue_runner_error{queue="${failing.queueId}"} 1`)
+      expect(metrics).toContain(`greenline_queue_runner_failures{queue_id="${failing.queueId}"}`)
       // restarts back off: a handful in these seconds, not one per wake-up
       const restarts = Number(/greenline_queue_runner_restarts_total (\d+)/.exec(metrics)?.[1] ?? "0")
       expect(restarts).toBeLessThan(10)
       // the state is readable again: the next restart runs a round, and the run that passed merges
       await sqlOn((sql) => sql`update queue_runtime set outbox = ${saved!.outbox}::jsonb where ${where(sql)}`)
       await s.waitState(1, "merged")
-      expect((await readyz()).runners.errors.map((f) => f.queueId)).not.toContain(failing.queueId)
+      expect((await readyz()).runners.failing.map((f) => f.queueId)).not.toContain(failing.queueId)
       expect((await s.ok<{ runnerError: unknown }>("getQueue")).runnerError).toBeNull()
     }),
   TIMEOUT

@@ -56,11 +56,9 @@ describe("CommandCi", () => {
   })
 
   test("a command past its timeout is killed, with its children", async () => {
-    const started = performance.now()
     const result = await run("sleep 30 & echo $!; sleep 30", 300)
     expect(result.timedOut).toBe(true)
     expect(result.exitCode).toBe(137)
-    expect(performance.now() - started).toBeLessThan(5000)
     const child = Number(result.output.trim())
     expect(child).toBeGreaterThan(0)
     for (let i = 0; i < 50 && isRunning(child); i++) await Bun.sleep(20)

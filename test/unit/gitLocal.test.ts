@@ -1,7 +1,8 @@
 import { afterEach, beforeEach, describe, expect, test } from "bun:test"
 import * as fs from "node:fs"
 import { Effect } from "effect"
-import { LocalGitLayer, makeLocalGit, repoGitDir, validateRepoRef } from "../../src/git-local/LocalGit.ts"
+import { LocalGitLayer, makeLocalGit } from "../../src/git-local/LocalGit.ts"
+import { repoGitDir, validateRepoRef } from "../../src/git-local/repoPaths.ts"
 import { GitHost, type GitHostService, type RepoRef } from "../../src/queue/GitHost.ts"
 import { createTestRepo, type TestRepo } from "../support/git.ts"
 

@@ -1,6 +1,8 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import { Effect, Option } from "effect"
+import { dieUnless } from "../../kernel/errors.ts"
 import { Engine, type EngineShape, type QueueKey } from "../../queue/Engine.ts"
+import { isQueueError, type QueueError } from "../../queue/errors.ts"
 import { QueueRepo, type QueueRow } from "../../queue/QueueRepo.ts"
 import { applyUpdate, publicConfig } from "../../queue/queueSettings.ts"
 import { Statuses } from "../../queue/Statuses.ts"
@@ -20,8 +22,8 @@ import { CurrentOrg, handle } from "../router.ts"
 
 const describe = (repo: RepoRef, branch: string) => `${repo.host}/${repo.owner}/${repo.name}@${branch}`
 
-const orDie = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
-  Effect.catchAll(effect, (e) => (e instanceof ApiError ? Effect.fail(e) : Effect.die(e)))
+/** Keeps the answers a handler means (the contract's errors, the engine's domain errors); anything else is a defect. */
+const orDie = dieUnless((e): e is ApiError | QueueError => e instanceof ApiError || isQueueError(e))
 
 /** The queue of `repo`@`branch` in the caller's organization, or 404 QUEUE_NOT_FOUND. */
 export const requireQueue = (repo: RepoRef, branch: string) =>
@@ -93,7 +95,12 @@ export const queueRoutes = [
     Effect.gen(function* () {
       const engine = yield* Engine
       const view = yield* orDie(engine.viewByKey(yield* keyOf(req.repo, req.targetBranch)))
-      return { ...publicConfig(view.config), enqueuedPullRequests: view.enqueued, runnerError: view.runnerError }
+      return {
+        ...publicConfig(view.config),
+        enqueuedPullRequests: view.enqueued,
+        adaptiveChoice: view.adaptiveChoice ?? null,
+        runnerError: view.runnerError
+      }
     })
   ),
 

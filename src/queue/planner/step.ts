@@ -2,6 +2,7 @@
  * `step`: apply one event to the queue state, then reconcile (resolve pending failures, drop runs whose content
  * is no longer right, start runs, merge), returning the new state and the commands for the shell.
  */
+import { applyChoice, backlogOf, choose, emptyStats, record, restoreBounds, statsOf } from "./adaptive.ts"
 import {
   type Ctx,
   endRun,
@@ -651,8 +652,21 @@ export const randomIds: NewId = () => crypto.randomUUID()
 export const step = (state: QueueState, event: PlannerEvent, now: number, newId: NewId = randomIds): StepResult => {
   const ctx = makeCtx(state, newId, now, Reasons.prerequisiteFailed)
   handle(ctx, event)
+  return plan(ctx, state)
+}
+
+/** Reconcile with adaptive mode's choice (adaptive.ts) when it is on, and add the step to the observations. */
+const plan = (ctx: Ctx, state: QueueState): StepResult => {
+  const bounds = ctx.config
+  const stats = statsOf(state)
+  const choice = bounds.adaptive === true ? choose(bounds, stats, backlogOf(ctx.entries)) : null
+  if (choice !== null) ctx.config = applyChoice(bounds, choice)
   reconcile(ctx)
-  return finish(ctx)
+  if (choice !== null) ctx.config = restoreBounds(ctx.config, bounds)
+  const result = finish(ctx)
+  const next = record(stats, result.runChanges, result.transitions, choice)
+  if (next === emptyStats && state.stats === undefined) return result
+  return { ...result, state: { ...result.state, stats: next } }
 }
 
 /**
@@ -672,8 +686,7 @@ export const stepMany = (
   if (events.every((e) => e._tag === "Submitted")) ctx.burst = { lastPos: -1, lastPriority: 0 }
   for (const event of events) handle(ctx, event)
   ctx.burst = null
-  reconcile(ctx)
-  return finish(ctx)
+  return plan(ctx, state)
 }
 
 /**

@@ -33,6 +33,31 @@ export interface PlannerConfig {
   readonly directMergeMode: "off" | "always"
   readonly optimizationMode: "off" | "bisection_skip_redundant_tests"
   readonly mergeMethod: "merge_commit" | "squash" | "rebase"
+  /** adaptive mode (extension, adaptive.ts): the settings above become upper bounds; absent = off */
+  readonly adaptive?: boolean
+}
+
+/** What adaptive mode chose, and why (adaptive.ts). */
+export interface AdaptiveChoice {
+  readonly depth: number
+  readonly batchSize: number
+  /** bisection slots; 0 = bisection shares the main slots */
+  readonly bisection: number
+  readonly observedFailureRate: number
+  readonly observedFlakyRate: number
+  readonly reason: string
+}
+
+/** The observation windows of a queue (adaptive.ts): kept whether adaptive mode is on or not (estimates use them). */
+export interface QueueStats {
+  /** the last finished runs: [testing time in ms, failed 1 / passed 0, PRs tested] */
+  readonly runs: ReadonlyArray<readonly [number, 0 | 1, number]>
+  /** the last PRs that ended: 1 failed, 0 merged */
+  readonly prs: ReadonlyArray<0 | 1>
+  /** finished runs ever */
+  readonly finishedRuns: number
+  /** adaptive mode's current choice (absent when it is off) */
+  readonly choice?: AdaptiveChoice | null
 }
 
 /** A PR's impacted targets as uploaded: target names, or everything. */
@@ -175,6 +200,8 @@ export interface QueueState {
   readonly switching: ModeSwitch | null
   /** next bisection number per parent run */
   readonly bisectionCounters: Readonly<Record<string, number>>
+  /** observation windows (adaptive.ts); absent in states stored before they existed */
+  readonly stats?: QueueStats
 }
 
 // ---------------------------------------------------------------- events

@@ -28,8 +28,8 @@ export interface RunnerHooks {
   readonly observeStep: (seconds: number) => void
   /** The round could not be saved: the queue is under another token (`fencing` is this runner's); it stops. */
   readonly lostLease: (queueId: string, fencing: number) => Effect.Effect<void>
-  /** A round was saved and its commands ran: the runner runs (RunnerHealth.clearRunnerError). */
-  readonly roundDone: (queueId: string) => Effect.Effect<void>
+  /** A round was saved and its commands ran (the runner is healthy). */
+  readonly roundDone: (queueId: string) => void
 }
 
 /** This runner's hold on its queue: a round is saved only under this owner and fencing token. */
@@ -52,7 +52,8 @@ export const plannerConfig = (c: StoredQueueConfig): PlannerConfig => ({
   batchingMinSize: c.batchingMinSize,
   directMergeMode: c.directMergeMode,
   optimizationMode: c.optimizationMode,
-  mergeMethod: c.mergeMethod
+  mergeMethod: c.mergeMethod,
+  ...(c.adaptive === true ? { adaptive: true } : {})
 })
 
 /** An inbox event as planner events, read against the state it arrives in. */
@@ -179,7 +180,7 @@ export const round = (ctx: RunnerCtx, lease: Lease, hooks: RunnerHooks) =>
     })
     if (!saved) return yield* hooks.lostLease(ctx.queueId, lease.fencing).pipe(Effect.zipRight(Effect.interrupt))
     yield* runCommands(ctx, lease, commands, now)
-    yield* hooks.roundDone(ctx.queueId)
+    hooks.roundDone(ctx.queueId)
     if (Option.isSome(ctx.probe)) yield* ctx.probe.value.roundDone(ctx.queueId)
     return inbox.length === INBOX_BATCH || ctx.memEvents.length > 0
   })

@@ -1,0 +1,80 @@
+/**
+ * The estimate and adaptive-mode fields of the queue views (issue #18): the planner's estimate (planner/estimate.ts)
+ * cached per queue and runtime version, so that reads of an unchanged queue do not simulate it again.
+ */
+import { estimateQueue, type QueueEstimate, type QueueState, type QueueStats } from "./planner/index.ts"
+import type { AdaptiveChoiceView } from "./schemas.ts"
+
+type AdaptiveChoice = typeof AdaptiveChoiceView.Type
+
+const CACHE_SIZE = 256
+const cache = new Map<string, { readonly version: number; readonly estimate: QueueEstimate }>()
+
+/**
+ * The estimate of a queue's state; `version` (the runtime row's) keys the cache, null: not cached. `prior`: the
+ * observations of another queue of the repository, used while this one has fewer than 3 finished runs.
+ */
+export const estimateOf = (
+  queueId: string,
+  version: number | null,
+  state: QueueState,
+  now: number,
+  prior?: QueueStats
+): QueueEstimate => {
+  const hit = cache.get(queueId)
+  if (version !== null && hit !== undefined && hit.version === version) return hit.estimate
+  const estimate = estimateQueue(state, now, prior)
+  if (version !== null) {
+    cache.delete(queueId)
+    cache.set(queueId, { version, estimate })
+    if (cache.size > CACHE_SIZE) cache.delete(cache.keys().next().value!)
+  }
+  return estimate
+}
+
+const isoOrNull = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString())
+
+/**
+ * An entry's estimate fields. An entry the planner has not placed yet (submitted since its last round) goes behind
+ * the placed ones: `fresh` is its place among such entries (1, 2, ...), each one a CI duration divided by the
+ * speculation depth after the last estimated merge.
+ */
+export const estimateFields = (
+  estimate: QueueEstimate,
+  entryId: string,
+  fresh?: { readonly place: number; readonly depth: number; readonly now: number }
+) => {
+  const e = estimate.byEntry.get(entryId)
+  if (e === undefined) {
+    if (fresh === undefined || estimate.unavailableReason !== null) {
+      return {
+        estimatedTestingStartAt: null,
+        estimatedMergeAt: null,
+        estimateUnavailableReason: estimate.unavailableReason ?? "NOT_READY"
+      }
+    }
+    let last = fresh.now
+    for (const x of estimate.byEntry.values()) if (x.mergeAt !== null && x.mergeAt > last) last = x.mergeAt
+    const merge = last + (fresh.place * estimate.ciMedianMs) / Math.max(1, fresh.depth)
+    return {
+      estimatedTestingStartAt: isoOrNull(Math.max(fresh.now, merge - estimate.ciMedianMs)),
+      estimatedMergeAt: isoOrNull(merge),
+      estimateUnavailableReason: null
+    }
+  }
+  return {
+    estimatedTestingStartAt: isoOrNull(e.testingStartAt),
+    estimatedMergeAt: isoOrNull(e.mergeAt),
+    estimateUnavailableReason: e.unavailableReason
+  }
+}
+
+/** Adaptive mode's current choice, null when it is off (or has not planned yet). */
+export const adaptiveChoiceOf = (state: QueueState): AdaptiveChoice | null => {
+  if (state.config.adaptive !== true) return null
+  const c = state.stats?.choice
+  return c === undefined || c === null ? null : { ...c }
+}
+
+/** Whether a queue's estimate needs another queue's observations (fewer than 3 finished runs of its own). */
+export const needsPrior = (state: QueueState): boolean => (state.stats?.finishedRuns ?? 0) < 3

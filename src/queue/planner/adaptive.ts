@@ -1,0 +1,208 @@
+/**
+ * Adaptive mode (issue #18): the queue chooses its speculation depth, batch size and bisection split from what it
+ * observes, within the configured settings (which become upper bounds). Pure and deterministic: the choice is a
+ * function of the configured bounds, the observation window kept in the state (`QueueState.stats`) and the backlog.
+ *
+ * - Observations: every finished run (succeeded or failed, not cancelled) with its testing time, its outcome and the
+ *   number of PRs it tested; every PR that ended merged or failed. Sliding windows of the last `RUN_WINDOW` runs
+ *   and `PR_WINDOW` PRs, each with a prior worth `PRIOR_WEIGHT` observations, so that a new queue starts sensibly.
+ * - Failure rate of PRs q (failed / ended), flaky rate f (run failures that the PR failure rate does not explain:
+ *   a run of k PRs fails with 1 - (1 - p)^k (1 - f)), and the run failure rate are estimated from the windows.
+ * - The choice (simulator-tuned, docs/simulator.md): batching pays while the chance that a batch fails stays small
+ *   (a failed batch is bisected, and no main run starts behind an undecided one); the batch size follows Dorfman's
+ *   k ≈ 1/√q and is capped so that a batch fails in at most about 1 run in 6. Without batching every slot goes to
+ *   speculation depth. Batches never grow beyond what the backlog fills: each of the depth's runs gets a share.
+ * - It only changes what new runs look like: a run that is already started stays valid (the validity check does
+ *   not depend on depth or batch size), so no still-useful run is cancelled by a change of the choice.
+ */
+import type { AdaptiveChoice, Entry, PlannerConfig, QueueState, QueueStats, RunRecord, Transition } from "./types.ts"
+
+/** Finished runs kept in the window. */
+export const RUN_WINDOW = 48
+/** Ended PRs kept in the window. */
+export const PR_WINDOW = 30
+/** The prior counts as this many observations. */
+export const PRIOR_WEIGHT = 6
+/** Prior PR failure rate and flaky rate of a new queue. */
+export const PRIOR_FAILURE_RATE = 0.03
+export const PRIOR_FLAKY_RATE = 0.02
+/** Prior CI duration of a new queue (minutes). */
+export const PRIOR_CI_MINUTES = 30
+
+/**
+ * Failure rate of PRs above which batching stops paying (tuned with `bench:queue`), with a hysteresis: a queue that
+ * batches stops above BATCH_STOP, one that does not starts below BATCH_START (the window's noise would flap it).
+ */
+export const BATCH_START = 0.035
+export const BATCH_STOP = 0.05
+/** Batch size: Dorfman's 1/√q, scaled down (a failed batch also holds back the main runs behind it). */
+export const DORFMAN_SCALE = 0.6
+
+export const emptyStats: QueueStats = { runs: [], prs: [], finishedRuns: 0 }
+
+const clamp = (x: number, lo: number, hi: number) => Math.min(hi, Math.max(lo, x))
+
+export interface Observed {
+  /** PR failure rate (failed / ended), with the prior */
+  readonly failureRate: number
+  /** failure rate of finished runs, with the prior */
+  readonly runFailureRate: number
+  /** spurious failures per run, estimated */
+  readonly flakyRate: number
+  /** median and p90 testing time of finished runs (ms), with the prior when there are none */
+  readonly ciMedianMs: number
+  readonly ciP90Ms: number
+}
+
+const quantileOf = (xs: readonly number[], q: number): number => {
+  const s = xs.slice().sort((a, b) => a - b)
+  return s[Math.min(s.length - 1, Math.floor(q * (s.length - 1)))]!
+}
+
+/** What the windows say, each blended with its prior. */
+export const observe = (stats: QueueStats): Observed => {
+  const prs = stats.prs
+  let failed = 0
+  for (const x of prs) failed += x
+  const q = (failed + PRIOR_WEIGHT * PRIOR_FAILURE_RATE) / (prs.length + PRIOR_WEIGHT)
+  let runFailed = 0
+  let passExpected = 0
+  const durations: number[] = []
+  for (const [ms, fail, size] of stats.runs) {
+    runFailed += fail
+    passExpected += (1 - q) ** size
+    durations.push(ms)
+  }
+  const n = stats.runs.length
+  const runFailureRate = (runFailed + PRIOR_WEIGHT * (1 - (1 - q) * (1 - PRIOR_FLAKY_RATE))) / (n + PRIOR_WEIGHT)
+  // 1 - f = observed pass rate / pass rate explained by q
+  const passObserved = n - runFailed + PRIOR_WEIGHT * (1 - q) * (1 - PRIOR_FLAKY_RATE)
+  const passModel = passExpected + PRIOR_WEIGHT * (1 - q)
+  const flakyRate = clamp(1 - passObserved / Math.max(1e-9, passModel), 0, 0.5)
+  const prior = PRIOR_CI_MINUTES * 60_000
+  // fewer than 3 runs: the prior duration, else the window's
+  const ciMedianMs = durations.length < 3 ? prior : quantileOf(durations, 0.5)
+  const ciP90Ms = durations.length < 3 ? prior * 1.3 : quantileOf(durations, 0.9)
+  return { failureRate: q, runFailureRate, flakyRate, ciMedianMs, ciP90Ms }
+}
+
+const round3 = (x: number) => Math.round(x * 1000) / 1000
+
+/**
+ * The choice for the configured bounds, the observations and the number of PRs waiting to be tested (`backlog`).
+ */
+export const choose = (bounds: PlannerConfig, stats: QueueStats, backlog: number): AdaptiveChoice => {
+  const o = observe(stats)
+  const q = o.failureRate
+  const maxDepth = Math.max(1, bounds.concurrency)
+  const maxBatch = bounds.batch ? Math.max(1, bounds.batchingMinSize) : 1
+  const rate = `${(100 * q).toFixed(1)}% of PRs fail`
+  const flaky = `${(100 * o.flakyRate).toFixed(1)}% flaky runs`
+  let batchSize = 1
+  const batching = (stats.choice?.batchSize ?? 2) > 1
+  const limit = batching ? BATCH_STOP : BATCH_START
+  if (maxBatch > 1 && q < limit) {
+    // Dorfman: k ≈ 1/√q, scaled
+    batchSize = clamp(Math.round(DORFMAN_SCALE / Math.sqrt(Math.max(q, 1e-4))), 2, maxBatch)
+  }
+  if (batchSize > 1) {
+    // batching: the failed batches are bisected on slots of their own, as many as batches fail (at least 1, at most
+    // half); the other slots test batches speculatively
+    const batchFails = 1 - (1 - q) ** batchSize * (1 - Math.min(o.flakyRate, 0.05))
+    const want = clamp(Math.ceil(1.5 * maxDepth * batchFails), 1, Math.max(1, Math.floor(maxDepth / 2)))
+    const bisection = Math.max(1, Math.min(bounds.bisectionConcurrency, want))
+    const depth = Math.max(1, maxDepth - bisection)
+    // grow batches only while the backlog fills every main slot (Mergify)
+    const fill = Math.max(1, Math.ceil(backlog / depth))
+    const size = Math.min(batchSize, Math.max(2, fill))
+    return {
+      depth,
+      batchSize: size,
+      bisection,
+      observedFailureRate: round3(q),
+      observedFlakyRate: round3(o.flakyRate),
+      reason: `${rate} and ${flaky}: batches of ${size} (Dorfman: ${DORFMAN_SCALE}/√p), ${depth} speculative, ${bisection} for bisection`
+    }
+  }
+  return {
+    depth: maxDepth,
+    batchSize: 1,
+    bisection: 0,
+    observedFailureRate: round3(q),
+    observedFlakyRate: round3(o.flakyRate),
+    reason:
+      maxBatch > 1
+        ? `${rate} (batching pays below ${(100 * limit).toFixed(1)}%): no batches, all ${maxDepth} slots speculate`
+        : `${rate}: batching is off, all ${maxDepth} slots speculate`
+  }
+}
+
+/** The configuration the planner applies with `choice` (the bounds, narrowed). */
+export const applyChoice = (bounds: PlannerConfig, choice: AdaptiveChoice): PlannerConfig => ({
+  ...bounds,
+  concurrency: choice.depth,
+  batch: choice.batchSize > 1,
+  batchingMinSize: choice.batchSize,
+  // 0: bisection shares the main slots (single.ts)
+  bisectionConcurrency: choice.bisection
+})
+
+/** Puts the configured bounds back after a step planned with `applyChoice` (mode and state may have changed). */
+export const restoreBounds = (config: PlannerConfig, bounds: PlannerConfig): PlannerConfig => ({
+  ...config,
+  concurrency: bounds.concurrency,
+  batch: bounds.batch,
+  batchingMinSize: bounds.batchingMinSize,
+  bisectionConcurrency: bounds.bisectionConcurrency
+})
+
+/** PRs in the chain: pending, testing or passed, not merged yet. */
+export const backlogOf = (entries: readonly Entry[]): number => {
+  let n = 0
+  for (const e of entries) if (e.state === "pending" || e.state === "testing" || e.state === "tests_passed") n++
+  return n
+}
+
+const push = <A>(xs: readonly A[], add: readonly A[], max: number): A[] => {
+  const out = xs.concat(add)
+  return out.length > max ? out.slice(out.length - max) : out
+}
+
+/** The statistics after a step: runs that finished and PRs that ended in it join the windows. */
+export const record = (
+  stats: QueueStats,
+  runChanges: readonly RunRecord[],
+  transitions: readonly Transition[],
+  choice: AdaptiveChoice | null
+): QueueStats => {
+  let runs: Array<readonly [number, 0 | 1, number]> | null = null
+  for (const r of runChanges) {
+    if ((r.status !== "succeeded" && r.status !== "failed") || r.endedAt === null || r.startedAt === null) continue
+    runs ??= []
+    runs.push([r.endedAt - r.startedAt, r.status === "failed" ? 1 : 0, r.testedEntryIds.length])
+  }
+  let prs: Array<0 | 1> | null = null
+  for (const t of transitions) {
+    if (t.to !== "merged" && t.to !== "failed") continue
+    prs ??= []
+    prs.push(t.to === "failed" ? 1 : 0)
+  }
+  const previous = stats.choice ?? null
+  const sameChoice =
+    choice === previous ||
+    (choice !== null &&
+      previous !== null &&
+      choice.reason === previous.reason &&
+      choice.depth === previous.depth &&
+      choice.bisection === previous.bisection)
+  if (runs === null && prs === null && sameChoice) return stats
+  return {
+    runs: runs === null ? stats.runs : push(stats.runs, runs, RUN_WINDOW),
+    prs: prs === null ? stats.prs : push(stats.prs, prs, PR_WINDOW),
+    finishedRuns: stats.finishedRuns + (runs?.length ?? 0),
+    ...(choice !== null ? { choice: sameChoice ? (previous ?? choice) : choice } : {})
+  }
+}
+
+/** The statistics of a state (states stored before they existed have none). */
+export const statsOf = (state: QueueState): QueueStats => state.stats ?? emptyStats

@@ -1,0 +1,338 @@
+/**
+ * Estimates (issue #18): when each enqueued PR starts testing and when it merges, found by simulating the queue
+ * forward with the planner itself (`step`), over the observed CI durations and PR failure rate (adaptive.ts
+ * `observe`). Pure and deterministic: the same state and time give the same estimates, cached per state object.
+ *
+ * The forward simulation, repeated a few times (more for short queues, ROUND_BUDGET simulated PRs in all) with a
+ * pseudo-random generator seeded from the state, so the same state always gives the same estimate:
+ * - each run takes a duration drawn from the window's finished runs (a run already testing: what remains of one
+ *   longer than it has run, at least a minute); building a test branch takes BUILD_MS, a merge MERGE_MS; CI slots
+ *   are not limited beyond the planner's own;
+ * - each PR fails with the observed PR failure rate q (a PR already `pending_failure` fails), and every run that
+ *   contains a failing PR fails. A PR that failed in a round is taken to land with the PR that merges next behind it
+ *   (the estimate says when it merges if it passes);
+ * - only the first HORIZON PRs are simulated; the ones behind get the simulated throughput, measured from the first
+ *   merge to the last;
+ * - each estimate is the median over the rounds.
+ */
+import { observe, statsOf } from "./adaptive.ts"
+import { isTerminal } from "./context.ts"
+import { step } from "./step.ts"
+import type { Command, Entry, PlannerEvent, QueueState, QueueStats, RunItem } from "./types.ts"
+
+export const BUILD_MS = 30_000
+export const MERGE_MS = 12_000
+/** PRs simulated with the planner; the ones behind are extrapolated with the simulated throughput. */
+export const HORIZON = 40
+/** Fewer finished runs than this (and no prior given): no estimate. */
+export const MIN_FINISHED_RUNS = 3
+const MAX_STEPS = 20_000
+/** Forward simulations per estimate: about ROUND_BUDGET simulated PRs in all, between MIN_ROUNDS and MAX_ROUNDS. */
+const ROUND_BUDGET = 80
+const MIN_ROUNDS = 1
+const MAX_ROUNDS = 8
+
+export type UnavailableReason = "FEWER_THAN_3_FINISHED_RUNS" | "QUEUE_PAUSED" | "NOT_READY"
+
+export interface EntryEstimate {
+  readonly testingStartAt: number | null
+  readonly mergeAt: number | null
+  readonly unavailableReason: UnavailableReason | null
+}
+
+export interface QueueEstimate {
+  /** set when no entry of the queue gets an estimate */
+  readonly unavailableReason: UnavailableReason | null
+  readonly byEntry: ReadonlyMap<string, EntryEstimate>
+  /** the observations the estimate used */
+  readonly ciMedianMs: number
+  readonly failureRate: number
+}
+
+const cache = new WeakMap<QueueState, { now: number; estimate: QueueEstimate }>()
+
+interface Timed {
+  readonly at: number
+  readonly seq: number
+  readonly ev: PlannerEvent
+}
+
+/** A tiny binary heap on (at, seq). */
+class Heap {
+  private readonly h: Timed[] = []
+  get size() {
+    return this.h.length
+  }
+  push(x: Timed) {
+    const h = this.h
+    h.push(x)
+    let i = h.length - 1
+    while (i > 0) {
+      const p = (i - 1) >> 1
+      if (less(h[p]!, x)) break
+      h[i] = h[p]!
+      i = p
+    }
+    h[i] = x
+  }
+  pop(): Timed | undefined {
+    const h = this.h
+    const top = h[0]
+    const last = h.pop()
+    if (top === undefined || last === undefined || h.length === 0) return top
+    let i = 0
+    for (;;) {
+      const l = 2 * i + 1
+      const r = l + 1
+      let m = i
+      const at = (k: number) => (k === i ? last : h[k]!)
+      if (l < h.length && less(h[l]!, at(m))) m = l
+      if (r < h.length && less(h[r]!, at(m))) m = r
+      if (m === i) break
+      h[i] = h[m]!
+      i = m
+    }
+    h[i] = last
+    return top
+  }
+}
+const less = (a: Timed, b: Timed) => a.at < b.at || (a.at === b.at && a.seq < b.seq)
+
+/**
+ * Estimates for the entries of `state` at time `now`. `prior`: observations to use when the queue has fewer than
+ * three finished runs of its own (the repository's other queues); without one such a queue gets no estimate.
+ */
+export const estimateQueue = (state: QueueState, now: number, prior?: QueueStats): QueueEstimate => {
+  const hit = cache.get(state)
+  if (hit !== undefined && hit.now === now) return hit.estimate
+  const estimate = compute(state, now, prior)
+  cache.set(state, { now, estimate })
+  return estimate
+}
+
+const none = (reason: UnavailableReason, state: QueueState, ciMedianMs: number, failureRate: number) => {
+  const byEntry = new Map<string, EntryEstimate>()
+  for (const e of state.entries) {
+    if (isTerminal(e)) continue
+    byEntry.set(e.id, {
+      testingStartAt: null,
+      mergeAt: null,
+      unavailableReason: e.state === "not_ready" ? "NOT_READY" : reason
+    })
+  }
+  return { unavailableReason: reason, byEntry, ciMedianMs, failureRate }
+}
+
+const compute = (state: QueueState, now: number, prior: QueueStats | undefined): QueueEstimate => {
+  const own = statsOf(state)
+  const stats = own.finishedRuns >= MIN_FINISHED_RUNS || prior === undefined ? own : prior
+  const o = observe(stats)
+  const ci = o.ciMedianMs
+  const q = o.failureRate
+  if (stats.finishedRuns < MIN_FINISHED_RUNS) return none("FEWER_THAN_3_FINISHED_RUNS", state, ci, q)
+  if (state.config.state === "paused" || state.targetSha === null) return none("QUEUE_PAUSED", state, ci, q)
+
+  // the simulated part of the queue: the first HORIZON chainable entries, and every entry a run holds
+  const kept: Entry[] = []
+  const behind: Entry[] = []
+  let chain = 0
+  for (const e of state.entries) {
+    if (isTerminal(e)) continue
+    const inChain = e.state !== "not_ready"
+    if (inChain && chain >= HORIZON && e.runId === null && e.state === "pending") {
+      behind.push(e)
+      continue
+    }
+    if (inChain) chain++
+    kept.push(e)
+  }
+  const durations = stats.runs.length >= MIN_FINISHED_RUNS ? stats.runs.map((r) => r[0]) : [ci]
+  // spurious failures are not drawn on their own: the run failure rate they are estimated from also counts the runs
+  // behind a failing PR, and what flaky runs do to PRs (a failure, a restart) is in the PR failure rate already
+  const f = 0
+  // a seed of the state's own: the same state gives the same estimate
+  const rng = mulberry32(state.nextSeq * 7919 + state.entries.length * 31 + state.runs.length)
+  const rounds = Math.min(MAX_ROUNDS, Math.max(MIN_ROUNDS, Math.floor(ROUND_BUDGET / Math.max(1, chain))))
+  const mergeSum = new Map<string, number[]>()
+  const startSum = new Map<string, number[]>()
+  let perMsSum = 0
+  let lastMergeSum = 0
+  const add = (m: Map<string, number[]>, id: string, v: number) => {
+    const x = m.get(id)
+    if (x === undefined) m.set(id, [v])
+    else x.push(v)
+  }
+  const order = kept.filter((e) => e.state !== "not_ready")
+  for (let round = 0; round < rounds; round++) {
+    const once = simulateOnce(state, kept, now, q, f, durations, rng)
+    // a PR that failed in this round lands with the next one that merges behind it
+    let nextMerge: number | null = null
+    for (let i = order.length - 1; i >= 0; i--) {
+      const e = order[i]!
+      const m = once.merged.get(e.id)
+      if (m !== undefined) nextMerge = m
+      const v = m ?? nextMerge
+      if (v !== null) add(mergeSum, e.id, v)
+      const st = once.started.get(e.id)
+      if (st !== undefined) add(startSum, e.id, st)
+    }
+    // throughput of the simulated part, for the PRs behind it
+    const times = [...once.merged.values()].sort((a, b) => a - b)
+    const first = times[0]
+    const last = times[times.length - 1] ?? once.end
+    lastMergeSum += last
+    perMsSum += times.length >= 2 && first !== undefined && last > first ? (times.length - 1) / (last - first) : 0
+  }
+  // the median over the rounds
+  const mean = (m: Map<string, number[]>, id: string) => {
+    const x = m.get(id)
+    if (x === undefined) return null
+    x.sort((a, b) => a - b)
+    return x[Math.floor((x.length - 1) / 2)]!
+  }
+  const byEntry = new Map<string, EntryEstimate>()
+  for (const e of kept) {
+    if (e.state === "not_ready") {
+      byEntry.set(e.id, { testingStartAt: null, mergeAt: null, unavailableReason: "NOT_READY" })
+      continue
+    }
+    const m = mean(mergeSum, e.id)
+    const st = mean(startSum, e.id)
+    byEntry.set(e.id, {
+      testingStartAt: st ?? (m === null ? null : Math.max(now, m - ci - BUILD_MS)),
+      mergeAt: m,
+      unavailableReason: null
+    })
+  }
+  const perMs = perMsSum / rounds
+  const lastMerge = lastMergeSum / rounds
+  behind.forEach((e, k) => {
+    const m = perMs > 0 ? lastMerge + (k + 1) / perMs : null
+    byEntry.set(e.id, {
+      testingStartAt: m === null ? null : Math.max(now, m - ci - BUILD_MS),
+      mergeAt: m,
+      unavailableReason: null
+    })
+  })
+  return { unavailableReason: null, byEntry, ciMedianMs: ci, failureRate: q }
+}
+
+/** One forward simulation: which PRs fail (each with probability q), each run's duration (drawn from the window)
+ * and spurious failure (probability f) drawn from `rng`. */
+const simulateOnce = (
+  state: QueueState,
+  kept: readonly Entry[],
+  now: number,
+  q: number,
+  f: number,
+  durations: readonly number[],
+  rng: () => number
+): { merged: Map<string, number>; started: Map<string, number>; end: number } => {
+  const failing = new Set<string>()
+  for (const e of kept) {
+    if (e.state === "not_ready") continue
+    if (e.state === "pending_failure" || rng() < q) failing.add(e.id)
+  }
+  const duration = () => durations[Math.floor(rng() * durations.length)]!
+  let sim: QueueState = { ...state, entries: kept as Entry[] }
+  const heap = new Heap()
+  let seq = 0
+  let idn = 0
+  const at = (t: number, ev: PlannerEvent) => heap.push({ at: t, seq: seq++, ev })
+  const started = new Map<string, number>()
+  const merged = new Map<string, number>()
+  const wakes = new Set<number>()
+  const fails = (run: readonly RunItem[]) => rng() < f || run.some((it) => failing.has(it.entryId))
+  const built = (runId: string, items: readonly RunItem[]): PlannerEvent => ({
+    _tag: "RunBuilt",
+    runId,
+    testBranchSha: `${runId}:tip`,
+    commits: items.map((_, k) => `${runId}:${k}`)
+  })
+  // runs in flight
+  for (const r of state.runs) {
+    if (r.status === "building") {
+      at(now + BUILD_MS, built(r.id, r.items))
+      at(now + BUILD_MS + duration(), runDone(r.id, fails(r.items)))
+    } else if (r.status === "in_progress") {
+      // what remains of a run drawn from the window, given how long it has run
+      const elapsed = now - (r.startedAt ?? now)
+      let d = duration()
+      for (let k = 0; k < 4 && d <= elapsed; k++) d = duration()
+      at(Math.max(now + 60_000, now + d - elapsed), runDone(r.id, fails(r.items)))
+    }
+  }
+  // a merge in flight lands
+  const m = state.merging
+  if (m !== null && m.kind === "run" && m.runId !== null && m.newSha !== null) {
+    at(now + MERGE_MS, { _tag: "MergeSucceeded", runId: m.runId, entryIds: m.entryIds, newSha: m.newSha })
+  } else if (m !== null && m.kind === "direct" && m.entryIds[0] !== undefined) {
+    at(now, { _tag: "DirectMergeResult", entryId: m.entryIds[0], merged: false, newSha: null })
+  }
+  for (const e of kept) if (e.state === "testing" || e.state === "tests_passed") started.set(e.id, e.stateChangedAt)
+  const handle = (c: Command, t: number) => {
+    switch (c._tag) {
+      case "BuildRun":
+        at(t + BUILD_MS, built(c.run.id, c.run.items))
+        at(t + BUILD_MS + duration(), runDone(c.run.id, fails(c.run.items)))
+        return
+      case "Merge":
+        at(t + MERGE_MS, { _tag: "MergeSucceeded", runId: c.runId, entryIds: c.entryIds, newSha: c.newSha })
+        return
+      case "TryDirectMerge":
+        at(t, { _tag: "DirectMergeResult", entryId: c.entryId, merged: false, newSha: null })
+        return
+      case "ScheduleWake":
+        if (c.at >= t && !wakes.has(c.at)) {
+          wakes.add(c.at)
+          at(c.at, { _tag: "Tick" })
+        }
+        return
+      case "Wake":
+        at(t + 1, { _tag: "Tick" })
+        return
+      default:
+        return
+    }
+  }
+  const nextId = () => `estimate-${idn++}`
+  const apply = (ev: PlannerEvent, t: number) => {
+    const r = step(sim, ev, t, nextId)
+    sim = r.state
+    for (const tr of r.transitions) {
+      if (tr.to === "testing" && !started.has(tr.entryId)) started.set(tr.entryId, t)
+      if (tr.to === "merged") merged.set(tr.entryId, t)
+    }
+    for (const c of r.commands) handle(c, t)
+  }
+  // start from the state as it is (runs that could start now)
+  apply({ _tag: "Tick" }, now)
+  let steps = 0
+  let end = now
+  while (heap.size > 0 && steps++ < MAX_STEPS) {
+    if (!sim.entries.some((e) => !isTerminal(e) && e.state !== "not_ready")) break
+    const x = heap.pop()!
+    if (x.ev._tag === "Tick") wakes.delete(x.at)
+    end = x.at
+    apply(x.ev, x.at)
+  }
+  return { merged, started, end }
+}
+
+const mulberry32 = (seed: number) => {
+  let a = seed >>> 0
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0
+    let t = a
+    t = Math.imul(t ^ (t >>> 15), t | 1)
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
+  }
+}
+
+const runDone = (runId: string, failed: boolean): PlannerEvent => ({
+  _tag: "RunCompleted",
+  runId,
+  outcome: failed ? "failed" : "succeeded",
+  reason: "TEST_RUN_REQUIRED_STATUS_FAILED"
+})

@@ -1,0 +1,228 @@
+import { describe, expect, test } from "bun:test"
+import fc from "fast-check"
+import { applyChoice, choose, emptyStats, PR_WINDOW, RUN_WINDOW, record } from "../../src/queue/planner/adaptive.ts"
+import { estimateQueue } from "../../src/queue/planner/estimate.ts"
+import type { PlannerConfig, QueueState, QueueStats } from "../../src/queue/planner/index.ts"
+import { defaultConfig, makeKit, pass, runOf } from "../support/plannerKit.ts"
+
+const MIN = 60_000
+
+const boundsArb: fc.Arbitrary<PlannerConfig> = fc
+  .record({
+    concurrency: fc.integer({ min: 1, max: 16 }),
+    bisectionConcurrency: fc.integer({ min: 1, max: 16 }),
+    batch: fc.boolean(),
+    batchingMinSize: fc.integer({ min: 1, max: 16 })
+  })
+  .map((b) => ({ ...defaultConfig, ...b, adaptive: true }))
+
+const statsArb: fc.Arbitrary<QueueStats> = fc.record({
+  runs: fc.array(
+    fc.tuple(
+      fc.integer({ min: MIN, max: 120 * MIN }),
+      fc.constantFrom(0 as const, 1 as const),
+      fc.integer({ min: 1, max: 8 })
+    ),
+    { maxLength: RUN_WINDOW }
+  ),
+  prs: fc.array(fc.constantFrom(0 as const, 1 as const), { maxLength: PR_WINDOW }),
+  finishedRuns: fc.nat({ max: 1000 })
+})
+
+/** Stats where `failed` of `n` PRs failed and runs passed or failed in the same proportion. */
+const statsWith = (failed: number, n: number): QueueStats => ({
+  runs: Array.from({ length: 40 }, (_, i) => [30 * MIN, i < (40 * failed) / n ? 1 : 0, 4] as const),
+  prs: Array.from({ length: n }, (_, i) => (i < failed ? 1 : 0)),
+  finishedRuns: 40
+})
+
+describe("adaptive mode: the choice", () => {
+  test("stays within the configured bounds, for any history and backlog", () => {
+    fc.assert(
+      fc.property(boundsArb, statsArb, fc.nat({ max: 600 }), (bounds, stats, backlog) => {
+        const c = choose(bounds, stats, backlog)
+        expect(c.depth).toBeGreaterThanOrEqual(1)
+        expect(c.depth).toBeLessThanOrEqual(bounds.concurrency)
+        expect(c.batchSize).toBeGreaterThanOrEqual(1)
+        expect(c.batchSize).toBeLessThanOrEqual(bounds.batch ? bounds.batchingMinSize : 1)
+        expect(c.bisection).toBeLessThanOrEqual(bounds.bisectionConcurrency)
+        expect(c.observedFailureRate).toBeGreaterThanOrEqual(0)
+        expect(c.observedFailureRate).toBeLessThanOrEqual(1)
+        expect(c.reason.length).toBeGreaterThan(0)
+        const applied = applyChoice(bounds, c)
+        expect(applied.concurrency).toBe(c.depth)
+        expect(applied.batch).toBe(c.batchSize > 1)
+      })
+    )
+  })
+
+  test("is deterministic: the same history gives the same choice", () => {
+    fc.assert(
+      fc.property(boundsArb, statsArb, fc.nat({ max: 600 }), (bounds, stats, backlog) => {
+        const copy = JSON.parse(JSON.stringify(stats)) as QueueStats
+        expect(choose(bounds, copy, backlog)).toEqual(choose(bounds, stats, backlog))
+      })
+    )
+  })
+
+  test("batches shrink (never grow) as the observed failure rate rises", () => {
+    const bounds: PlannerConfig = {
+      ...defaultConfig,
+      concurrency: 8,
+      bisectionConcurrency: 8,
+      batch: true,
+      batchingMinSize: 8,
+      adaptive: true
+    }
+    fc.assert(
+      fc.property(fc.nat({ max: 50 }), fc.nat({ max: 50 }), (a, b) => {
+        const [lo, hi] = a <= b ? [a, b] : [b, a]
+        const calm = choose(bounds, statsWith(lo, 50), 100)
+        const bad = choose(bounds, statsWith(hi, 50), 100)
+        expect(bad.batchSize).toBeLessThanOrEqual(calm.batchSize)
+      })
+    )
+    expect(choose(bounds, statsWith(1, 50), 100).batchSize).toBeGreaterThan(1)
+    expect(choose(bounds, statsWith(10, 50), 100)).toMatchObject({ batchSize: 1, depth: 8 })
+  })
+
+  test("a new queue starts from the prior, and batches do not outgrow the backlog", () => {
+    const bounds: PlannerConfig = { ...defaultConfig, concurrency: 8, batch: true, batchingMinSize: 8, adaptive: true }
+    const fresh = choose(bounds, emptyStats, 100)
+    expect(fresh.observedFailureRate).toBeGreaterThan(0)
+    expect(choose(bounds, statsWith(0, 50), 7).batchSize).toBe(2)
+  })
+
+  test("record keeps the windows bounded and returns the same object when nothing happened", () => {
+    const same = record(emptyStats, [], [], null)
+    expect(same).toBe(emptyStats)
+    let s = emptyStats
+    for (let i = 0; i < 200; i++) {
+      s = record(
+        s,
+        [],
+        [
+          {
+            entryId: `e${i}`,
+            prNumber: i,
+            from: "testing",
+            to: "merged",
+            reason: "",
+            at: i,
+            runId: null,
+            verifiedByTestRun: null
+          }
+        ],
+        null
+      )
+    }
+    expect(s.prs.length).toBe(PR_WINDOW)
+  })
+})
+
+describe("adaptive mode in the planner", () => {
+  const submit = (kit: ReturnType<typeof makeKit>, pr: number) =>
+    kit.send({
+      _tag: "Submitted",
+      entryId: `e${pr}`,
+      prNumber: pr,
+      headSha: `h${pr}`,
+      priority: 100,
+      noBatch: false,
+      ready: true
+    })
+
+  test("a change of the choice never cancels a run that is still useful", () => {
+    const kit = makeKit({ concurrency: 4, bisectionConcurrency: 4, batch: true, batchingMinSize: 8, adaptive: true })
+    for (let pr = 1; pr <= 40; pr++) submit(kit, pr)
+    const before = kit.state.runs.map((r) => r.id)
+    expect(before.length).toBeGreaterThan(0)
+    expect(kit.state.stats?.choice?.batchSize).toBeGreaterThan(1)
+    // the queue suddenly sees a high failure rate: the choice changes ...
+    kit.state = { ...kit.state, stats: statsWith(20, 50) }
+    kit.now += MIN
+    kit.send({ _tag: "Tick" })
+    expect(kit.state.stats?.choice).toMatchObject({ batchSize: 1 })
+    // ... and every run started before is still there
+    for (const id of before) expect(kit.state.runs.some((r) => r.id === id)).toBe(true)
+  })
+
+  test("the configured settings stay the bounds in the state; getQueue's choice is in the stats", () => {
+    const kit = makeKit({ concurrency: 6, bisectionConcurrency: 2, batch: true, batchingMinSize: 4, adaptive: true })
+    for (let pr = 1; pr <= 10; pr++) submit(kit, pr)
+    expect(kit.state.config).toMatchObject({ concurrency: 6, bisectionConcurrency: 2, batch: true, batchingMinSize: 4 })
+    expect(kit.state.stats?.choice?.reason).toContain("%")
+  })
+
+  test("off: the planner plans with the configured settings and records no choice", () => {
+    const kit = makeKit({ concurrency: 2, batch: true, batchingMinSize: 3 })
+    for (let pr = 1; pr <= 10; pr++) submit(kit, pr)
+    expect(kit.state.runs.length).toBe(2)
+    expect(kit.state.runs[0]!.testedEntryIds.length).toBe(3)
+    expect(kit.state.stats?.choice ?? null).toBeNull()
+  })
+})
+
+describe("estimates", () => {
+  const queueOf = (config: Partial<PlannerConfig>, prs: number, finished: number): ReturnType<typeof makeKit> => {
+    const kit = makeKit(config)
+    const submit = (pr: number) =>
+      kit.send({
+        _tag: "Submitted",
+        entryId: `e${pr}`,
+        prNumber: pr,
+        headSha: `h${pr}`,
+        priority: 100,
+        noBatch: false,
+        ready: true
+      })
+    // `finished` PRs pass through the queue first, 30 minutes each
+    for (let pr = 1; pr <= finished; pr++) {
+      submit(pr)
+      kit.now += 30 * MIN
+      pass(kit, runOf(kit, pr))
+    }
+    for (let pr = finished + 1; pr <= finished + prs; pr++) submit(pr)
+    return kit
+  }
+
+  test("unavailable with fewer than 3 finished runs, or while paused", () => {
+    const young = queueOf({ concurrency: 2 }, 3, 2)
+    const est = estimateQueue(young.state, young.now)
+    expect(est.unavailableReason).toBe("FEWER_THAN_3_FINISHED_RUNS")
+    for (const e of est.byEntry.values()) expect(e.mergeAt).toBeNull()
+    const kit = queueOf({ concurrency: 2 }, 3, 3)
+    const paused: QueueState = { ...kit.state, config: { ...kit.state.config, state: "paused" } }
+    expect(estimateQueue(paused, kit.now).unavailableReason).toBe("QUEUE_PAUSED")
+  })
+
+  test("a young queue uses a prior when one is given (the repository's other queues)", () => {
+    const young = queueOf({ concurrency: 2 }, 3, 1)
+    const prior = queueOf({ concurrency: 2 }, 0, 4).state.stats!
+    const est = estimateQueue(young.state, young.now, prior)
+    expect(est.unavailableReason).toBeNull()
+    for (const e of est.byEntry.values()) expect(e.mergeAt).not.toBeNull()
+  })
+
+  test("present, in the future, in queue order, about one CI duration per PR tested one at a time", () => {
+    const kit = queueOf({ concurrency: 1 }, 5, 4)
+    const est = estimateQueue(kit.state, kit.now)
+    expect(est.unavailableReason).toBeNull()
+    const merges = kit.state.entries.map((e) => est.byEntry.get(e.id)!.mergeAt!)
+    for (let i = 0; i < merges.length; i++) {
+      expect(merges[i]!).toBeGreaterThan(kit.now)
+      if (i > 0) expect(merges[i]!).toBeGreaterThanOrEqual(merges[i - 1]!)
+    }
+    // five PRs one after the other, 30 minutes each (and a failure rate of a few percent): 2.5 to 4 hours
+    const last = (merges[4]! - kit.now) / MIN
+    expect(last).toBeGreaterThan(150)
+    expect(last).toBeLessThan(240)
+  })
+
+  test("deterministic for a state", () => {
+    const kit = queueOf({ concurrency: 3 }, 20, 5)
+    const a = estimateQueue(kit.state, kit.now)
+    const b = estimateQueue(JSON.parse(JSON.stringify(kit.state)) as QueueState, kit.now)
+    expect([...b.byEntry]).toEqual([...a.byEntry])
+  })
+})
