@@ -36,6 +36,14 @@ export interface AppConfigShape {
   readonly githubWebhookSecret: Option.Option<Redacted.Redacted<string>>
   /** How often the GitHub provider reconciles queued PRs, targets and CI statuses with GitHub (ms). */
   readonly githubReconcileMs: number
+  /** Webhook deliveries to private and loopback addresses are allowed (WEBHOOK_ALLOW_PRIVATE, default false). */
+  readonly webhookAllowPrivate: boolean
+  /** This instance sends webhook messages (WEBHOOK_WORKER, default true); any number of instances may. */
+  readonly webhookWorker: boolean
+  /** Days the event log keeps events, with their webhook messages (EVENT_RETENTION_DAYS, default 30). */
+  readonly eventRetentionDays: number
+  /** Live event streams (GET /v1/events/stream) open at once per organization and instance (default 20). */
+  readonly eventStreamsPerOrg: number
 }
 
 export class AppConfig extends Context.Tag("greenline/AppConfig")<AppConfig, AppConfigShape>() {}
@@ -64,7 +72,11 @@ export const appConfig: Config.Config<AppConfigShape> = Config.all({
   githubAppPrivateKey: Config.option(Config.redacted("GITHUB_APP_PRIVATE_KEY")),
   githubToken: Config.option(Config.redacted("GITHUB_TOKEN")),
   githubWebhookSecret: Config.option(Config.redacted("GITHUB_WEBHOOK_SECRET")),
-  githubReconcileMs: Config.integer("GITHUB_RECONCILE_MS").pipe(Config.withDefault(60_000))
+  githubReconcileMs: Config.integer("GITHUB_RECONCILE_MS").pipe(Config.withDefault(60_000)),
+  webhookAllowPrivate: Config.boolean("WEBHOOK_ALLOW_PRIVATE").pipe(Config.withDefault(false)),
+  webhookWorker: Config.boolean("WEBHOOK_WORKER").pipe(Config.withDefault(true)),
+  eventRetentionDays: Config.integer("EVENT_RETENTION_DAYS").pipe(Config.withDefault(30)),
+  eventStreamsPerOrg: Config.integer("EVENT_STREAMS_PER_ORG").pipe(Config.withDefault(20))
 }).pipe(
   Config.map((c) => ({
     ...c,

@@ -3,7 +3,11 @@ import { Context, Effect, Fiber, Layer, Logger, LogLevel, ManagedRuntime, Option
 import { clientBundle } from "./client/build.ts"
 import { AppConfig } from "./config.ts"
 import { DatabaseLive } from "./db/Database.ts"
+import { Delivery, DeliveryLive } from "./events/Delivery.ts"
+import { EventLogLive } from "./events/EventLogLive.ts"
+import { WebhooksLive } from "./events/Webhooks.ts"
 import { FlakyLive } from "./flaky/Flaky.ts"
+import { FlakyTestVerdictsLive } from "./flaky/testVerdicts.ts"
 import { CommandCiLayer } from "./git-local/CommandCi.ts"
 import { GitHubFeedbackLive } from "./github/feedback.ts"
 import { GitHubClientLive } from "./github/GitHubClient.ts"
@@ -16,11 +20,14 @@ import { ApiError, errorResponse } from "./http/errors.ts"
 import { refineDocument } from "./http/openapiDoc.ts"
 import { makeApp, RateLimiter, servesEveryOp } from "./http/router.ts"
 import { adminRoutes } from "./http/routes/admin.ts"
+import { makeEventStream, STREAM_PATH } from "./http/routes/eventStream.ts"
+import { eventRoutes } from "./http/routes/events.ts"
 import { flakyRoutes } from "./http/routes/flaky.ts"
 import { metricsRoutes } from "./http/routes/metrics.ts"
 import { queueRoutes } from "./http/routes/queue.ts"
 import { makeRequestTracer } from "./http/tracing.ts"
 import { Database } from "./kernel/Database.ts"
+import { registerEventMetrics } from "./metrics/eventMetrics.ts"
 import { DbPoolMetricsLive, Metrics, MetricsLive } from "./metrics/Metrics.ts"
 import { Gauge } from "./metrics/registry.ts"
 import { TracingLive } from "./metrics/Tracing.ts"
@@ -63,7 +70,14 @@ export const AppLayer = <E>(config: Layer.Layer<AppConfig, E>, probe?: RunnerPro
   )
   // a test's probe of the runners (RunnerProbe), when given
   const probed = probe === undefined ? services : Layer.provideMerge(Layer.succeed(RunnerProbe, probe), services)
-  const features = Layer.mergeAll(EngineLive, FlakyLive).pipe(Layer.provideMerge(probed))
+  // outgoing events: the log the features append to, the webhook endpoints API and the delivery worker
+  const events = Layer.mergeAll(WebhooksLive, DeliveryLive).pipe(
+    Layer.provideMerge(EventLogLive),
+    Layer.provideMerge(probed)
+  )
+  // the flaky-test results answer the queue's runners why a test run failed (#20, TestVerdicts)
+  const flaky = Layer.provideMerge(FlakyTestVerdictsLive, FlakyLive)
+  const features = EngineLive.pipe(Layer.provideMerge(flaky), Layer.provideMerge(events))
   // reconciliation hands what GitHub shows to the engine
   return GitHubReconcileLive.pipe(Layer.provideMerge(features))
 }
@@ -73,7 +87,7 @@ export const AppLayer = <E>(config: Layer.Layer<AppConfig, E>, probe?: RunnerPro
  * every handler's requirements are among the application's services (`makeApp` over the application's runtime);
  * `makeApp` refuses two handlers for one operation at start-up.
  */
-const routes = servesEveryOp([...queueRoutes, ...metricsRoutes, ...flakyRoutes, ...adminRoutes])
+const routes = servesEveryOp([...queueRoutes, ...metricsRoutes, ...flakyRoutes, ...adminRoutes, ...eventRoutes])
 
 export type AppServices = Layer.Layer.Success<ReturnType<typeof AppLayer>>
 
@@ -170,6 +184,16 @@ export const startServer = async <E>(
   })
 
   const webhook = await runtime.runPromise(makeWebhookEndpoint)
+  const eventStream = await runtime.runPromise(makeEventStream)
+  registerEventMetrics(metrics.registry, Context.get(ctx, Delivery).stats, eventStream.subscribers)
+  // who may open the live stream: an API token; the dashboard's session is to be accepted here too
+  const streamOrg = async (request: Request) => {
+    const token =
+      request.headers.get("x-api-token")?.trim() ??
+      /^Bearer\s+(.+)$/i.exec(request.headers.get("authorization") ?? "")?.[1]?.trim()
+    if (token === undefined || token === "") return Option.none()
+    return runtime.runPromise(tenancy.authenticate(token))
+  }
   const document = refineDocument(openApiDocument(), config.publicUrl)
   const docsHtml = renderDocs(document)
   const openApiJson = JSON.stringify(document)
@@ -177,6 +201,19 @@ export const startServer = async <E>(
 
   const extra = async (request: Request, url: URL): Promise<Response | undefined> => {
     if (url.pathname === WEBHOOK_PATH) return webhook.handle(request)
+    if (url.pathname === STREAM_PATH && request.method === "GET") {
+      const org = await streamOrg(request)
+      if (Option.isNone(org)) {
+        return errorResponse(
+          new ApiError({
+            status: 401,
+            code: "UNAUTHORIZED",
+            message: "a valid API token is required (x-api-token or Authorization: Bearer)"
+          })
+        )
+      }
+      return eventStream.handle(request, url, org.value)
+    }
     if (request.method !== "GET" && request.method !== "HEAD") return undefined
     switch (url.pathname) {
       case "/healthz":

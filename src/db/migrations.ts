@@ -1,7 +1,8 @@
 import * as Migrator from "@effect/sql/Migrator"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { Effect } from "effect"
-import { flakyMigration, flakyResultsByTime } from "../flaky/migration.ts"
+import { eventsMigration } from "../events/migration.ts"
+import { flakyMigration, flakyQuarantineLifecycle, flakyResultsByTime } from "../flaky/migration.ts"
 import { requestsAndRunnerErrors } from "../queue/migration.ts"
 import { adminTokensMigration } from "../tenancy/migration.ts"
 
@@ -244,6 +245,8 @@ export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.S
   "0008_flaky_results_by_time": flakyResultsByTime,
   "0009_runtime_json": runtimeJson,
   "0010_requests_runner_errors": requestsAndRunnerErrors,
+  "0030_events": eventsMigration,
+  "0050_flaky_quarantine_lifecycle": flakyQuarantineLifecycle,
   "0070_admin_tokens": adminTokensMigration
 }
 

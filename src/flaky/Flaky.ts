@@ -2,6 +2,7 @@ import { createHash } from "node:crypto"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { Clock, Context, Effect, Layer, Option, Schema } from "effect"
 import { AppConfig } from "../config.ts"
+import { EventLog, type NewEvent } from "../kernel/EventLog.ts"
 import { describeParseError, dieUnless } from "../kernel/errors.ts"
 import { copyClient } from "../kernel/pgCopy.ts"
 import { GitHost } from "../queue/GitHost.ts"
@@ -13,13 +14,17 @@ import {
   DAY,
   isInfraFailureUpload,
   isStableBranch,
-  type PreviousStatus
+  type PreviousStatus,
+  type TestStatusValue,
+  trailingCleanRuns
 } from "./classify.ts"
 import { type Codeowners, locations, ownersOf, parseCodeowners } from "./codeowners.ts"
+import { CsvError, parseCsv, toCsv } from "./csv.ts"
 import {
   type FlakyError,
   InvalidJunit,
   InvalidPageToken,
+  InvalidQuarantineInput,
   InvalidUpload,
   isFlakyError,
   RepositoryNotFound,
@@ -27,11 +32,21 @@ import {
   TimeRangeInvalid
 } from "./errors.ts"
 import {
+  FlakyEvents,
+  type FlakyEventsShape,
+  noFlakyEvents,
+  type QuarantineSettingChanged,
+  quarantineSettingChanged,
+  statusChanged
+} from "./events.ts"
+import {
   BATCH_ROWS,
   type ClassifyInput as ClassifyCandidate,
   FAILURE_TIME_SLACK_MS,
   FlakyRepo,
   FlakyRepoLive,
+  type FlakySettings,
+  type LapsedOverride,
   type PageOf,
   type QuarantineOverride,
   type StatusUpdate,
@@ -41,7 +56,7 @@ import {
 import { collectYoung, PartFailure, PartsReader, UploadRows } from "./ingest.ts"
 import { JunitError, type JunitResult } from "./junit.ts"
 import type * as F from "./schemas.ts"
-import { UploadMetadata } from "./schemas.ts"
+import { QuarantineImportEntry, UploadMetadata } from "./schemas.ts"
 import { isUuidV5, testCaseId, testCaseRawKey } from "./testCaseIds.ts"
 import { IdSet, testCaseDigests, uuidBytes, uuidString, uuidV5String } from "./testCaseIdsBinary.ts"
 
@@ -99,6 +114,21 @@ export interface FlakyShape {
     org: Organization,
     req: typeof F.UpdateSettingsRequest.Type
   ) => Effect.Effect<typeof F.Settings.Type, FlakyError>
+  /** Extension: the repository's quarantine state (overrides with owner, reason, ticket, expiry; quarantined tests). */
+  readonly exportQuarantine: (
+    org: Organization,
+    req: typeof F.QuarantineExportQuery.Type
+  ) => Effect.Effect<typeof F.QuarantineExport.Type, FlakyError>
+  /** The same as CSV text (header row first). */
+  readonly exportQuarantineCsv: (
+    org: Organization,
+    req: typeof F.QuarantineExportQuery.Type
+  ) => Effect.Effect<string, FlakyError>
+  /** Extension: sets the overrides of an export (JSON `tests` or `csv`), one transaction; creates unknown tests. */
+  readonly importQuarantine: (
+    org: Organization,
+    req: typeof F.QuarantineImportRequest.Type
+  ) => Effect.Effect<typeof F.QuarantineImportResponse.Type, FlakyError>
   /** Deletes results older than the retention (default 30 days); returns how many. */
   readonly prune: (retentionDays?: number) => Effect.Effect<number>
 }
@@ -106,6 +136,26 @@ export interface FlakyShape {
 export class Flaky extends Context.Tag("greenline/Flaky")<Flaky, FlakyShape>() {}
 
 const MAX_KNOWN_IDS = 1_000_000
+
+/** The export's CSV columns (the JSON entry's fields, in this order). */
+export const CSV_COLUMNS = [
+  "test_case_id",
+  "name",
+  "classname",
+  "file",
+  "parent",
+  "variant",
+  "quarantine_setting",
+  "quarantined",
+  "status",
+  "owner",
+  "reason",
+  "ticket_url",
+  "expires_at",
+  "set_at"
+] as const satisfies ReadonlyArray<keyof F.QuarantineEntry>
+
+const csvValue = (v: string | boolean | null): string => (v === null ? "" : String(v))
 export const DEFAULT_RETENTION_DAYS = 30
 const WINDOW_7D = 7 * DAY
 export const MAX_RANGE_MS = 7 * DAY
@@ -192,6 +242,29 @@ export const makeFlaky = (options: FlakyOptions = {}) =>
     const tenancy = yield* Tenancy
     const config = yield* AppConfig
     const git = yield* GitHost
+    // the event log the status and quarantine changes are appended to, when the application has one
+    const eventLog = yield* Effect.serviceOption(EventLog)
+    // quarantine changes: to the event log (contract.md §8), unless the application provides its own port
+    const events: FlakyEventsShape = Option.getOrElse(yield* Effect.serviceOption(FlakyEvents), () =>
+      Option.isNone(eventLog)
+        ? noFlakyEvents
+        : {
+            quarantiningSettingChanged: (changes) =>
+              Effect.forEach(
+                changes,
+                (c) =>
+                  appendEvents(c.repo, [c.testCaseId], (tc) =>
+                    quarantineSettingChanged(c.orgId, c.repo.id, tc, {
+                      actor: { full_name: c.actor, email: null },
+                      at: c.at.getTime(),
+                      previous: c.previous,
+                      updated: c.current
+                    })
+                  ),
+                { discard: true }
+              )
+          }
+    )
 
     const now = Effect.map(Clock.currentTimeMillis, (ms) => new Date(ms))
 
@@ -228,6 +301,53 @@ export const makeFlaky = (options: FlakyOptions = {}) =>
 
     const repoUrl = (r: Repository) => `${config.publicUrl}/repos/${r.host}/${r.owner}/${r.name}`
 
+    // ---- quarantine overrides with an end
+
+    const changeOf = (
+      org: Organization,
+      r: Repository,
+      o: LapsedOverride,
+      current: QuarantineOverride,
+      cause: QuarantineSettingChanged["cause"],
+      at: Date
+    ): QuarantineSettingChanged => ({
+      orgId: org.id,
+      repo: r,
+      actor: cause === "set" ? org.slug : "greenline",
+      testCaseId: o.id,
+      name: o.name,
+      previous: o.override,
+      current,
+      cause,
+      owner: o.owner,
+      reason: o.reason,
+      ticketUrl: o.ticketUrl,
+      expiresAt: o.expiresAt,
+      at
+    })
+
+    /**
+     * Lets the repository's expired overrides lapse (to `unspecified`), recomputes those tests' quarantine and sends
+     * `test_case.quarantining_setting_changed` for each. Runs in the caller's transaction.
+     */
+    const lapseExpired = (org: Organization, r: Repository, at: Date) =>
+      Effect.gen(function* () {
+        const lapsed = yield* repo.lapseExpired(r.id, at)
+        if (lapsed.length === 0) return
+        yield* repo.refreshQuarantine(
+          r.id,
+          lapsed.map((l) => l.id),
+          at
+        )
+        yield* events.quarantiningSettingChanged(lapsed.map((l) => changeOf(org, r, l, "unspecified", "expired", at)))
+      })
+
+    const settingsOut = (s: FlakySettings): typeof F.Settings.Type => ({
+      quarantining_enabled: s.quarantiningEnabled,
+      auto_quarantine: s.autoQuarantine,
+      auto_release_clean_runs: s.autoReleaseCleanRuns
+    })
+
     const rate = (failed: number, runs: number) => (runs === 0 ? 0 : failed / runs)
 
     const toTestCase = (
@@ -258,7 +378,8 @@ export const makeFlaky = (options: FlakyOptions = {}) =>
       ticket: tc.ticketId === null ? null : { html_url: tc.ticketUrl ?? "", external_ticket_id: tc.ticketId }
     })
 
-    const describe = (r: Repository, rows: ReadonlyArray<TestCaseRecord>) =>
+    /** `concurrency` 1 inside a transaction: its one connection runs one statement at a time. */
+    const describe = (r: Repository, rows: ReadonlyArray<TestCaseRecord>, concurrency = 2) =>
       Effect.gen(function* () {
         const at = yield* now
         const [stats, co] = yield* Effect.all(
@@ -272,9 +393,22 @@ export const makeFlaky = (options: FlakyOptions = {}) =>
               ? Effect.succeed(null)
               : Effect.flatMap(repo.latestSha(r.id), (sha) => codeownersAt(r, sha))
           ],
-          { concurrency: 2 }
+          { concurrency }
         )
         return rows.map((t) => toTestCase(r, t, stats.get(t.id), co))
+      })
+
+    /** Appends an event per test case (at most 1000 per change), in the caller's transaction, when there is a log. */
+    const appendEvents = (r: Repository, ids: ReadonlyArray<string>, event: (tc: F.TestCase) => NewEvent) =>
+      Effect.gen(function* () {
+        if (ids.length === 0 || Option.isNone(eventLog)) return
+        const records: Array<TestCaseRecord> = []
+        for (const id of ids.slice(0, 1000)) {
+          const record = yield* repo.findTestCase(r.id, id)
+          if (record !== undefined) records.push(record)
+        }
+        const cases = yield* describe(r, records, 1)
+        yield* eventLog.value.append(cases.map(event))
       })
 
     const paged = <A>(
@@ -320,6 +454,8 @@ export const makeFlaky = (options: FlakyOptions = {}) =>
         const queueBranches = yield* repo.queueBranches(r.id)
         const stable = (branch: string) => isStableBranch(branch, queueBranches)
         const updates: StatusUpdate[] = []
+        // the previous status of the test cases whose status changed: their test_case.status_changed events
+        const statusWas = new Map<string, TestStatusValue>()
         // one input for every candidate (`classify` keeps nothing of it): most keep their status, and then nothing
         // is made for them but the classification
         const previous: Mutable<PreviousStatus> = { value: "healthy", reason: "", since: 0 }
@@ -334,20 +470,25 @@ export const makeFlaky = (options: FlakyOptions = {}) =>
             previous.flakySignalAt = signalAt
             input.results = c.history
             const result = classify(input)
+            // only a flaky test can be auto-quarantined, and only it needs its clean runs counted
+            const cleanRuns = result.value === "flaky" ? trailingCleanRuns(c.history) : 0
             if (
               result.value === c.status &&
               result.reason === c.statusReason &&
               result.timestamp === since &&
-              result.flakySignalAt === signalAt
+              result.flakySignalAt === signalAt &&
+              cleanRuns === c.cleanRuns
             ) {
               continue
             }
+            if (result.value !== c.status) statusWas.set(c.id, c.status)
             updates.push({
               id: c.id,
               status: result.value,
               reason: result.reason,
               statusAt: new Date(result.timestamp),
-              flakySignalAt: result.flakySignalAt === undefined ? null : new Date(result.flakySignalAt)
+              flakySignalAt: result.flakySignalAt === undefined ? null : new Date(result.flakySignalAt),
+              cleanRuns
             })
           }
         }
@@ -363,6 +504,9 @@ export const makeFlaky = (options: FlakyOptions = {}) =>
           r.id,
           updates.map((u) => u.id),
           at
+        )
+        yield* appendEvents(r, [...statusWas.keys()], (tc) =>
+          statusChanged(r.orgId, r.id, tc, statusWas.get(tc.id) ?? "healthy")
         )
       })
 
@@ -503,6 +647,7 @@ export const makeFlaky = (options: FlakyOptions = {}) =>
               } else {
                 yield* reclassify(r, { id: uploadId, runAt }, rows.failing)
               }
+              yield* lapseExpired(org, r, received)
               const quarantinedFailures =
                 rows.failedPrimary === 0 ? 0 : yield* repo.quarantinedFailures(r.id, uploadId, runAt)
               const unquarantined = rows.failedPrimary - quarantinedFailures
@@ -526,6 +671,118 @@ export const makeFlaky = (options: FlakyOptions = {}) =>
             return summary
           })
         )
+      })
+
+    // ---- quarantine export and import
+
+    const quarantineInput = (message: string, details: ReadonlyArray<{ path: string; message: string }>) =>
+      Effect.fail(new InvalidQuarantineInput({ message, details }))
+
+    /** `host/owner/name`, or `owner/name` on github.com */
+    const parseRepoParam = (text: string): Effect.Effect<RepoRef, InvalidQuarantineInput> => {
+      const parts = text.split("/")
+      if (parts.length === 2 && parts.every((p) => p !== ""))
+        return Effect.succeed({ host: "github.com", owner: parts[0] as string, name: parts[1] as string })
+      if (parts.length === 3 && parts.every((p) => p !== ""))
+        return Effect.succeed({ host: parts[0] as string, owner: parts[1] as string, name: parts[2] as string })
+      return quarantineInput("repo must be host/owner/name or owner/name", [
+        { path: "repo", message: "must be host/owner/name or owner/name" }
+      ])
+    }
+
+    const exportState = (org: Organization, req: typeof F.QuarantineExportQuery.Type) =>
+      Effect.gen(function* () {
+        const ref = yield* parseRepoParam(req.repo)
+        const r = yield* requireRepo(org, req.org_url_slug, ref)
+        const at = yield* now
+        yield* sql.withTransaction(lapseExpired(org, r, at))
+        const [settings, rows] = yield* Effect.all([repo.settings(r.id), repo.quarantineState(r.id)])
+        const tests = rows.map(
+          (t): F.QuarantineEntry => ({
+            test_case_id: t.id,
+            name: t.name,
+            classname: t.classname,
+            file: t.file,
+            parent: t.parent,
+            variant: t.variant,
+            quarantine_setting: t.override === "unspecified" ? "auto_quarantine" : t.override,
+            quarantined: t.quarantined,
+            status: t.status,
+            owner: t.overrideOwner,
+            reason: t.overrideReason,
+            ticket_url: t.overrideTicketUrl,
+            expires_at: t.overrideExpiresAt?.toISOString() ?? null,
+            set_at: t.overrideSetAt?.toISOString() ?? null
+          })
+        )
+        return { repo: ref, exported_at: at.toISOString(), settings: settingsOut(settings), tests }
+      })
+
+    /** An override's details, checked: the expiry must be in the future. */
+    const overrideDetails = (
+      e: {
+        readonly owner?: string | null | undefined
+        readonly reason?: string | null | undefined
+        readonly ticket_url?: string | null | undefined
+        readonly expires_at?: string | null | undefined
+      },
+      at: Date,
+      path: string
+    ) =>
+      Effect.gen(function* () {
+        const expiresAt = e.expires_at === undefined || e.expires_at === null ? null : new Date(e.expires_at)
+        if (expiresAt !== null && expiresAt.getTime() <= at.getTime()) {
+          return yield* quarantineInput("expires_at must be in the future", [
+            { path: `${path}expires_at`, message: "must be in the future" }
+          ])
+        }
+        return {
+          owner: e.owner ?? null,
+          reason: e.reason === undefined || e.reason === null || e.reason === "" ? null : e.reason,
+          ticketUrl: e.ticket_url === undefined || e.ticket_url === null || e.ticket_url === "" ? null : e.ticket_url,
+          expiresAt
+        }
+      })
+
+    const decodeEntry = Schema.decodeUnknown(QuarantineImportEntry, { errors: "all", onExcessProperty: "ignore" })
+
+    /** The import's entries: its JSON `tests`, or its CSV rows decoded with the same schema (empty cells = absent). */
+    const importEntries = (req: typeof F.QuarantineImportRequest.Type) =>
+      Effect.gen(function* () {
+        if ((req.tests === undefined) === (req.csv === undefined)) {
+          return yield* quarantineInput("give either tests (JSON) or csv (the export's CSV text)", [
+            { path: req.tests === undefined ? "tests" : "csv", message: "exactly one of tests and csv" }
+          ])
+        }
+        if (req.tests !== undefined) return req.tests
+        let rows: string[][]
+        try {
+          rows = parseCsv(req.csv ?? "")
+        } catch (e) {
+          if (e instanceof CsvError) return yield* quarantineInput(e.message, [{ path: "csv", message: e.message }])
+          throw e
+        }
+        const [header, ...body] = rows
+        if (header === undefined) return []
+        const out: QuarantineImportEntry[] = []
+        for (const [i, row] of body.entries()) {
+          const object: Record<string, string> = {}
+          header.forEach((name, k) => {
+            const v = row[k]
+            if (v !== undefined && v !== "") object[name.trim()] = v
+          })
+          const decoded = yield* decodeEntry(object).pipe(
+            Effect.mapError((e) => {
+              const base = describeParseError(e)
+              return new InvalidQuarantineInput({
+                message: `csv row ${i + 2}: ${base.message}`,
+                details: base.details.map((d) => ({ path: `csv[${i + 1}].${d.path}`, message: d.message }))
+              })
+            })
+          )
+          out.push(decoded)
+        }
+        return out
       })
 
     // ---- queries
@@ -561,6 +818,7 @@ export const makeFlaky = (options: FlakyOptions = {}) =>
         orDie(
           Effect.gen(function* () {
             const r = yield* requireRepo(org, req.org_url_slug, req.repo)
+            yield* sql.withTransaction(Effect.flatMap(now, (at) => lapseExpired(org, r, at)))
             const { items, page } = yield* paged(
               ["quarantined", r.id],
               req.page_query,
@@ -637,10 +895,26 @@ export const makeFlaky = (options: FlakyOptions = {}) =>
           sql.withTransaction(
             Effect.gen(function* () {
               const r = yield* requireRepo(org, req.org_url_slug, req.repo)
+              const at = yield* now
+              const override = req.override.toLowerCase() as QuarantineOverride
+              const details = yield* overrideDetails(req, at, "")
               const id = req.test_case_id.toLowerCase()
-              const found = yield* repo.setOverride(r.id, id, req.override as QuarantineOverride)
-              if (!found) return yield* testNotFound(req.test_case_id)
-              yield* repo.refreshQuarantine(r.id, [id], yield* now)
+              const before = yield* repo.findTestCase(r.id, id)
+              if (before === undefined) return yield* testNotFound(req.test_case_id)
+              yield* repo.setOverride(r.id, id, override, details, at)
+              yield* repo.refreshQuarantine(r.id, [id], at)
+              if (before.override !== override || override !== "unspecified") {
+                yield* events.quarantiningSettingChanged([
+                  changeOf(
+                    org,
+                    r,
+                    { id, name: before.name, override: before.override, ...details },
+                    override,
+                    "set",
+                    at
+                  )
+                ])
+              }
               return {}
             })
           )
@@ -650,8 +924,7 @@ export const makeFlaky = (options: FlakyOptions = {}) =>
         orDie(
           Effect.gen(function* () {
             const r = yield* requireRepo(org, req.org_url_slug, req.repo)
-            const s = yield* repo.settings(r.id)
-            return { quarantining_enabled: s.quarantiningEnabled, auto_quarantine: s.autoQuarantine }
+            return settingsOut(yield* repo.settings(r.id))
           })
         ),
 
@@ -662,10 +935,96 @@ export const makeFlaky = (options: FlakyOptions = {}) =>
               const r = yield* requireRepo(org, req.org_url_slug, req.repo, true)
               const s = yield* repo.updateSettings(r.id, {
                 quarantiningEnabled: req.quarantining_enabled,
-                autoQuarantine: req.auto_quarantine
+                autoQuarantine: req.auto_quarantine,
+                autoReleaseCleanRuns: req.auto_release_clean_runs
               })
               yield* repo.refreshQuarantine(r.id, null, yield* now)
-              return { quarantining_enabled: s.quarantiningEnabled, auto_quarantine: s.autoQuarantine }
+              return settingsOut(s)
+            })
+          )
+        ),
+
+      exportQuarantine: (org, req) => orDie(exportState(org, req)),
+
+      exportQuarantineCsv: (org, req) =>
+        orDie(
+          Effect.map(exportState(org, req), (e) =>
+            toCsv(
+              CSV_COLUMNS,
+              e.tests.map((t) => CSV_COLUMNS.map((c) => csvValue(t[c])))
+            )
+          )
+        ),
+
+      importQuarantine: (org, req) =>
+        orDie(
+          sql.withTransaction(
+            Effect.gen(function* () {
+              const r = yield* requireRepo(org, req.org_url_slug, req.repo, true)
+              const at = yield* now
+              const entries = yield* importEntries(req)
+              let created = 0
+              let cleared = 0
+              const changes: QuarantineSettingChanged[] = []
+              for (const [index, e] of entries.entries()) {
+                const path = req.tests !== undefined ? `tests[${index}]` : `csv[${index + 1}]`
+                const details = yield* overrideDetails(e, at, `${path}.`)
+                const ref = { host: r.host, owner: r.owner, name: r.name }
+                const variant = e.variant ?? ""
+                const id =
+                  e.test_case_id?.toLowerCase() ??
+                  fastTestCaseId({
+                    orgUrlSlug: org.slug,
+                    repo: ref,
+                    file: e.file ?? "",
+                    classname: e.classname ?? "",
+                    parent: e.parent ?? "",
+                    name: e.name ?? "",
+                    variant
+                  })
+                let before = yield* repo.findTestCase(r.id, id)
+                if (before === undefined) {
+                  if (e.name === undefined) {
+                    return yield* quarantineInput("no test case has this id; give its name to create it", [
+                      { path: `${path}.test_case_id`, message: "no test case has this id; give its name to create it" }
+                    ])
+                  }
+                  yield* repo.insertTestCases(
+                    r.id,
+                    variant,
+                    {
+                      ids: [id],
+                      names: [e.name],
+                      classnames: [e.classname ?? ""],
+                      files: [e.file ?? ""],
+                      parents: [e.parent ?? ""],
+                      lastFailureAt: [null]
+                    },
+                    at
+                  )
+                  created++
+                  before = yield* repo.findTestCase(r.id, id)
+                }
+                const setting = e.quarantine_setting.toLowerCase()
+                const override: QuarantineOverride =
+                  setting === "always_quarantine" || setting === "never_quarantine" ? setting : "unspecified"
+                if (override === "unspecified") cleared++
+                yield* repo.setOverride(r.id, id, override, details, at)
+                if (before !== undefined && (before.override !== override || override !== "unspecified"))
+                  changes.push(
+                    changeOf(
+                      org,
+                      r,
+                      { id, name: before.name, override: before.override, ...details },
+                      override,
+                      "imported",
+                      at
+                    )
+                  )
+              }
+              yield* repo.refreshQuarantine(r.id, null, at)
+              yield* events.quarantiningSettingChanged(changes)
+              return { imported: entries.length, created, cleared }
             })
           )
         ),

@@ -16,6 +16,25 @@ export type QuarantineOverride = "always_quarantine" | "never_quarantine" | "uns
 export interface FlakySettings {
   readonly quarantiningEnabled: boolean
   readonly autoQuarantine: boolean
+  /** an auto-quarantined test leaves quarantine after this many runs in a row without a failed attempt */
+  readonly autoReleaseCleanRuns: number
+}
+
+export const DEFAULT_AUTO_RELEASE_CLEAN_RUNS = 20
+
+/** What an override carries besides its value (all optional). */
+export interface OverrideDetails {
+  readonly owner: string | null
+  readonly reason: string | null
+  readonly ticketUrl: string | null
+  readonly expiresAt: Date | null
+}
+
+/** An override that lapsed (its expiry passed) and was reset to `unspecified`. */
+export interface LapsedOverride extends OverrideDetails {
+  readonly id: string
+  readonly name: string
+  readonly override: QuarantineOverride
 }
 
 export interface UploadRecord {
@@ -82,6 +101,11 @@ export interface TestCaseRecord {
   readonly quarantinedAt: Date | null
   readonly ticketId: string | null
   readonly ticketUrl: string | null
+  readonly overrideOwner: string | null
+  readonly overrideReason: string | null
+  readonly overrideTicketUrl: string | null
+  readonly overrideExpiresAt: Date | null
+  readonly overrideSetAt: Date | null
 }
 
 export interface StatusCandidate {
@@ -90,6 +114,8 @@ export interface StatusCandidate {
   readonly statusReason: string
   readonly statusAt: Date
   readonly flakySignalAt: Date | null
+  /** runs in a row without a failed attempt, as last stored */
+  readonly cleanRuns: number
 }
 
 /** A test case to classify, with its history (oldest first). */
@@ -114,6 +140,7 @@ export interface StatusUpdate {
   readonly reason: string
   readonly statusAt: Date
   readonly flakySignalAt: Date | null
+  readonly cleanRuns: number
 }
 
 export interface TestCaseStats {
@@ -134,7 +161,11 @@ export interface FlakyRepoShape {
   readonly settings: (repoId: string) => Effect.Effect<FlakySettings, SqlError>
   readonly updateSettings: (
     repoId: string,
-    update: { readonly quarantiningEnabled?: boolean | undefined; readonly autoQuarantine?: boolean | undefined }
+    update: {
+      readonly quarantiningEnabled?: boolean | undefined
+      readonly autoQuarantine?: boolean | undefined
+      readonly autoReleaseCleanRuns?: number | undefined
+    }
   ) => Effect.Effect<FlakySettings, SqlError>
   /** Target branches of the repository's queues (stable branches for detection). */
   readonly queueBranches: (repoId: string) => Effect.Effect<ReadonlyArray<string>, SqlError>
@@ -234,7 +265,28 @@ export interface FlakyRepoShape {
     ticketId: string,
     url: string | null
   ) => Effect.Effect<boolean, SqlError>
-  readonly setOverride: (repoId: string, id: string, override: QuarantineOverride) => Effect.Effect<boolean, SqlError>
+  readonly setOverride: (
+    repoId: string,
+    id: string,
+    override: QuarantineOverride,
+    details?: OverrideDetails,
+    at?: Date
+  ) => Effect.Effect<boolean, SqlError>
+  /**
+   * The failed tests of the uploads for `sha` (a test that passed on retry in the same upload did not fail), and how
+   * many of them are quarantined now.
+   */
+  readonly failuresAt: (
+    repoId: string,
+    sha: string
+  ) => Effect.Effect<
+    { readonly uploads: number; readonly failed: number; readonly quarantined: number; readonly flaky: number },
+    SqlError
+  >
+  /** Resets the overrides whose expiry is at or before `now` to `unspecified`; returns what they were. */
+  readonly lapseExpired: (repoId: string, now: Date) => Effect.Effect<ReadonlyArray<LapsedOverride>, SqlError>
+  /** The test cases with an override or in quarantine (the export), by name. */
+  readonly quarantineState: (repoId: string) => Effect.Effect<ReadonlyArray<TestCaseRecord>, SqlError>
   /** The sha of the repository's most recent upload. */
   readonly latestSha: (repoId: string) => Effect.Effect<string | undefined, SqlError>
   /** Deletes results (and uploads) older than `olderThan`; returns the number of results deleted. */
@@ -329,11 +381,17 @@ interface TestCaseRow {
   readonly quarantined_at: unknown
   readonly ticket_id: string | null
   readonly ticket_url: string | null
+  readonly override_owner: string | null
+  readonly override_reason: string | null
+  readonly override_ticket_url: string | null
+  readonly override_expires_at: unknown
+  readonly override_set_at: unknown
   readonly total?: number
 }
 
 const TC_COLUMNS = `tc.repo_id, tc.id, tc.name, tc.classname, tc.file, tc.parent, tc.variant, tc.status, tc.status_reason,
-  tc.status_at, tc.flaky_signal_at, tc.quarantine_override, tc.quarantined, tc.quarantined_at, tc.ticket_id, tc.ticket_url`
+  tc.status_at, tc.flaky_signal_at, tc.quarantine_override, tc.quarantined, tc.quarantined_at, tc.ticket_id, tc.ticket_url,
+  tc.override_owner, tc.override_reason, tc.override_ticket_url, tc.override_expires_at, tc.override_set_at`
 
 const toTestCase = (r: TestCaseRow): TestCaseRecord => ({
   repoId: r.repo_id,
@@ -351,7 +409,12 @@ const toTestCase = (r: TestCaseRow): TestCaseRecord => ({
   quarantined: r.quarantined,
   quarantinedAt: dateOrNull(r.quarantined_at),
   ticketId: r.ticket_id,
-  ticketUrl: r.ticket_url
+  ticketUrl: r.ticket_url,
+  overrideOwner: r.override_owner,
+  overrideReason: r.override_reason,
+  overrideTicketUrl: r.override_ticket_url,
+  overrideExpiresAt: dateOrNull(r.override_expires_at),
+  overrideSetAt: dateOrNull(r.override_set_at)
 })
 
 interface CandidateRow {
@@ -360,14 +423,18 @@ interface CandidateRow {
   readonly status_reason: string
   readonly status_at: unknown
   readonly flaky_signal_at: unknown
+  readonly clean_runs: number
 }
 const toCandidate = (r: CandidateRow): StatusCandidate => ({
   id: r.id,
   status: r.status as TestStatusValue,
   statusReason: r.status_reason,
   statusAt: date(r.status_at),
-  flakySignalAt: dateOrNull(r.flaky_signal_at)
+  flakySignalAt: dateOrNull(r.flaky_signal_at),
+  cleanRuns: Number(r.clean_runs ?? 0)
 })
+
+const noDetails: OverrideDetails = { owner: null, reason: null, ticketUrl: null, expiresAt: null }
 
 const chunks = <A>(list: ReadonlyArray<A>, size: number): ReadonlyArray<ReadonlyArray<A>> => {
   const out: Array<ReadonlyArray<A>> = []
@@ -382,11 +449,13 @@ export const FlakyRepoLive = Layer.effect(
 
     const settings = (repoId: string) =>
       Effect.map(
-        sql<{ quarantining_enabled: boolean; auto_quarantine: boolean }>`
-          select quarantining_enabled, auto_quarantine from flaky_settings where repo_id = ${repoId}`,
+        sql<{ quarantining_enabled: boolean; auto_quarantine: boolean; auto_release_clean_runs: number }>`
+          select quarantining_enabled, auto_quarantine, auto_release_clean_runs from flaky_settings
+          where repo_id = ${repoId}`,
         (rows): FlakySettings => ({
           quarantiningEnabled: rows[0]?.quarantining_enabled ?? false,
-          autoQuarantine: rows[0]?.auto_quarantine ?? false
+          autoQuarantine: rows[0]?.auto_quarantine ?? false,
+          autoReleaseCleanRuns: rows[0]?.auto_release_clean_runs ?? DEFAULT_AUTO_RELEASE_CLEAN_RUNS
         })
       )
 
@@ -405,13 +474,16 @@ export const FlakyRepoLive = Layer.effect(
           const current = yield* settings(repoId)
           const next = {
             quarantiningEnabled: update.quarantiningEnabled ?? current.quarantiningEnabled,
-            autoQuarantine: update.autoQuarantine ?? current.autoQuarantine
+            autoQuarantine: update.autoQuarantine ?? current.autoQuarantine,
+            autoReleaseCleanRuns: update.autoReleaseCleanRuns ?? current.autoReleaseCleanRuns
           }
           yield* sql`
-            insert into flaky_settings (repo_id, quarantining_enabled, auto_quarantine, updated_at)
-            values (${repoId}, ${next.quarantiningEnabled}, ${next.autoQuarantine}, now())
+            insert into flaky_settings (repo_id, quarantining_enabled, auto_quarantine, auto_release_clean_runs,
+              updated_at)
+            values (${repoId}, ${next.quarantiningEnabled}, ${next.autoQuarantine}, ${next.autoReleaseCleanRuns}, now())
             on conflict (repo_id) do update set quarantining_enabled = excluded.quarantining_enabled,
-              auto_quarantine = excluded.auto_quarantine, updated_at = excluded.updated_at`
+              auto_quarantine = excluded.auto_quarantine, auto_release_clean_runs = excluded.auto_release_clean_runs,
+              updated_at = excluded.updated_at`
           return next
         }),
 
@@ -502,14 +574,15 @@ export const FlakyRepoLive = Layer.effect(
           const set =
             ids === undefined
               ? sql`
-                select id, status, status_reason, status_at, flaky_signal_at, last_failure_at from test_cases
+                select id, status, status_reason, status_at, flaky_signal_at, clean_runs, last_failure_at from test_cases
                 where repo_id = ${repoId} and status <> 'healthy'
                 union
-                select id, status, status_reason, status_at, flaky_signal_at, last_failure_at from test_cases
+                select id, status, status_reason, status_at, flaky_signal_at, clean_runs, last_failure_at from test_cases
                 where repo_id = ${repoId}
                   and last_failure_at >= ${new Date(since.getTime() - FAILURE_TIME_SLACK_MS).toISOString()}::timestamptz`
               : sql`
-                select tc.id, tc.status, tc.status_reason, tc.status_at, tc.flaky_signal_at, tc.last_failure_at
+                select tc.id, tc.status, tc.status_reason, tc.status_at, tc.flaky_signal_at, tc.clean_runs,
+                  tc.last_failure_at
                 from unnest(${plainArray(ids)}::uuid[]) as i(id)
                 join test_cases tc on tc.repo_id = ${repoId} and tc.id = i.id`
           // each test's results through the (test case, time) index, one scan per test (fenced, so that stale
@@ -517,7 +590,8 @@ export const FlakyRepoLive = Layer.effect(
           // `<upload id><p|f>,…` oldest first, and the uploads' sha, branch and time once
           const rows = yield* sql<CandidateRow & { last_failure_at: unknown; runs: string | null }>`
             with c as materialized (${set})
-            select c.id, c.status, c.status_reason, c.status_at, c.flaky_signal_at, c.last_failure_at, h.runs
+            select c.id, c.status, c.status_reason, c.status_at, c.flaky_signal_at, c.clean_runs, c.last_failure_at,
+              h.runs
             from c cross join lateral (
               select
                 string_agg(r.upload_id::text || case when r.status = 'failed' then 'f' else 'p' end, ','
@@ -608,7 +682,7 @@ export const FlakyRepoLive = Layer.effect(
               Effect.forEach(
                 chunks(ids, BATCH_ROWS),
                 (part) => sql<CandidateRow>`
-                  select id, status, status_reason, status_at, flaky_signal_at from test_cases
+                  select id, status, status_reason, status_at, flaky_signal_at, clean_runs from test_cases
                   where repo_id = ${repoId} and id = any(${plainArray(part)}::uuid[])`
               ),
               (parts) => parts.flat().map(toCandidate)
@@ -658,12 +732,13 @@ export const FlakyRepoLive = Layer.effect(
           chunks(updates, BATCH_ROWS),
           (part) =>
             sql`update test_cases tc set status = u.status, status_reason = u.reason, status_at = u.status_at,
-                  flaky_signal_at = u.flaky_signal_at
+                  flaky_signal_at = u.flaky_signal_at, clean_runs = u.clean_runs
                 from unnest(${plainArray(part.map((u) => u.id))}::uuid[], ${textArray(part.map((u) => u.status))}::text[],
                   ${textArray(part.map((u) => u.reason))}::text[],
                   ${dateArray(part.map((u) => u.statusAt))}::timestamptz[],
-                  ${dateArray(part.map((u) => u.flakySignalAt))}::timestamptz[])
-                  as u(id, status, reason, status_at, flaky_signal_at)
+                  ${dateArray(part.map((u) => u.flakySignalAt))}::timestamptz[],
+                  ${plainArray(part.map((u) => u.cleanRuns))}::int[])
+                  as u(id, status, reason, status_at, flaky_signal_at, clean_runs)
                 where tc.repo_id = ${repoId} and tc.id = u.id`,
           { discard: true }
         ),
@@ -678,7 +753,8 @@ export const FlakyRepoLive = Layer.effect(
               quarantined_at = case when q.v then ${now.toISOString()}::timestamptz else null end
             from (
               select id, (${s.quarantiningEnabled}::boolean and (quarantine_override = 'always_quarantine'
-                or (${s.autoQuarantine}::boolean and status = 'flaky' and quarantine_override <> 'never_quarantine'))) as v
+                or (${s.autoQuarantine}::boolean and status = 'flaky' and quarantine_override <> 'never_quarantine'
+                  and clean_runs < ${s.autoReleaseCleanRuns}::int))) as v
               from test_cases tc where tc.repo_id = ${repoId} ${filter}
             ) q
             where tc.repo_id = ${repoId} and tc.id = q.id and tc.quarantined <> q.v`
@@ -814,11 +890,81 @@ export const FlakyRepoLive = Layer.effect(
           (rows) => rows.length > 0
         ),
 
-      setOverride: (repoId, id, override) =>
-        Effect.map(
-          sql<{ id: string }>`update test_cases set quarantine_override = ${override}
+      setOverride: (repoId, id, override, details, at) => {
+        const d = override === "unspecified" || details === undefined ? noDetails : details
+        return Effect.map(
+          sql<{ id: string }>`update test_cases set quarantine_override = ${override},
+                                override_owner = ${d.owner}, override_reason = ${d.reason},
+                                override_ticket_url = ${d.ticketUrl},
+                                override_expires_at = ${d.expiresAt === null ? null : d.expiresAt.toISOString()}::timestamptz,
+                                override_set_at = ${override === "unspecified" || at === undefined ? null : at.toISOString()}::timestamptz
                               where repo_id = ${repoId} and id = ${id} returning id`,
           (rows) => rows.length > 0
+        )
+      },
+
+      failuresAt: (repoId, sha) =>
+        Effect.map(
+          sql<{ uploads: number; failed: number; quarantined: number; flaky: number }>`
+            with u as (select id, run_at from test_uploads where repo_id = ${repoId} and sha = ${sha}),
+            f as (
+              select r.test_case_id from u
+              join test_results r on r.repo_id = ${repoId} and r.upload_id = u.id and r.run_at = u.run_at
+              group by r.upload_id, r.test_case_id
+              having bool_or(r.status = 'failed') and not bool_or(r.status = 'passed')
+            )
+            select (select count(*) from u)::int as uploads, count(distinct f.test_case_id)::int as failed,
+              (count(distinct f.test_case_id) filter (where tc.quarantined))::int as quarantined,
+              (count(distinct f.test_case_id) filter (where not tc.quarantined and tc.status = 'flaky'))::int as flaky
+            from f join test_cases tc on tc.repo_id = ${repoId} and tc.id = f.test_case_id`,
+          (rows) => ({
+            uploads: rows[0]?.uploads ?? 0,
+            failed: rows[0]?.failed ?? 0,
+            quarantined: rows[0]?.quarantined ?? 0,
+            flaky: rows[0]?.flaky ?? 0
+          })
+        ),
+
+      lapseExpired: (repoId, now) =>
+        Effect.map(
+          sql<{
+            id: string
+            name: string
+            quarantine_override: string
+            override_owner: string | null
+            override_reason: string | null
+            override_ticket_url: string | null
+            override_expires_at: unknown
+          }>`
+            update test_cases tc set quarantine_override = 'unspecified', override_owner = null,
+              override_reason = null, override_ticket_url = null, override_expires_at = null, override_set_at = null
+            from (select id, quarantine_override, override_owner, override_reason, override_ticket_url,
+                    override_expires_at from test_cases
+                  where repo_id = ${repoId} and override_expires_at <= ${now.toISOString()}::timestamptz
+                  for update) old
+            where tc.repo_id = ${repoId} and tc.id = old.id
+            returning tc.id, tc.name, old.quarantine_override, old.override_owner, old.override_reason,
+              old.override_ticket_url, old.override_expires_at`,
+          (rows) =>
+            rows.map(
+              (r): LapsedOverride => ({
+                id: r.id,
+                name: r.name,
+                override: r.quarantine_override as QuarantineOverride,
+                owner: r.override_owner,
+                reason: r.override_reason,
+                ticketUrl: r.override_ticket_url,
+                expiresAt: dateOrNull(r.override_expires_at)
+              })
+            )
+        ),
+
+      quarantineState: (repoId) =>
+        Effect.map(
+          sql<TestCaseRow>`select ${sql.literal(TC_COLUMNS)} from test_cases tc
+                           where tc.repo_id = ${repoId} and (tc.quarantine_override <> 'unspecified' or tc.quarantined)
+                           order by tc.name, tc.id`,
+          (rows) => rows.map(toTestCase)
         ),
 
       latestSha: (repoId) =>

@@ -31,13 +31,20 @@ export class TimeRangeInvalid extends Schema.TaggedError<TimeRangeInvalid>()("Ti
   message: Schema.String
 }) {}
 
+/** A quarantine override, export query or import that is not what the extension asks for (semantics §8 revised). */
+export class InvalidQuarantineInput extends Schema.TaggedError<InvalidQuarantineInput>()("InvalidQuarantineInput", {
+  message: Schema.String,
+  details: Schema.optional(Schema.Array(ErrorDetail))
+}) {}
+
 export const FlakyError = Schema.Union(
   RepositoryNotFound,
   TestCaseNotFound,
   InvalidJunit,
   InvalidUpload,
   InvalidPageToken,
-  TimeRangeInvalid
+  TimeRangeInvalid,
+  InvalidQuarantineInput
 )
 export type FlakyError = typeof FlakyError.Type
 

@@ -100,3 +100,22 @@ export const flakyResultsByTime = statements(
   `drop index if exists test_results_repo_time`,
   `create index test_results_time on test_results using brin (run_at)`
 )
+
+/**
+ * Quarantine with an owner and an end (migration 0050): an override carries an owner, a reason, a ticket URL and an
+ * expiry (an expired override lapses to `unspecified`); `clean_runs` counts a test's runs without a failed attempt
+ * since its last failure (the auto-quarantine releases a test after `auto_release_clean_runs` of them, default 20).
+ */
+export const flakyQuarantineLifecycle = statements(
+  `alter table test_cases add column override_owner text`,
+  `alter table test_cases add column override_reason text`,
+  `alter table test_cases add column override_ticket_url text`,
+  `alter table test_cases add column override_expires_at timestamptz`,
+  `alter table test_cases add column override_set_at timestamptz`,
+  `alter table test_cases add column clean_runs integer not null default 0`,
+  `create index test_cases_override_expiry on test_cases (repo_id, override_expires_at)
+     where override_expires_at is not null`,
+  `alter table flaky_settings add column auto_release_clean_runs integer not null default 20`,
+  // the merge queue asks for the uploads of a test-branch sha
+  `create index test_uploads_repo_sha on test_uploads (repo_id, sha)`
+)

@@ -108,22 +108,126 @@ export const LinkTicketRequest = Schema.Struct({
 }).annotations({ identifier: "LinkTicketRequest" })
 
 export const QuarantineOverride = CaseInsensitive("always_quarantine", "never_quarantine", "unspecified")
+
+/** A CODEOWNERS owner: `@org/team`, `@user`, or an e-mail address. */
+export const Owner = Schema.String.pipe(
+  Schema.pattern(/^(@[A-Za-z0-9][A-Za-z0-9_.-]*(\/[A-Za-z0-9][A-Za-z0-9_.-]*)?|[^@\s]+@[^@\s]+\.[^@\s]+)$/, {
+    message: () => "must be a CODEOWNERS owner: @org/team, @user or an e-mail address"
+  })
+)
+export const HttpUrl = Schema.String.pipe(
+  Schema.filter(
+    (s) => {
+      try {
+        const u = new URL(s)
+        return u.protocol === "http:" || u.protocol === "https:"
+      } catch {
+        return false
+      }
+    },
+    { message: () => "must be an http or https URL" }
+  )
+)
+const OverrideReason = Schema.String.pipe(Schema.maxLength(2000, { message: () => "must be at most 2000 characters" }))
+
+/** Extension: what an override carries besides its value (semantics §8 revised, quarantine). */
+const OverrideFields = {
+  owner: opt(Schema.NullOr(Owner)),
+  reason: opt(Schema.NullOr(OverrideReason)),
+  ticket_url: opt(Schema.NullOr(HttpUrl)),
+  expires_at: opt(Schema.NullOr(DateTimeString))
+}
+
 export const SetQuarantineOverrideRequest = Schema.Struct({
   ...RepoScope,
   test_case_id: Schema.UUID.annotations({ message: () => "must be a UUID" }),
-  override: QuarantineOverride
+  override: QuarantineOverride,
+  ...OverrideFields
 }).annotations({ identifier: "SetQuarantineOverrideRequest" })
 
 export const SettingsRequest = Schema.Struct(RepoScope).annotations({ identifier: "FlakySettingsRequest" })
 export const UpdateSettingsRequest = Schema.Struct({
   ...RepoScope,
   quarantining_enabled: opt(Schema.Boolean),
-  auto_quarantine: opt(Schema.Boolean)
+  auto_quarantine: opt(Schema.Boolean),
+  /** extension: an auto-quarantined test leaves quarantine after this many clean runs in a row (default 20) */
+  auto_release_clean_runs: opt(
+    Schema.Int.pipe(Schema.between(1, 100_000, { message: () => "must be an integer from 1 to 100000" }))
+  )
 }).annotations({ identifier: "UpdateFlakySettingsRequest" })
 export const Settings = Schema.Struct({
   quarantining_enabled: Schema.Boolean,
-  auto_quarantine: Schema.Boolean
+  auto_quarantine: Schema.Boolean,
+  auto_release_clean_runs: Schema.Int
 }).annotations({ identifier: "FlakySettings" })
+
+// ---- quarantine export and import (extension)
+
+export const QuarantineExportQuery = Schema.Struct({
+  org_url_slug: NonEmptyString,
+  /** `host/owner/name`, or `owner/name` on github.com */
+  repo: NonEmptyString
+}).annotations({ identifier: "QuarantineExportQuery" })
+
+export const QuarantineSetting = CaseInsensitive(
+  "always_quarantine",
+  "never_quarantine",
+  "auto_quarantine",
+  "unspecified"
+)
+
+/** One test in the export: identity, the setting with its owner, reason, ticket and expiry, and the current state. */
+export const QuarantineEntry = Schema.Struct({
+  test_case_id: Schema.String,
+  name: Schema.String,
+  classname: Schema.String,
+  file: Schema.String,
+  parent: Schema.String,
+  variant: Schema.String,
+  quarantine_setting: QuarantineSetting,
+  quarantined: Schema.Boolean,
+  status: TestStatusValue,
+  owner: Schema.NullOr(Schema.String),
+  reason: Schema.NullOr(Schema.String),
+  ticket_url: Schema.NullOr(Schema.String),
+  expires_at: Schema.NullOr(Schema.String),
+  set_at: Schema.NullOr(Schema.String)
+}).annotations({ identifier: "QuarantineEntry" })
+export type QuarantineEntry = typeof QuarantineEntry.Type
+
+export const QuarantineExport = Schema.Struct({
+  repo: RepoRef,
+  exported_at: Schema.String,
+  settings: Settings,
+  tests: Schema.Array(QuarantineEntry)
+}).annotations({ identifier: "QuarantineExport" })
+export type QuarantineExport = typeof QuarantineExport.Type
+
+/** An entry to import: the export's fields; either `test_case_id` or `name` (with classname, file, parent, variant). */
+export const QuarantineImportEntry = Schema.Struct({
+  test_case_id: opt(Schema.UUID.annotations({ message: () => "must be a UUID" })),
+  name: opt(NonEmptyString),
+  classname: opt(Schema.String),
+  file: opt(Schema.String),
+  parent: opt(Schema.String),
+  variant: opt(Schema.String),
+  quarantine_setting: QuarantineSetting,
+  ...OverrideFields
+}).annotations({ identifier: "QuarantineImportEntry" })
+export type QuarantineImportEntry = typeof QuarantineImportEntry.Type
+
+/** The export's `tests` (JSON), or its CSV text in `csv`: one of the two. */
+export const QuarantineImportRequest = Schema.Struct({
+  ...RepoScope,
+  tests: opt(Schema.Array(QuarantineImportEntry)),
+  csv: opt(Schema.String)
+}).annotations({ identifier: "QuarantineImportRequest" })
+
+export const QuarantineImportResponse = Schema.Struct({
+  imported: Schema.Int,
+  created: Schema.Int,
+  cleared: Schema.Int
+}).annotations({ identifier: "QuarantineImportResponse" })
 
 export const UploadMetadata = Schema.Struct({
   repo: RepoRef,

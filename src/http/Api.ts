@@ -5,6 +5,7 @@ import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
 import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
 import * as OpenApi from "@effect/platform/OpenApi"
 import * as Schema from "effect/Schema"
+import * as W from "../events/schemas.ts"
 import * as F from "../flaky/schemas.ts"
 import * as Q from "../queue/schemas.ts"
 import * as T from "./adminSchemas.ts"
@@ -101,6 +102,48 @@ export const ops = {
 
   reportStatus: post("reportStatus", "/reportStatus", Q.ReportStatusRequest, EmptyObject),
 
+  createWebhookEndpoint: post(
+    "createWebhookEndpoint",
+    "/createWebhookEndpoint",
+    W.CreateWebhookEndpointRequest,
+    W.CreatedWebhookEndpoint
+  ),
+  listWebhookEndpoints: post(
+    "listWebhookEndpoints",
+    "/listWebhookEndpoints",
+    W.ListWebhookEndpointsRequest,
+    W.ListWebhookEndpointsResponse
+  ),
+  updateWebhookEndpoint: post(
+    "updateWebhookEndpoint",
+    "/updateWebhookEndpoint",
+    W.UpdateWebhookEndpointRequest,
+    W.WebhookEndpoint
+  ),
+  deleteWebhookEndpoint: post(
+    "deleteWebhookEndpoint",
+    "/deleteWebhookEndpoint",
+    W.WebhookEndpointIdRequest,
+    EmptyObject
+  ),
+  rotateWebhookSecret: post(
+    "rotateWebhookSecret",
+    "/rotateWebhookSecret",
+    W.WebhookEndpointIdRequest,
+    W.RotatedWebhookSecret
+  ),
+  listWebhookDeliveries: post(
+    "listWebhookDeliveries",
+    "/listWebhookDeliveries",
+    W.ListWebhookDeliveriesRequest,
+    W.ListWebhookDeliveriesResponse
+  ),
+  replayWebhookMessages: post(
+    "replayWebhookMessages",
+    "/replayWebhookMessages",
+    W.ReplayWebhookMessagesRequest,
+    W.ReplayWebhookMessagesResponse
+  ),
   // the admin API (admin tokens only): what the CLI uses while the server holds the embedded database
   adminCreateOrganization: post(
     "adminCreateOrganization",
@@ -111,7 +154,42 @@ export const ops = {
   adminCreateToken: post("adminCreateToken", "/admin/createToken", T.CreateTokenRequest, T.CreatedToken),
   adminListTokens: post("adminListTokens", "/admin/listTokens", T.OrgRequest, T.TokenList),
   adminRevokeToken: post("adminRevokeToken", "/admin/revokeToken", T.RevokeTokenRequest, EmptyObject),
-  adminAddRepository: post("adminAddRepository", "/admin/addRepository", T.AddRepositoryRequest, T.AddedRepository)
+  adminAddRepository: post("adminAddRepository", "/admin/addRepository", T.AddRepositoryRequest, T.AddedRepository),
+  exportQuarantine: {
+    name: "exportQuarantine",
+    method: "GET",
+    path: "/flaky-tests/export",
+    payload: F.QuarantineExportQuery,
+    success: F.QuarantineExport,
+    source: "query"
+  } satisfies Op<
+    "exportQuarantine",
+    typeof F.QuarantineExportQuery.Type,
+    typeof F.QuarantineExportQuery.Encoded,
+    typeof F.QuarantineExport.Type,
+    typeof F.QuarantineExport.Encoded
+  >,
+  exportQuarantineCsv: {
+    name: "exportQuarantineCsv",
+    method: "GET",
+    path: "/flaky-tests/export.csv",
+    payload: F.QuarantineExportQuery,
+    success: Schema.String.pipe(HttpApiSchema.withEncoding({ kind: "Text", contentType: "text/csv" })),
+    source: "query",
+    contentType: "text/csv; charset=utf-8"
+  } satisfies Op<
+    "exportQuarantineCsv",
+    typeof F.QuarantineExportQuery.Type,
+    typeof F.QuarantineExportQuery.Encoded,
+    string,
+    string
+  >,
+  importQuarantine: post(
+    "importQuarantine",
+    "/flaky-tests/import",
+    F.QuarantineImportRequest,
+    F.QuarantineImportResponse
+  )
 } as const
 
 export type Ops = typeof ops
@@ -172,6 +250,19 @@ export const Api = HttpApi.make("greenline")
   .add(group("ciStatus", "Commit statuses reported by CI", "reportStatus"))
   .add(
     group(
+      "webhooks",
+      "Outgoing webhooks (Standard Webhooks 1.0 signatures): endpoints, secrets, deliveries and replay",
+      "createWebhookEndpoint",
+      "listWebhookEndpoints",
+      "updateWebhookEndpoint",
+      "deleteWebhookEndpoint",
+      "rotateWebhookSecret",
+      "listWebhookDeliveries",
+      "replayWebhookMessages"
+    )
+  )
+  .add(
+    group(
       "admin",
       "Organizations, API tokens and repositories (admin tokens only)",
       "adminCreateOrganization",
@@ -179,6 +270,15 @@ export const Api = HttpApi.make("greenline")
       "adminListTokens",
       "adminRevokeToken",
       "adminAddRepository"
+    )
+  )
+  .add(
+    group(
+      "flakyQuarantineTransfer",
+      "Extension: a repository's quarantine state as JSON or CSV, and its import",
+      "exportQuarantine",
+      "exportQuarantineCsv",
+      "importQuarantine"
     )
   )
   .annotate(OpenApi.Title, "Greenline merge queue API")

@@ -1,4 +1,5 @@
 import { Data, type ParseResult, Schema } from "effect"
+import type { EventsError } from "../events/errors.ts"
 import type { FlakyError } from "../flaky/errors.ts"
 import { describeParseError, type ErrorDetail } from "../kernel/errors.ts"
 import type { QueueError } from "../queue/errors.ts"
@@ -79,7 +80,7 @@ export const fromParseError = (error: ParseResult.ParseError): ApiError => {
 }
 
 /** Every feature's domain errors: the HTTP edge is the one place that knows their status codes and contract codes. */
-export type DomainError = FlakyError | QueueError
+export type DomainError = FlakyError | QueueError | EventsError
 
 const domainStatus: { readonly [Tag in DomainError["_tag"]]: readonly [status: number, code: ErrorCode] } = {
   RepositoryNotFound: [404, "NOT_FOUND"],
@@ -92,7 +93,10 @@ const domainStatus: { readonly [Tag in DomainError["_tag"]]: readonly [status: n
   PullRequestNotFound: [404, "PR_NOT_FOUND"],
   PrNotActive: [409, "PR_NOT_ACTIVE"],
   PrTestsNotRestartable: [409, "PR_TESTS_NOT_RESTARTABLE"],
-  TestRunNotFound: [404, "TEST_RUN_NOT_FOUND"]
+  TestRunNotFound: [404, "TEST_RUN_NOT_FOUND"],
+  InvalidQuarantineInput: [400, "INVALID_REQUEST"],
+  EventsNotFound: [404, "NOT_FOUND"],
+  InvalidEventsRequest: [400, "INVALID_REQUEST"]
 }
 
 export const fromDomainError = (error: DomainError): ApiError => {

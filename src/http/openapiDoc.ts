@@ -1,4 +1,5 @@
 import type * as OpenApi from "@effect/platform/OpenApi"
+import type { OpName } from "./Api.ts"
 import type { ErrorCode } from "./errors.ts"
 
 /**
@@ -97,7 +98,37 @@ interface OpDoc {
   readonly response?: unknown
 }
 
-export const OP_DOCS: Record<string, OpDoc> = {
+const WEBHOOK_ENDPOINT_EXAMPLE = {
+  id: "5d1c9a62-7a3e-4f0b-9a84-0c2b7e1d6f35",
+  url: "https://hooks.example/greenline",
+  description: "deploys",
+  eventTypes: ["pull_request.merged"],
+  repo: null,
+  disabled: false,
+  disabledReason: null,
+  createdAt: "2026-11-26T12:00:00.000Z",
+  updatedAt: "2026-11-26T12:00:00.000Z"
+}
+
+const QUARANTINE_EXAMPLE = {
+  test_case_id: "d3b07384-d9a0-5c1b-8f3e-2a4b6c8d0e1f",
+  name: "adds two numbers",
+  classname: "math",
+  file: "test/math.test.js",
+  parent: "math",
+  variant: "",
+  quarantine_setting: "always_quarantine",
+  quarantined: true,
+  status: "flaky",
+  owner: "@acme/web",
+  reason: "times out on the shared runners",
+  ticket_url: "https://issues.example/WEB-12",
+  expires_at: "2026-12-31T00:00:00.000Z",
+  set_at: "2026-11-26T12:00:00.000Z"
+}
+
+/** Every operation's documentation: an operation without it does not compile. */
+export const OP_DOCS: Record<OpName, OpDoc> = {
   createQueue: {
     summary: "Create a merge queue",
     description:
@@ -325,6 +356,113 @@ export const OP_DOCS: Record<string, OpDoc> = {
     description: "Admin tokens only. 400 when the repository belongs to another organization.",
     request: { org: "acme", repo },
     response: { id: "2f1e0d9c-8b7a-4c6d-9e8f-7a6b5c4d3e2f", repo }
+  },
+  exportQuarantine: {
+    summary: "Export a repository's quarantine state (extension)",
+    description:
+      "The repository's flaky-test settings and every test with a quarantine override or in quarantine, with the " +
+      "override's owner, reason, ticket and expiry. `repo` is `host/owner/name` (or `owner/name` on github.com). " +
+      "The same document is accepted by importQuarantine.",
+    request: { org_url_slug: "acme", repo: "github.com/acme/web" },
+    response: {
+      repo,
+      exported_at: "2026-11-26T12:00:00.000Z",
+      settings: { quarantining_enabled: true, auto_quarantine: true, auto_release_clean_runs: 20 },
+      tests: [QUARANTINE_EXAMPLE]
+    }
+  },
+  exportQuarantineCsv: {
+    summary: "Export a repository's quarantine state as CSV (extension)",
+    description: "exportQuarantine as CSV, one test a row with a header row; importQuarantine takes it in `csv`.",
+    request: { org_url_slug: "acme", repo: "github.com/acme/web" },
+    response:
+      "test_case_id,name,classname,file,parent,variant,quarantine_setting,quarantined,status,owner,reason,ticket_url,expires_at,set_at\n" +
+      "d3b07384-d9a0-5c1b-8f3e-2a4b6c8d0e1f,adds two numbers,math,test/math.test.js,math,,always_quarantine,true,flaky,@acme/web,times out on the shared runners,https://issues.example/WEB-12,2026-12-31T00:00:00.000Z,2026-11-26T12:00:00.000Z\n"
+  },
+  createWebhookEndpoint: {
+    summary: "Register a webhook endpoint (extension)",
+    description:
+      "Events are signed by Standard Webhooks 1.0 (`webhook-id`, `webhook-timestamp`, `webhook-signature`, and the " +
+      "same under `svix-*`), retried for days, and delivered in order per pull request. `eventTypes` limits the " +
+      "types (all when left out); `repo` limits the repository. The secret is shown only in this answer.",
+    request: { url: "https://hooks.example/greenline", description: "deploys", eventTypes: ["pull_request.merged"] },
+    response: { ...WEBHOOK_ENDPOINT_EXAMPLE, secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw" }
+  },
+  listWebhookEndpoints: {
+    summary: "List the organization's webhook endpoints (extension)",
+    description: "Every endpoint with its filters and whether it is disabled (and why); never the secrets.",
+    request: {},
+    response: { endpoints: [WEBHOOK_ENDPOINT_EXAMPLE] }
+  },
+  updateWebhookEndpoint: {
+    summary: "Change a webhook endpoint (extension)",
+    description:
+      "Changes the address, description or event types, or disables and enables it again (`disabled`). " +
+      "`eventTypes: null` means every type.",
+    request: { id: WEBHOOK_ENDPOINT_EXAMPLE.id, disabled: true },
+    response: { ...WEBHOOK_ENDPOINT_EXAMPLE, disabled: true, disabledReason: "disabled through the API" }
+  },
+  deleteWebhookEndpoint: {
+    summary: "Delete a webhook endpoint (extension)",
+    description: "The endpoint and its delivery log; messages not yet delivered are dropped.",
+    request: { id: WEBHOOK_ENDPOINT_EXAMPLE.id },
+    response: {}
+  },
+  rotateWebhookSecret: {
+    summary: "Rotate a webhook endpoint's secret (extension)",
+    description:
+      "A new secret, shown only here. For 24 hours both the old and the new signature are sent, space-separated, " +
+      "so a receiver can switch without losing a message.",
+    request: { id: WEBHOOK_ENDPOINT_EXAMPLE.id },
+    response: { id: WEBHOOK_ENDPOINT_EXAMPLE.id, secret: "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD" }
+  },
+  listWebhookDeliveries: {
+    summary: "An endpoint's delivery log (extension)",
+    description: "Each message with its attempts (time, the receiver's status, duration, error), newest first, paged.",
+    request: { endpointId: WEBHOOK_ENDPOINT_EXAMPLE.id, page_query: { page_size: 20, page_token: "" } },
+    response: {
+      messages: [
+        {
+          id: "msg_2f1e0d9c8b7a4c6d9e8f7a6b5c4d3e2f",
+          eventType: "pull_request.merged",
+          timestamp: "2026-11-26T12:00:00.000Z",
+          status: "delivered",
+          nextAttemptAt: null,
+          attempts: [
+            { at: "2026-11-26T12:00:05.000Z", status: 500, durationMs: 41, error: "HTTP 500" },
+            { at: "2026-11-26T12:05:05.000Z", status: 200, durationMs: 12, error: null }
+          ]
+        }
+      ],
+      page: { next_page_token: "" }
+    }
+  },
+  replayWebhookMessages: {
+    summary: "Deliver messages again (extension)",
+    description:
+      "Sends the endpoint's messages since a time, or the listed ones, again, with their original ids so a " +
+      "receiver can tell a replay from a new event.",
+    request: { endpointId: WEBHOOK_ENDPOINT_EXAMPLE.id, since: "2026-11-26T00:00:00.000Z" },
+    response: { replayed: 12 }
+  },
+  importQuarantine: {
+    summary: "Import a quarantine state (extension)",
+    description:
+      "Sets the quarantine overrides of the listed tests (by `test_case_id`, or by name with classname, file, " +
+      "parent and variant), from exportQuarantine's `tests` or its CSV text in `csv`: one of the two. All or nothing.",
+    request: {
+      org_url_slug: "acme",
+      repo,
+      tests: [
+        {
+          name: "adds two numbers",
+          classname: "math",
+          file: "test/math.test.js",
+          quarantine_setting: "always_quarantine"
+        }
+      ]
+    },
+    response: { imported: 1, created: 1, cleared: 0 }
   }
 }
 
@@ -425,7 +563,7 @@ export const refineDocument = (generated: OpenApi.OpenAPISpec, publicUrl: string
     for (const op of Object.values(item)) {
       if (!isObject(op) || !isObject(op.responses)) continue
       const name = String(op.operationId ?? "").replace(/^[^.]*\./, "")
-      const about = OP_DOCS[name]
+      const about: OpDoc | undefined = name in OP_DOCS ? OP_DOCS[name as OpName] : undefined
       if (about !== undefined) {
         op.summary = about.summary
         op.description = about.description

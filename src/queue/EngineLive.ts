@@ -4,6 +4,7 @@ import type { SqlError } from "@effect/sql/SqlError"
 import { Cause, Clock, Context, Deferred, Effect, FiberMap, Layer, Option, Queue, Stream } from "effect"
 import { AppConfig } from "../config.ts"
 import { Database } from "../kernel/Database.ts"
+import { EventLog } from "../kernel/EventLog.ts"
 import { Metrics } from "../metrics/Metrics.ts"
 import { usesGitHub } from "../providers.ts"
 import type { CommandCi } from "./CiRunner.ts"
@@ -96,7 +97,10 @@ export const EngineLive = Layer.scopedContext(
     >()
     // the Git host's view of a PR (GitHub: comment and status check), when the application provides one
     const feedback = yield* Effect.serviceOption(PrFeedback)
-    const runnerContext = Option.isSome(feedback) ? Context.add(context, PrFeedback, feedback.value) : context
+    const withFeedback = Option.isSome(feedback) ? Context.add(context, PrFeedback, feedback.value) : context
+    // the event log the runners append their rounds' events to, when the application has one
+    const eventLog = yield* Effect.serviceOption(EventLog)
+    const runnerContext = Option.isSome(eventLog) ? Context.add(withFeedback, EventLog, eventLog.value) : withFeedback
     const store = makeStore(sql)
     const repo = makeEngineRepo(sql)
     const { activeEntries, enqueueEvent, enqueueEvents, insertRuntime, loadRuntime, readTargets, timeline } = store

@@ -84,7 +84,11 @@ export const QueueConfig = Schema.Struct({
   testBranchConstructionMode: Schema.String,
   notReadyTimeoutHours: Schema.Number,
   /** extension: adaptive mode (planner/adaptive.ts) */
-  adaptive: Schema.Boolean
+  adaptive: Schema.Boolean,
+  /** extension (#20), off by default: a run that failed only in quarantined tests counts as passed */
+  quarantinedFailuresPass: opt(Schema.Boolean),
+  /** extension (#20), 0 by default: retries of an entry's run whose failures include known-flaky tests */
+  flakyRetryBudget: opt(Schema.Number)
 }).annotations({ identifier: "QueueConfig" })
 export type QueueConfig = typeof QueueConfig.Type
 
@@ -164,7 +168,9 @@ export const UpdateQueueRequest = Schema.Struct({
   batchingRules: opt(Schema.Array(Schema.Unknown)),
   testBranchConstructionMode: opt(Schema.String),
   notReadyTimeoutHours: opt(U32),
-  adaptive: opt(Schema.Boolean)
+  adaptive: opt(Schema.Boolean),
+  quarantinedFailuresPass: opt(Schema.Boolean),
+  flakyRetryBudget: opt(U32)
 }).annotations({ identifier: "UpdateQueueRequest" })
 export type UpdateQueueRequest = typeof UpdateQueueRequest.Type
 

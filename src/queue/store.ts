@@ -232,7 +232,14 @@ export const upgradeState = (state: QueueState): QueueState => {
   return { ...state, entries: upgraded }
 }
 
-export const makeStore = (sql: SqlClient.SqlClient) => {
+/**
+ * `onRound`, when given, runs in each persisted round's transaction after its rows are written: the round's domain
+ * events go to the event log there (queue/events.ts), from the same transitions as the timeline.
+ */
+export const makeStore = (
+  sql: SqlClient.SqlClient,
+  onRound?: (queueId: string, out: StepOutput) => Effect.Effect<void, SqlError>
+) => {
   const loadRuntime = (queueId: string) =>
     Effect.map(
       sql<{ state: unknown; outbox: unknown; fencing: string | number }>`
@@ -339,6 +346,7 @@ export const makeStore = (sql: SqlClient.SqlClient) => {
                      on conflict (id) do update set record = excluded.record, status = excluded.status,
                        test_branch_sha = excluded.test_branch_sha, ended_at = excluded.ended_at`
         }
+        if (onRound !== undefined) yield* onRound(queueId, out)
         if (out.processed.length > 0) {
           // the requests this round read are in its state now
           yield* sql`update entries set request_seq = null, request_new = false

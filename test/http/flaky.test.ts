@@ -509,11 +509,13 @@ for (const db of databases) {
       expect((await err("get-settings", scope("fresh-settings"), 404)).code).toBe("NOT_FOUND")
       expect(await ok<unknown>("update-settings", { ...scope("fresh-settings"), auto_quarantine: true })).toEqual({
         quarantining_enabled: false,
-        auto_quarantine: true
+        auto_quarantine: true,
+        auto_release_clean_runs: 20
       })
       expect(await ok<unknown>("get-settings", scope("fresh-settings"))).toEqual({
         quarantining_enabled: false,
-        auto_quarantine: true
+        auto_quarantine: true,
+        auto_release_clean_runs: 20
       })
 
       await upload("quar", [
@@ -524,7 +526,8 @@ for (const db of databases) {
       ])
       expect(await ok<unknown>("get-settings", scope("quar"))).toEqual({
         quarantining_enabled: false,
-        auto_quarantine: false
+        auto_quarantine: false,
+        auto_release_clean_runs: 20
       })
       const qf = await byName("quar", "qf")
       const qh = await byName("quar", "qh")
@@ -545,12 +548,14 @@ for (const db of databases) {
       expect(await quarantined()).toEqual([])
       expect(await ok<unknown>("update-settings", { ...scope("quar"), quarantining_enabled: true })).toEqual({
         quarantining_enabled: true,
-        auto_quarantine: false
+        auto_quarantine: false,
+        auto_release_clean_runs: 20
       })
       expect(await quarantined()).toEqual([["qh", "always_quarantine"]])
       expect(await ok<unknown>("update-settings", { ...scope("quar"), auto_quarantine: true })).toEqual({
         quarantining_enabled: true,
-        auto_quarantine: true
+        auto_quarantine: true,
+        auto_release_clean_runs: 20
       })
       expect(await quarantined()).toEqual([
         ["qf", "auto_quarantine"],

@@ -54,7 +54,10 @@ for (const db of databases) {
         "/v1/admin/createToken",
         "/v1/admin/listTokens",
         "/v1/admin/revokeToken",
-        "/v1/admin/addRepository"
+        "/v1/admin/addRepository",
+        "/v1/flaky-tests/export",
+        "/v1/flaky-tests/export.csv",
+        "/v1/flaky-tests/import"
       ]
       expect(Object.keys(doc.paths).sort()).toEqual([...expected].sort())
       const docs = await fetch(`${server.url}/docs`)

@@ -6,13 +6,12 @@ import {
   type ClassifyInput,
   classify,
   DAY,
-  FLAKY_RATE_ENTER,
-  FLAKY_RATE_EXIT,
-  FLAKY_RATE_MIN_RUNS,
   type HistoryResult,
   HOUR,
   isInfraFailureUpload,
   isStableBranch,
+  PATTERN_MIN_BAYES_FACTOR,
+  PATTERN_MIN_EPISODES,
   type PreviousStatus,
   type ResultStatus
 } from "../../src/flaky/classify.ts"
@@ -74,34 +73,48 @@ describe("classifier: flaky", () => {
     expect(go(results).value).toBe("healthy")
   })
 
-  test("failure rate at or above 20% over 72 h with at least 10 runs", () => {
-    const c = go(series(10, 2, 70))
+  /** `n` runs on main over the last 6.5 days (one upload each), failing at the given indexes (oldest = 0) */
+  const runs = (n: number, failing: Iterable<number>, branch = "main"): HistoryResult[] => {
+    const f = new Set(failing)
+    return Array.from({ length: n }, (_, i) => run((156 * (n - i)) / n, f.has(i) ? "failed" : "passed", { branch }))
+  }
+  const block = (start: number, length: number) => Array.from({ length }, (_, i) => start + i)
+
+  test("without retries: 3 failures in 300 runs in 3 separate episodes are flaky, with a human reason", () => {
+    const c = go(runs(300, [50, 150, 250]))
     expect(c.value).toBe("flaky")
-    expect(c.reason).toBe("failure rate 20% over 72 h")
-    expect(go(series(50, 17, 70)).reason).toBe("failure rate 34% over 72 h")
+    expect(c.reason).toStartWith(
+      "failed alone 3 times in 7 days on stable branches, each time passing on the next run (3 of 300 runs; flake rate"
+    )
+    expect(c.reason).toContain("90% credible interval")
+    // the pattern is read again each time: nothing to carry
+    expect(c.flakySignalAt).toBeUndefined()
+    expect(PATTERN_MIN_EPISODES).toBe(2)
+    expect(PATTERN_MIN_BAYES_FACTOR).toBe(3)
   })
 
-  test("below the thresholds: under 20%, fewer than 10 runs, outside 72 h, not on a stable branch", () => {
-    expect(go(series(10, 1, 70)).value).toBe("healthy")
-    expect(go(series(9, 4, 70)).value).toBe("healthy")
-    expect(go(series(10, 4, 20, 73)).value).toBe("healthy")
-    expect(go(series(20, 4, 70, 0, "feature/y")).value).toBe("healthy")
-    expect(FLAKY_RATE_ENTER).toBe(0.2)
-    expect(FLAKY_RATE_EXIT).toBe(0.1)
-    expect(FLAKY_RATE_MIN_RUNS).toBe(10)
+  test("without retries: 10 failures in a row once, then passes, are a fixed regression: not flaky", () => {
+    expect(go(runs(300, block(100, 10)))).toEqual({ value: "healthy", reason: "", timestamp: NOW })
+    // nor two separate regressions of 3 runs, nor a failure alone and a regression of 3 runs
+    expect(go(runs(300, [...block(50, 3), ...block(200, 3)])).value).toBe("healthy")
+    expect(go(runs(300, [50, ...block(200, 3)])).value).toBe("healthy")
+    // a single failure cannot be told from a regression fixed at once
+    expect(go(runs(300, [150])).value).toBe("healthy")
   })
 
-  test("hysteresis: between 10% and 20% a flaky test stays flaky by rate, a healthy one stays healthy", () => {
-    const results = series(20, 3, 70) // 15%
-    const flaky = prev("flaky", "failure rate 25% over 72 h", 20, 9)
-    const c = go(results, flaky)
+  test("without retries: frequent failures interleaved with passes are flaky (too many onsets for regressions)", () => {
+    const failing = Array.from({ length: 100 }, (_, i) => i).filter((i) => i % 3 !== 0 && i % 7 !== 0)
+    const c = go(runs(100, failing))
     expect(c.value).toBe("flaky")
-    // value unchanged: reason and timestamp kept, the signal refreshed
-    expect(c.reason).toBe("failure rate 25% over 72 h")
-    expect(c.timestamp).toBe(flaky.since)
-    expect(c.flakySignalAt).toBe(Math.max(...results.map((r) => r.at)))
-    expect(go(results, prev("healthy", "", 20)).value).toBe("healthy")
-    expect(go(results).value).toBe("healthy")
+    expect(c.reason).toContain("too often for regressions")
+  })
+
+  test("the pattern counts only stable branches in the last 7 days", () => {
+    expect(go(runs(300, [50, 150, 250], "feature/y")).value).toBe("healthy")
+    // two of the three older than 7 days
+    const older = runs(300, [10, 20, 250]).map((r) => ({ ...r, at: r.at - 2 * DAY }))
+    expect(go(older).value).toBe("healthy")
+    expect(go(runs(300, [10, 20, 250])).value).toBe("flaky")
   })
 
   test("below 10% the rate signal is gone; the test leaves flaky 7 days after the last signal", () => {
@@ -154,9 +167,19 @@ describe("classifier: flaky", () => {
     expect(before).toMatchObject({ value: "flaky", timestamp: NOW, reason: first.reason })
   })
 
-  test("a flaky previous status without flakySignalAt counts from its since", () => {
-    expect(go([run(1, "passed")], prev("flaky", "x", 3)).value).toBe("flaky")
-    expect(go([run(1, "passed")], prev("flaky", "x", 8)).value).toBe("healthy")
+  test("only pass-on-retry is carried: a flaky status without flakySignalAt and no signal left is healthy", () => {
+    expect(go([run(1, "passed")], prev("flaky", "x", 3, 2)).value).toBe("flaky")
+    expect(go([run(1, "passed")], prev("flaky", "x", 3)).value).toBe("healthy")
+  })
+
+  test("a pattern that a regression's start made goes when the regression shows as one block", () => {
+    const failing = [50, 250, 251, 252]
+    const start = runs(300, failing).slice(0, 251)
+    const atStart = go(start)
+    expect(atStart.value).toBe("flaky")
+    const p = { value: atStart.value, reason: atStart.reason, since: atStart.timestamp }
+    // two more failed runs, then passes: a failure alone and a regression of 3 runs
+    expect(go(runs(300, failing), p)).toMatchObject({ value: "healthy", reason: "no flaky signal for 7 days" })
   })
 })
 
@@ -192,11 +215,25 @@ describe("classifier: broken", () => {
     expect(c.reason).toBe("failed the last 5 runs on stable branches")
   })
 
-  test("broken wins over flaky", () => {
+  test("pass on retry on the same commit is flaky, never broken, while it is in the window", () => {
     const results = [run(2, "failed", { sha: "s1" }), run(2, "passed", { sha: "s1" }), ...series(5, 5, 4)]
     const c = go(results)
-    expect(c.value).toBe("broken")
-    expect(c.flakySignalAt).toBeDefined()
+    expect(c).toMatchObject({ value: "flaky", reason: "failed and passed on commit s1" })
+    // a broken test that passes on retry becomes flaky
+    expect(go(results, prev("broken", "failed the last 5 runs on main", 1)).value).toBe("flaky")
+    // without the pass on the same commit: broken
+    expect(go(series(5, 5, 4)).value).toBe("broken")
+  })
+
+  test("with retries: a run fails only when every attempt failed", () => {
+    // 5 runs on main, each a failure and a failed retry in one upload: broken
+    const both = Array.from({ length: 5 }, (_, i) => [
+      run(10 - i, "failed", { sha: `b${i}`, uploadId: `r${i}` }),
+      run(10 - i, "failed", { sha: `b${i}`, uploadId: `r${i}` })
+    ]).flat()
+    expect(go(both)).toMatchObject({ value: "broken", reason: "failed the last 5 runs on main" })
+    // 5 attempts of 3 runs are no streak of 5 runs
+    expect(go(both.slice(4)).value).toBe("healthy")
   })
 
   test("broken stays broken until 5 passes in a row, then healthy", () => {
@@ -208,11 +245,19 @@ describe("classifier: broken", () => {
     expect(go(five, broken)).toEqual({ value: "healthy", reason: "passed the last 5 runs", timestamp: NOW })
   })
 
-  test("leaving broken with failures still in the 72 h window gives flaky by rate", () => {
-    const failures = Array.from({ length: 5 }, (_, i) => run(48 - i, "failed"))
+  test("a fixed regression leaves broken for healthy, not flaky, with its failures still in the window", () => {
+    const failures = Array.from({ length: 12 }, (_, i) => run(48 - i, "failed"))
     const passes = Array.from({ length: 5 }, (_, i) => run(10 - i, "passed"))
-    const c = go([...failures, ...passes], prev("broken", "failed the last 5 runs on main", 2))
-    expect(c).toMatchObject({ value: "flaky", reason: "failure rate 50% over 72 h", timestamp: NOW })
+    const c = go([...failures, ...passes], prev("broken", "failed the last 5 runs on main", 2, 1))
+    expect(c).toMatchObject({ value: "healthy", reason: "passed the last 5 runs", timestamp: NOW })
+  })
+
+  test("the rate rule needs the most recent run to have failed", () => {
+    const results = [
+      ...Array.from({ length: 8 }, (_, i) => run(5 - i * 0.5, "failed", { branch: "f" })),
+      run(0.5, "passed", { branch: "f" })
+    ]
+    expect(go(results).value).toBe("healthy")
   })
 })
 
@@ -344,6 +389,55 @@ describe("classifier properties", () => {
         return c.timestamp === NOW
       }),
       { numRuns: 300 }
+    )
+  })
+})
+
+describe("classifier properties (semantics §8 revised)", () => {
+  test("a fixed regression (one block of failed runs, then passes) never becomes flaky", () => {
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 0, max: 200 }),
+        fc.integer({ min: 1, max: 40 }),
+        fc.integer({ min: 5, max: 200 }),
+        fc.integer({ min: 0, max: 2 }),
+        (before, length, after, attempts) => {
+          const n = before + length + after
+          const results: HistoryResult[] = []
+          for (let i = 0; i < n; i++) {
+            const failed = i >= before && i < before + length
+            for (let a = 0; a <= attempts; a++)
+              results.push({
+                at: NOW - ((n - i) * 6 * DAY) / n,
+                sha: `sha${i}`,
+                branch: "main",
+                status: failed ? "failed" : "passed",
+                uploadId: `u${i}`,
+                infra: false
+              })
+          }
+          const c = classify(input(results, null))
+          expect(c.value).toBe("healthy")
+          // also when it was broken during the regression
+          const fromBroken = classify(input(results, { value: "broken", reason: "r", since: NOW - DAY }))
+          expect(fromBroken.value).toBe("healthy")
+        }
+      ),
+      { numRuns: 300 }
+    )
+  })
+
+  test("a failure and a pass on the same commit in the window is never broken", () => {
+    fc.assert(
+      fc.property(fc.array(arbResult, { maxLength: 30 }), arbPrevious, (results, previous) => {
+        const counted = results.filter((r) => !r.infra && r.status !== "skipped" && r.at >= NOW - 7 * DAY)
+        const proof = counted.some(
+          (f) => f.status === "failed" && counted.some((p) => p.sha === f.sha && p.status === "passed")
+        )
+        fc.pre(proof)
+        expect(classify(input(results, previous)).value).toBe("flaky")
+      }),
+      { numRuns: 500 }
     )
   })
 })

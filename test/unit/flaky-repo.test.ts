@@ -312,7 +312,7 @@ const suite = (kind: string, makeDb: () => Promise<{ db: Db; cleanup: () => Prom
       expect(r.codeowners).toEqual([])
     })
 
-    test("flaky by failure rate on main, and broken after 5 failures in a row on main", async () => {
+    test("flaky by its pattern on main (failures interleaved with passes), and broken after 5 failures in a row on main", async () => {
       if (skipped) return
       const others = [{ name: "o1" }, { name: "o2" }, { name: "o3" }, { name: "o4" }]
       for (let i = 0; i < 10; i++) {
@@ -326,7 +326,7 @@ const suite = (kind: string, makeDb: () => Promise<{ db: Db; cleanup: () => Prom
       }
       const fr = await details("rate-main", (await byName("rate-main", "fr")).id)
       expect(fr.status.value).toBe("flaky")
-      expect(fr.status.reason).toContain("failure rate 30% over 72 h")
+      expect(fr.status.reason).toContain("separate episodes in 7 days on stable branches")
       for (let i = 0; i < 5; i++) {
         await run(
           upload("broken", [["a.xml", junit([{ name: "b", status: "failed" }, ...others])]], {
@@ -373,7 +373,8 @@ const suite = (kind: string, makeDb: () => Promise<{ db: Db; cleanup: () => Prom
       await run(upload("q", [["a.xml", junit([{ name: "q1", status: "failed" }, { name: "q1" }, ...others])]]))
       expect(await run((f) => f.getSettings(org, scope("q")))).toEqual({
         quarantining_enabled: false,
-        auto_quarantine: false
+        auto_quarantine: false,
+        auto_release_clean_runs: 20
       })
       let n = 0
       // a failure and a pass on each commit: flaky, never broken
@@ -394,13 +395,15 @@ const suite = (kind: string, makeDb: () => Promise<{ db: Db; cleanup: () => Prom
 
       expect(await run((f) => f.updateSettings(org, { ...scope("q"), quarantining_enabled: true }))).toEqual({
         quarantining_enabled: true,
-        auto_quarantine: false
+        auto_quarantine: false,
+        auto_release_clean_runs: 20
       })
       s = await failQ1()
       expect(s.all_failures_quarantined).toBe(false)
       expect(await run((f) => f.updateSettings(org, { ...scope("q"), auto_quarantine: true }))).toEqual({
         quarantining_enabled: true,
-        auto_quarantine: true
+        auto_quarantine: true,
+        auto_release_clean_runs: 20
       })
       s = await failQ1()
       expect(s).toMatchObject({ quarantined_failures: 1, unquarantined_failures: 0, all_failures_quarantined: true })
@@ -721,7 +724,11 @@ const suite = (kind: string, makeDb: () => Promise<{ db: Db; cleanup: () => Prom
             body: JSON.stringify(scope("cli"))
           })
         )
-        expect(await settings.json()).toEqual({ quarantining_enabled: true, auto_quarantine: false })
+        expect(await settings.json()).toEqual({
+          quarantining_enabled: true,
+          auto_quarantine: false,
+          auto_release_clean_runs: 20
+        })
       } finally {
         rmSync(dir, { recursive: true, force: true })
       }

@@ -70,5 +70,8 @@ export const flakyRoutes = [
   handle(ops.setQuarantineOverride, (req) => withOrg((flaky, org) => flaky.setQuarantineOverride(org, req))),
   handle(ops.getFlakySettings, (req) => withOrg((flaky, org) => flaky.getSettings(org, req))),
   handle(ops.updateFlakySettings, (req) => withOrg((flaky, org) => flaky.updateSettings(org, req))),
-  uploadRoute
+  uploadRoute,
+  handle(ops.exportQuarantine, (req) => withOrg((flaky, org) => flaky.exportQuarantine(org, req))),
+  handle(ops.exportQuarantineCsv, (req) => withOrg((flaky, org) => flaky.exportQuarantineCsv(org, req))),
+  handle(ops.importQuarantine, (req) => withOrg((flaky, org) => flaky.importQuarantine(org, req)))
 ] as const

@@ -3,6 +3,7 @@ import { Effect, Option } from "effect"
 import { dieUnless } from "../../kernel/errors.ts"
 import { Engine, type EngineShape, type QueueKey } from "../../queue/Engine.ts"
 import { isQueueError, type QueueError } from "../../queue/errors.ts"
+import { appendConfigEvents } from "../../queue/events.ts"
 import { QueueRepo, type QueueRow } from "../../queue/QueueRepo.ts"
 import { applyUpdate, publicConfig } from "../../queue/queueSettings.ts"
 import { Statuses } from "../../queue/Statuses.ts"
@@ -116,6 +117,7 @@ export const queueRoutes = [
         const config = applyUpdate(queue.config, req)
         yield* queues.saveConfig(queue.id, config)
         yield* engine.configChanged({ ...queue, config })
+        yield* appendConfigEvents(queue, config, publicConfig(config))
         const view = yield* engine.view({ ...queue, config })
         return publicConfig(view.config)
       })

@@ -204,7 +204,12 @@ const onRunCompleted = (ctx: Ctx, ev: Extract<PlannerEvent, { _tag: "RunComplete
     const j = entryIndex(ctx, id)
     const e = ctx.entries[j]
     if (e !== undefined && e.runId === run.id && e.state === "testing") {
-      setState(ctx, j, "tests_passed", Reasons.testsPassed)
+      setState(
+        ctx,
+        j,
+        "tests_passed",
+        ev.reason === Reasons.testsPassedQuarantinedOnly ? ev.reason : Reasons.testsPassed
+      )
     }
   }
 }
@@ -438,6 +443,14 @@ const handle = (ctx: Ctx, ev: PlannerEvent): void => {
     case "DirectMergeResult":
       onDirectMergeResult(ctx, ev)
       return
+    case "RunRetryRequested": {
+      // its entries go back to pending and are tested again in a new run
+      const r = runIndex(ctx, ev.runId)
+      if (r < 0 || !isRunActive(ctx.runs[r]!)) return
+      ctx.reason = ev.reason
+      cancelRun(ctx, r, ev.reason)
+      return
+    }
     case "ReadinessChanged": {
       const i = findActiveByPr(ctx, ev.prNumber)
       if (i >= 0) patchEntry(ctx, i, { ready: ev.ready })

@@ -251,6 +251,12 @@ export interface RunCompleted extends EventBase {
   readonly outcome: "succeeded" | "failed"
   readonly reason: string
 }
+/** extension (#20): the runner retries an in-progress run (its failures include known-flaky tests) */
+export interface RunRetryRequested extends EventBase {
+  readonly _tag: "RunRetryRequested"
+  readonly runId: string
+  readonly reason: string
+}
 export interface Tick extends EventBase {
   readonly _tag: "Tick"
 }
@@ -315,6 +321,7 @@ export type PlannerEvent =
   | ImpactedTargetsSet
   | DirectMergeResult
   | ReadinessChanged
+  | RunRetryRequested
 
 // ---------------------------------------------------------------- commands
 
@@ -396,6 +403,10 @@ export const Reasons = {
   notReady: "NOT_READY",
   testRunStarted: "TEST_RUN_STARTED",
   testsPassed: "TEST_RUN_PASSED",
+  /** extension (#20): the run failed, but every failed test in its uploads is quarantined */
+  testsPassedQuarantinedOnly: "TEST_RUN_PASSED_QUARANTINED_FAILURES_ONLY",
+  /** extension (#20): the run failed with known-flaky tests among its failures and is run again */
+  retriedKnownFlaky: "TEST_RUN_RETRIED_KNOWN_FLAKY_FAILURES",
   merged: "MERGED",
   directMerge: "MERGE_GRAPH_DIRECT_MERGE",
   requiredStatusFailed: "TEST_RUN_REQUIRED_STATUS_FAILED",

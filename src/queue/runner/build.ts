@@ -9,7 +9,7 @@ import { readRequiredStatuses } from "../trunkConfig.ts"
 import { startCi } from "./ci.ts"
 import { type RunnerCtx, titles } from "./context.ts"
 import { statusCheckName } from "./feedback.ts"
-import { completionOf } from "./verdict.ts"
+import { completion } from "./verdict.ts"
 
 /** The statuses a run must pass: the queue's own list, the repository's .trunk config, or branch protection. */
 export const resolveRequired = (ctx: RunnerCtx, sha: string) =>
@@ -99,7 +99,7 @@ export const buildRun = (ctx: RunnerCtx, command: Extract<Command, { _tag: "Buil
     }
     yield* startCi(ctx, run, sha)
     const verdict = yield* ctx.statuses.verdict(ctx.queue.repo.id, run.id, sha, run.createdAt)
-    return [...events, ...Option.toArray(completionOf(run.id, verdict))]
+    return [...events, ...Option.toArray(yield* completion(ctx, run, sha, verdict))]
   })
 
 /**

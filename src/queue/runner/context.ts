@@ -1,14 +1,17 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import { Effect, FiberMap, Option } from "effect"
 import { AppConfig, type AppConfigShape } from "../../config.ts"
+import { EventLog } from "../../kernel/EventLog.ts"
 import type { Repository } from "../../tenancy/Tenancy.ts"
 import { CommandCi, type CommandCiService } from "../CiRunner.ts"
+import { makeRoundEventWriter } from "../events.ts"
 import { PrFeedback, type PrFeedbackShape } from "../Feedback.ts"
 import { GitHost, type GitHostService, type RepoRef } from "../GitHost.ts"
 import type { Command, PlannerEvent, QueueState, RunRecord } from "../planner/index.ts"
 import { QueueRepo, type QueueRepoShape, type QueueRow } from "../QueueRepo.ts"
 import { Statuses, type StatusesShape } from "../Statuses.ts"
 import { makeStore } from "../store.ts"
+import { TestVerdicts, type TestVerdictsShape } from "../TestVerdicts.ts"
 import { RunnerProbe, type RunnerProbeShape } from "./probe.ts"
 
 /**
@@ -26,6 +29,10 @@ export interface RunnerCtx {
   /** what the Git host shows on the pull request besides (GitHub: its comment and status check); optional */
   readonly feedback: Option.Option<PrFeedbackShape>
   readonly probe: Option.Option<RunnerProbeShape>
+  /** flaky-test results (#20): why a test run failed; optional */
+  readonly testVerdicts: Option.Option<TestVerdictsShape>
+  /** retries of each entry's runs for known-flaky failures (#20, `flakyRetryBudget`) */
+  readonly flakyRetries: Map<string, number>
   readonly store: ReturnType<typeof makeStore>
   readonly ciJobs: FiberMap.FiberMap<string>
   readonly ciSemaphore: Effect.Semaphore
@@ -63,7 +70,13 @@ export const reloadQueue = (ctx: RunnerCtx) =>
 export const makeRunnerCtx = (queueId: string) =>
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
-    const store = makeStore(sql)
+    // each persisted round's events (PR, batch and test run changes) go to the event log in the round's transaction
+    const eventLog = yield* Effect.serviceOption(EventLog)
+    const publicUrl = (yield* AppConfig).publicUrl
+    const store = makeStore(
+      sql,
+      Option.isSome(eventLog) ? makeRoundEventWriter(sql, eventLog.value, publicUrl) : undefined
+    )
     const loaded = yield* store.loadRuntime(queueId)
     if (Option.isNone(loaded)) return Option.none<RunnerCtx>()
     const queues = yield* QueueRepo
@@ -78,6 +91,8 @@ export const makeRunnerCtx = (queueId: string) =>
       ci: yield* CommandCi,
       feedback: yield* Effect.serviceOption(PrFeedback),
       probe: yield* Effect.serviceOption(RunnerProbe),
+      testVerdicts: yield* Effect.serviceOption(TestVerdicts),
+      flakyRetries: new Map(),
       store,
       ciJobs: yield* FiberMap.make<string>(),
       ciSemaphore: yield* Effect.makeSemaphore(Math.max(1, loaded.value.state.config.concurrency)),

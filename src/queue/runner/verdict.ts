@@ -1,6 +1,7 @@
 import { Effect, Option } from "effect"
 import { type PlannerEvent, Reasons, type RunRecord } from "../planner/index.ts"
 import type { Verdict } from "../Statuses.ts"
+import { runCompletion } from "../TestVerdicts.ts"
 import type { RunnerCtx } from "./context.ts"
 
 /** The one mapping from a run's verdict to the planner's event: none while it is pending. */
@@ -14,12 +15,29 @@ export const completionOf = (runId: string, verdict: Verdict): Option.Option<Pla
         reason: verdict === "success" ? Reasons.testsPassed : Reasons.requiredStatusFailed
       })
 
+/**
+ * The same, with a failure explained by the flaky-test results when the queue's settings ask for it (#20,
+ * `TestVerdicts`): only quarantined failures pass, known-flaky ones retry the run.
+ */
+export const completion = (
+  ctx: RunnerCtx,
+  run: RunRecord,
+  sha: string,
+  verdict: Verdict
+): Effect.Effect<Option.Option<PlannerEvent>> =>
+  verdict === "pending"
+    ? Effect.succeed(Option.none())
+    : Effect.map(
+        runCompletion(ctx.testVerdicts, ctx.queue.config, ctx.flakyRetries, ctx.queue.repo.id, run, sha, verdict),
+        Option.some
+      )
+
 /** The verdict of a run in progress from the statuses stored, as an event. */
 export const evaluate = (ctx: RunnerCtx, run: RunRecord) =>
   Effect.gen(function* () {
     if (run.status !== "in_progress" || run.testBranchSha === null) return Option.none<PlannerEvent>()
     const verdict = yield* ctx.statuses.verdict(ctx.queue.repo.id, run.id, run.testBranchSha, run.createdAt)
-    return completionOf(run.id, verdict)
+    return yield* completion(ctx, run, run.testBranchSha, verdict)
   })
 
 /** Verdicts of every run in progress (a status reported while no runner listened, or before its run was recorded). */

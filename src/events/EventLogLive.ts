@@ -1,0 +1,156 @@
+import * as SqlClient from "@effect/sql/SqlClient"
+import type { SqlError } from "@effect/sql/SqlError"
+import { Context, Effect, Layer } from "effect"
+import { Database } from "../kernel/Database.ts"
+import { EventLog, type EventLogShape, type NewEvent } from "../kernel/EventLog.ts"
+
+/** Tells the delivery workers of every instance (after the commit, with PostgreSQL) that messages are due. */
+export const DELIVERY_CHANNEL = "greenline_webhooks"
+
+/** A stored event as the stream and the replay read it. */
+export interface LoggedEvent {
+  readonly seq: number
+  readonly id: string
+  /** The writing transaction: with `seq`, the event's place in the order readers follow. */
+  readonly xid: string
+  readonly type: string
+  readonly body: string
+}
+
+/** A position in the log: after this event (`xid`, `seq` order). */
+export interface LogPosition {
+  readonly xid: string
+  readonly seq: number
+}
+
+/** The message id (`webhook-id`, the stream's `id:`) of an event. */
+export const messageId = (eventId: string) => `msg_${eventId.replaceAll("-", "")}`
+
+/** The event id of a message id, or undefined when it is not one of ours. */
+export const eventIdOf = (messageIdText: string): string | undefined => {
+  const m = /^msg_([0-9a-f]{32})$/i.exec(messageIdText.trim())
+  if (m?.[1] === undefined) return undefined
+  const h = m[1].toLowerCase()
+  return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20)}`
+}
+
+export interface StreamFilter {
+  readonly repoIds?: ReadonlyArray<string> | undefined
+  readonly branch?: string | undefined
+  readonly types?: ReadonlyArray<string> | undefined
+}
+
+export interface EventReaderShape {
+  /** The newest settled position of an organization's log: where a new subscriber starts. */
+  readonly head: (orgId: string) => Effect.Effect<LogPosition, SqlError>
+  /** The position of a message of the organization, when the log still holds it. */
+  readonly positionOf: (orgId: string, messageIdText: string) => Effect.Effect<LogPosition | undefined, SqlError>
+  /**
+   * Events after `after`, oldest first, that no running transaction can still precede: only rows of transactions
+   * older than every running one (`xid < pg_snapshot_xmin`) are read, so nothing appears later behind a position
+   * already passed.
+   */
+  readonly after: (
+    orgId: string,
+    after: LogPosition,
+    filter: StreamFilter,
+    limit: number
+  ) => Effect.Effect<ReadonlyArray<LoggedEvent>, SqlError>
+  /** Deletes events older than `days` days (with their messages and attempts), a bounded batch at a time. */
+  readonly prune: (days: number) => Effect.Effect<number, SqlError>
+}
+
+export class EventReader extends Context.Tag("greenline/EventReader")<EventReader, EventReaderShape>() {}
+
+const ORIGIN: LogPosition = { xid: "0", seq: 0 }
+
+export const EventLogLive = Layer.effectContext(
+  Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    const db = yield* Database
+
+    const append: EventLogShape["append"] = (events: ReadonlyArray<NewEvent>) =>
+      Effect.gen(function* () {
+        if (events.length === 0) return
+        const rows = events.map((e, i) => {
+          const timestamp = new Date(e.at).toISOString()
+          return {
+            i,
+            id: crypto.randomUUID(),
+            org_id: e.orgId,
+            repo_id: e.repoId,
+            branch: e.branch,
+            type: e.type,
+            ordering_key: e.orderingKey,
+            dedupe_key: e.dedupeKey ?? null,
+            occurred_at: timestamp,
+            body: JSON.stringify({ type: e.type, timestamp, data: { type: e.type, ...e.data } })
+          }
+        })
+        // the events and, in the same statement, a message for every enabled endpoint that wants each of them
+        const fanned = yield* sql<{ n: number }>`
+          with ins as (
+            insert into event_log (id, org_id, repo_id, branch, type, ordering_key, dedupe_key, occurred_at, body)
+            select v.id, v.org_id, v.repo_id, v.branch, v.type, v.ordering_key, v.dedupe_key, v.occurred_at, v.body
+            from jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) as v(i int, id uuid, org_id uuid, repo_id uuid,
+              branch text, type text, ordering_key text, dedupe_key text, occurred_at timestamptz, body text)
+            order by v.i
+            on conflict (org_id, dedupe_key) where dedupe_key is not null do nothing
+            returning seq, org_id, repo_id, type, ordering_key),
+          msgs as (
+            insert into webhook_messages (endpoint_id, event_seq, org_id, ordering_key)
+            select w.id, ins.seq, ins.org_id, ins.ordering_key
+            from ins join webhook_endpoints w on w.org_id = ins.org_id and not w.disabled
+              and (w.event_types is null or ins.type = any(w.event_types))
+              and (w.repo_id is null or w.repo_id = ins.repo_id)
+            returning 1)
+          select count(*)::int as n from msgs`
+        if ((fanned[0]?.n ?? 0) > 0) yield* db.notify(DELIVERY_CHANNEL, "")
+      })
+
+    const toPosition = (row: { xid: string; seq: string | number } | undefined): LogPosition | undefined =>
+      row === undefined ? undefined : { xid: String(row.xid), seq: Number(row.seq) }
+
+    const reader: EventReaderShape = {
+      head: (orgId) =>
+        Effect.map(
+          sql<{ xid: string; seq: string | number }>`
+            select xid::text as xid, seq from event_log
+            where org_id = ${orgId} and xid < pg_snapshot_xmin(pg_current_snapshot())
+            order by xid desc, seq desc limit 1`,
+          (rows) => toPosition(rows[0]) ?? ORIGIN
+        ),
+      positionOf: (orgId, text) => {
+        const id = eventIdOf(text)
+        if (id === undefined) return Effect.succeed(undefined)
+        return Effect.map(
+          sql<{ xid: string; seq: string | number }>`
+            select xid::text as xid, seq from event_log where id = ${id} and org_id = ${orgId}`,
+          (rows) => toPosition(rows[0])
+        )
+      },
+      after: (orgId, after, filter, limit) =>
+        Effect.map(
+          sql<{ seq: string | number; id: string; xid: string; type: string; body: string }>`
+            select seq, id, xid::text as xid, type, body from event_log
+            where org_id = ${orgId} and xid < pg_snapshot_xmin(pg_current_snapshot())
+              and (xid, seq) > (${after.xid}::xid8, ${after.seq})
+              ${filter.repoIds !== undefined ? sql`and repo_id = any(${`{${filter.repoIds.join(",")}}`}::uuid[])` : sql``}
+              ${filter.branch !== undefined ? sql`and branch = ${filter.branch}` : sql``}
+              ${filter.types !== undefined ? sql`and type = any(${`{${filter.types.join(",")}}`}::text[])` : sql``}
+            order by xid, seq limit ${limit}`,
+          (rows) => rows.map((r) => ({ seq: Number(r.seq), id: r.id, xid: String(r.xid), type: r.type, body: r.body }))
+        ),
+      prune: (days) =>
+        Effect.map(
+          sql<{ seq: string }>`
+            delete from event_log where seq in (
+              select seq from event_log where created_at < now() - make_interval(days => ${days}) order by seq limit 5000)
+            returning seq`,
+          (rows) => rows.length
+        )
+    }
+
+    return Context.make(EventLog, { append }).pipe(Context.add(EventReader, reader))
+  })
+)

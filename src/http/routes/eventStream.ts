@@ -1,0 +1,156 @@
+import { Effect, Option, Runtime } from "effect"
+import { AppConfig } from "../../config.ts"
+import { EventReader, eventIdOf, type LogPosition, messageId, type StreamFilter } from "../../events/EventLogLive.ts"
+import { EVENT_TYPES } from "../../kernel/EventLog.ts"
+import { type Organization, Tenancy } from "../../tenancy/Tenancy.ts"
+import { ApiError, errorResponse, invalidRequest, notFound } from "../errors.ts"
+
+/**
+ * `GET /v1/events/stream`: the event log as Server-Sent Events (`id:` the message id, `event:` the type, `data:` the
+ * message body), from now or after `Last-Event-ID` (header, or `lastEventId` in the query). Filters in the query:
+ * `repo=owner/name` with `repoHost`, `targetBranch`, `eventTypes=a,b`. A comment line every 15 s keeps proxies
+ * from closing it. At most EVENT_STREAMS_PER_ORG streams per organization and instance.
+ *
+ * The stream reads the log, it does not subscribe to appends: each stream asks the database for what follows its
+ * position (settled rows only, EventLogLive.ts) every half second while it is idle, and as fast as the client reads
+ * while there is more.
+ */
+
+export const STREAM_PATH = "/v1/events/stream"
+const HEARTBEAT_MS = 15_000
+const IDLE_POLL_MS = 500
+const BATCH = 200
+
+/** Who may open a stream: the API token's organization now; the dashboard's session joins here (`web`). */
+export type StreamAuthenticator = (request: Request) => Promise<Option.Option<Organization>>
+
+const sse = (id: string, type: string, body: string) => `id: ${id}\nevent: ${type}\ndata: ${body}\n\n`
+
+export const makeEventStream = Effect.gen(function* () {
+  const reader = yield* EventReader
+  const tenancy = yield* Tenancy
+  const config = yield* AppConfig
+  const runtime = yield* Effect.runtime<never>()
+  const run = Runtime.runPromise(runtime)
+  const open = new Map<string, number>()
+  const subscribers = () => {
+    let n = 0
+    for (const v of open.values()) n += v
+    return n
+  }
+
+  const filterOf = (org: Organization, url: URL) =>
+    Effect.gen(function* () {
+      const q = url.searchParams
+      const repo = q.get("repo")
+      const repoHost = q.get("repoHost")
+      let repoIds: ReadonlyArray<string> | undefined
+      if (repo !== null || repoHost !== null) {
+        const [owner, name, ...rest] = (repo ?? "").split("/")
+        if (repoHost === null || repoHost === "" || !owner || !name || rest.length > 0) {
+          return yield* invalidRequest("repo must be owner/name, given with repoHost", [
+            { path: repo === null ? "repo" : "repoHost", message: "repo (owner/name) and repoHost go together" }
+          ])
+        }
+        const found = yield* Effect.orDie(tenancy.findRepo(org, { host: repoHost, owner, name }))
+        if (Option.isNone(found)) return yield* notFound("NOT_FOUND", `repository ${repoHost}/${repo} not found`)
+        repoIds = [found.value.id]
+      }
+      const branch = q.get("targetBranch") ?? undefined
+      const typesText = q.get("eventTypes")
+      let types: ReadonlyArray<string> | undefined
+      if (typesText !== null) {
+        types = typesText.split(",").map((t) => t.trim().toLowerCase())
+        const unknown = types.find((t) => !(EVENT_TYPES as ReadonlyArray<string>).includes(t))
+        if (unknown !== undefined || types.length === 0) {
+          return yield* invalidRequest("unknown event type", [
+            { path: "eventTypes", message: `must be a comma-separated list of ${EVENT_TYPES.join(", ")}` }
+          ])
+        }
+      }
+      return { repoIds, branch: branch === "" ? undefined : branch, types } satisfies StreamFilter
+    })
+
+  const startOf = (org: Organization, request: Request, url: URL) =>
+    Effect.gen(function* () {
+      const last = request.headers.get("last-event-id") ?? url.searchParams.get("lastEventId")
+      if (last === null || last.trim() === "") return yield* Effect.orDie(reader.head(org.id))
+      if (eventIdOf(last) === undefined) {
+        return yield* invalidRequest("Last-Event-ID is not a message id", [
+          { path: "Last-Event-ID", message: "must be an id the stream sent (msg_...)" }
+        ])
+      }
+      const at = yield* Effect.orDie(reader.positionOf(org.id, last))
+      // an id the log no longer holds (past retention): from the oldest event kept, so nothing is skipped
+      return at ?? { xid: "0", seq: 0 }
+    })
+
+  const handle = async (request: Request, url: URL, org: Organization): Promise<Response> => {
+    const prepared = await run(Effect.either(Effect.all([filterOf(org, url), startOf(org, request, url)])))
+    if (prepared._tag === "Left") return errorResponse(prepared.left)
+    const [filter, start] = prepared.right
+    const count = open.get(org.id) ?? 0
+    if (count >= config.eventStreamsPerOrg) {
+      return errorResponse(
+        new ApiError({
+          status: 429,
+          code: "RATE_LIMITED",
+          message: `at most ${config.eventStreamsPerOrg} event streams per organization`,
+          headers: { "retry-after": "30" }
+        })
+      )
+    }
+    open.set(org.id, count + 1)
+    let closed = false
+    const close = () => {
+      if (closed) return
+      closed = true
+      const n = (open.get(org.id) ?? 1) - 1
+      if (n <= 0) open.delete(org.id)
+      else open.set(org.id, n)
+    }
+    let position: LogPosition = start
+    const encoder = new TextEncoder()
+    request.signal.addEventListener("abort", close)
+    const body = new ReadableStream<Uint8Array>({
+      start: (controller) => {
+        controller.enqueue(encoder.encode(`retry: 2000\n: connected\n\n`))
+      },
+      pull: async (controller) => {
+        const deadline = Date.now() + HEARTBEAT_MS
+        while (!closed) {
+          const events = await run(Effect.orDie(reader.after(org.id, position, filter, BATCH))).catch(() => undefined)
+          if (events === undefined) {
+            close()
+            controller.close()
+            return
+          }
+          if (events.length > 0) {
+            const text = events.map((e) => sse(messageId(e.id), e.type, e.body)).join("")
+            const last = events[events.length - 1]
+            if (last !== undefined) position = { xid: last.xid, seq: last.seq }
+            controller.enqueue(encoder.encode(text))
+            return
+          }
+          const left = deadline - Date.now()
+          if (left <= 0) {
+            controller.enqueue(encoder.encode(": heartbeat\n\n"))
+            return
+          }
+          await Bun.sleep(Math.min(IDLE_POLL_MS, left))
+        }
+      },
+      cancel: close
+    })
+    return new Response(body, {
+      headers: {
+        "content-type": "text/event-stream; charset=utf-8",
+        "cache-control": "no-cache",
+        connection: "keep-alive",
+        "x-accel-buffering": "no"
+      }
+    })
+  }
+  /** `subscribers`: streams open on this instance now (GET /metrics). */
+  return { handle, subscribers }
+})

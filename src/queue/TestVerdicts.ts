@@ -1,0 +1,79 @@
+import type { SqlError } from "@effect/sql/SqlError"
+import { Context, Effect, Option } from "effect"
+import type { PlannerEvent } from "./planner/types.ts"
+import { Reasons } from "./planner/types.ts"
+
+/**
+ * The queue's port to the flaky-test results (issue #20, extension, off by default): why a test run's required
+ * statuses failed, from the JUnit uploads for its test-branch sha. The flaky feature implements it
+ * (`flaky/testVerdicts.ts`); the composition root wires it. Without it, a failed run is a failed run.
+ */
+
+/** What the JUnit uploads for a test-branch sha say about its failures. */
+export interface FailureExplanation {
+  /** uploads for the sha */
+  readonly uploads: number
+  /** tests that failed there (a test that passed on retry in the same upload did not) */
+  readonly failedTests: number
+  /** of those, quarantined now */
+  readonly quarantined: number
+  /** of those, known flaky (status `flaky`) but not quarantined */
+  readonly knownFlaky: number
+}
+
+export interface TestVerdictsShape {
+  readonly explainFailure: (repoId: string, sha: string) => Effect.Effect<FailureExplanation, SqlError>
+}
+
+export class TestVerdicts extends Context.Tag("greenline/TestVerdicts")<TestVerdicts, TestVerdictsShape>() {}
+
+/** The queue settings of this extension (both off by default). */
+export interface FlakyQueueSettings {
+  /** a run that failed only in quarantined tests counts as passed */
+  readonly quarantinedFailuresPass?: boolean | undefined
+  /** how many times an entry's failed run is retried when known-flaky tests are among its failures */
+  readonly flakyRetryBudget?: number | undefined
+}
+
+/**
+ * The runner's hook: the event for a run whose required statuses reached `verdict`. With the port wired and the
+ * queue's settings on, a failure is explained by the test-branch sha's uploads: only quarantined failures count as
+ * passed (`TEST_RUN_PASSED_QUARANTINED_FAILURES_ONLY` in the timeline); known-flaky failures not quarantined retry
+ * the run while every entry in it has retries left of its budget (`retried` counts them, kept by the runner). An
+ * error of the port leaves the failure as it is.
+ */
+export const runCompletion = (
+  verdicts: Option.Option<TestVerdictsShape>,
+  config: FlakyQueueSettings,
+  retried: Map<string, number>,
+  repoId: string,
+  run: { readonly id: string; readonly testedEntryIds: ReadonlyArray<string> },
+  sha: string,
+  verdict: "success" | "failure"
+): Effect.Effect<PlannerEvent> => {
+  const runId = run.id
+  const failed: PlannerEvent = { _tag: "RunCompleted", runId, outcome: "failed", reason: Reasons.requiredStatusFailed }
+  if (verdict === "success")
+    return Effect.succeed({ _tag: "RunCompleted", runId, outcome: "succeeded", reason: Reasons.testsPassed })
+  const budget = config.flakyRetryBudget ?? 0
+  if ((config.quarantinedFailuresPass !== true && budget <= 0) || Option.isNone(verdicts)) return Effect.succeed(failed)
+  return verdicts.value.explainFailure(repoId, sha).pipe(
+    Effect.map((e): PlannerEvent => {
+      if (
+        config.quarantinedFailuresPass === true &&
+        e.uploads > 0 &&
+        e.failedTests > 0 &&
+        e.quarantined === e.failedTests
+      )
+        return { _tag: "RunCompleted", runId, outcome: "succeeded", reason: Reasons.testsPassedQuarantinedOnly }
+      if (e.knownFlaky > 0 && run.testedEntryIds.every((id) => (retried.get(id) ?? 0) < budget)) {
+        for (const id of run.testedEntryIds) retried.set(id, (retried.get(id) ?? 0) + 1)
+        return { _tag: "RunRetryRequested", runId, reason: Reasons.retriedKnownFlaky }
+      }
+      return failed
+    }),
+    Effect.catchAll((error) =>
+      Effect.as(Effect.logWarning("explaining a failed test run from its uploads failed", error), failed)
+    )
+  )
+}

@@ -1,0 +1,328 @@
+import type * as SqlClient from "@effect/sql/SqlClient"
+import { Clock, Effect, Option } from "effect"
+import { EventLog, type EventLogShape, type EventType, type NewEvent, type PrAction } from "../kernel/EventLog.ts"
+import type { EntryState, QueueState, RunRecord, Transition } from "./planner/index.ts"
+import type { QueueRow } from "./QueueRepo.ts"
+import type { StoredQueueConfig } from "./schemas.ts"
+
+/**
+ * The merge queue's domain events (contract.md §8): the pull request and batch state changes of a runner round, the
+ * test runs' starts and ends, and configuration changes. Built here, from the same transitions the timeline of
+ * getSubmittedPullRequest is written from, and appended to the event log in the same transaction.
+ */
+
+export interface QueueInfo {
+  readonly orgId: string
+  readonly repoId: string
+  readonly host: string
+  readonly owner: string
+  readonly name: string
+  readonly branch: string
+}
+
+export const queueInfoOf = (queue: QueueRow): QueueInfo => ({
+  orgId: queue.repo.orgId,
+  repoId: queue.repo.id,
+  host: queue.repo.host,
+  owner: queue.repo.owner,
+  name: queue.repo.name,
+  branch: queue.branch
+})
+
+/** Planner reasons named as Trunk's webhooks name them; the others pass through. */
+const QUEUED_REASONS: Record<string, string> = {
+  RESTART_REQUESTED: "TESTS_RESTARTED_BY_API_REQUEST",
+  READY: "MERGE_ITEM_NOW_READY",
+  SUBMITTED: "MERGE_ITEM_NOW_READY"
+}
+
+const TERMINAL_OR_ACTIVE: Partial<Record<EntryState, PrAction>> = {
+  testing: "testing",
+  pending_failure: "pending_failure",
+  failed: "failed",
+  merged: "merged",
+  cancelled: "canceled"
+}
+
+/** The Trunk actions a transition is told as: a submission is `submitted` (and `queued` once it may be tested). */
+const actionsOf = (t: Transition): ReadonlyArray<PrAction> => {
+  if (t.from === null) return t.to === "pending" ? ["submitted", "queued"] : ["submitted"]
+  if (t.to === "pending") return t.from === "pending" ? [] : ["queued"]
+  const action = TERMINAL_OR_ACTIVE[t.to]
+  return action === undefined ? [] : [action]
+}
+
+const reasonField = (action: PrAction, reason: string): Record<string, string> => {
+  switch (action) {
+    case "submitted":
+      return { submitted_reason: reason === "USER_REQUESTED" ? reason : "API_REQUESTED" }
+    case "queued":
+      return { queued_reason: QUEUED_REASONS[reason] ?? reason }
+    case "pending_failure":
+    case "failed":
+      return { failure_reason: reason }
+    case "canceled":
+      return { cancellation_reason: reason }
+    case "merged":
+      return { merged_reason: reason === "MERGE_GRAPH_DIRECT_MERGE" ? reason : "MERGE_GRAPH_MERGE" }
+    case "testing":
+      return {}
+  }
+}
+
+const WITH_TEST_DETAILS = new Set<PrAction>(["testing", "failed", "canceled"])
+
+const testDetails = (run: RunRecord | undefined) => ({
+  test_branch: run?.branch ?? null,
+  test_branch_sha: run?.testBranchSha ?? null,
+  test_pr_number: null,
+  batched: run === undefined ? false : run.testedEntryIds.length > 1,
+  is_bisection: run?.queueType === "bisection"
+})
+
+export const prUrl = (publicUrl: string, q: QueueInfo, prNumber: number) =>
+  `${publicUrl}/repos/${q.host}/${q.owner}/${q.name}/pull/${prNumber}`
+
+const base = (q: QueueInfo, type: EventType, at: number, orderingKey: string, data: Record<string, unknown>) =>
+  ({ orgId: q.orgId, type, at, data, repoId: q.repoId, branch: q.branch, orderingKey }) satisfies NewEvent
+
+export interface Round {
+  readonly state: QueueState
+  readonly transitions: ReadonlyArray<Transition>
+  readonly runChanges: ReadonlyArray<RunRecord>
+}
+
+/**
+ * The events of one persisted runner round, in order: each transition's pull request events, then the batches
+ * whose last pull request reached a state, then the test runs that started or ended.
+ */
+/** What a round's events need beyond the round: read from the database in the round's transaction. */
+export interface RoundContext {
+  readonly authors: ReadonlyMap<string, string>
+  /** runs the transitions name that the state no longer holds (ended runs) */
+  readonly endedRuns: ReadonlyArray<RunRecord>
+  /** states of the tested entries of batch runs, after the round */
+  readonly entryStates: ReadonlyMap<string, EntryState>
+}
+
+/** The runs a round's events may refer to: the state's, the changed ones, and ended ones (given). */
+const runsOf = (round: Round, ended: ReadonlyArray<RunRecord>) => {
+  const runs = new Map<string, RunRecord>()
+  for (const r of ended) runs.set(r.id, r)
+  for (const r of round.state.runs) runs.set(r.id, r)
+  for (const r of round.runChanges) runs.set(r.id, r)
+  return runs
+}
+
+/** The run a transition is about: its own, else the run that verified it, else the run that tests it now. */
+const runIdOf = (t: Transition, runs: ReadonlyMap<string, RunRecord>): string | undefined => {
+  if (t.runId !== null) return t.runId
+  if (t.verifiedByTestRun !== null) return t.verifiedByTestRun
+  for (const r of runs.values()) if (r.testedEntryIds.includes(t.entryId) && r.endedAt === null) return r.id
+  return undefined
+}
+
+export const roundEvents = (
+  q: QueueInfo,
+  round: Round,
+  context: RoundContext,
+  publicUrl: string
+): ReadonlyArray<NewEvent> => {
+  const { authors } = context
+  const events: Array<NewEvent> = []
+  const runs = runsOf(round, context.endedRuns)
+  const repository = { host: q.host, owner: q.owner, name: q.name }
+  const common = (action: PrAction, prNumber: number, entryId: string, at: number) => ({
+    action,
+    status: action,
+    author: authors.get(entryId) ?? "",
+    http_details_url: prUrl(publicUrl, q, prNumber),
+    pr_number: prNumber,
+    repository,
+    target_branch: q.branch,
+    timestamp: new Date(at).toISOString()
+  })
+  const runOf = (t: Transition) => {
+    const id = runIdOf(t, runs)
+    return id === undefined ? undefined : runs.get(id)
+  }
+  // batches: (run, action) pairs a transition of this round may have completed
+  const batchCandidates = new Map<string, { run: RunRecord; action: PrAction; at: number }>()
+  for (const t of round.transitions) {
+    const run = runOf(t)
+    for (const action of actionsOf(t)) {
+      const data = {
+        ...common(action, t.prNumber, t.entryId, t.at),
+        ...reasonField(action, t.reason),
+        ...(WITH_TEST_DETAILS.has(action) ? testDetails(run) : {})
+      }
+      events.push(base(q, `pull_request.${action}`, t.at, `pr:${q.repoId}:${q.branch}:${t.prNumber}`, data))
+      if (run !== undefined && run.testedEntryIds.length > 1 && action !== "submitted" && action !== "queued") {
+        batchCandidates.set(`${run.id}:${action}`, { run, action, at: t.at })
+      }
+    }
+  }
+  const stateOf = new Map<string, EntryState>(context.entryStates)
+  for (const e of round.state.entries) stateOf.set(e.id, e.state)
+  for (const t of round.transitions) stateOf.set(t.entryId, t.to)
+  for (const { run, action, at } of batchCandidates.values()) {
+    const tested = run.testedEntryIds
+    // the batch reaches a state when its last pull request does (testing: all start together)
+    const reached =
+      action === "testing" || tested.every((id) => TERMINAL_OR_ACTIVE[stateOf.get(id) ?? "pending"] === action)
+    if (!reached) continue
+    const items = run.items.filter((i) => tested.includes(i.entryId))
+    const first = items[0]
+    if (first === undefined) continue
+    const data = {
+      ...common(action, first.prNumber, first.entryId, at),
+      ...(WITH_TEST_DETAILS.has(action) ? testDetails(run) : {}),
+      pr_numbers: items.map((i) => i.prNumber),
+      pr_numbers_in_batch: items.map((i) => i.prNumber)
+    }
+    events.push({
+      ...base(q, `pull_request_batch.${action}`, at, `run:${run.id}`, data),
+      dedupeKey: `pull_request_batch.${action}:${run.id}`
+    })
+  }
+  for (const run of round.runChanges) {
+    const ended = run.status === "succeeded" || run.status === "failed" || run.status === "cancelled"
+    const type: EventType = ended ? "test_run.completed" : "test_run.started"
+    const at = ended ? (run.endedAt ?? run.createdAt) : (run.startedAt ?? run.createdAt)
+    const data = {
+      test_run_id: run.id,
+      repository,
+      target_branch: q.branch,
+      queue_type: run.queueType,
+      testBranch: run.branch,
+      testBranchSha: run.testBranchSha ?? "",
+      testedPullRequests: run.items
+        .filter((i) => run.testedEntryIds.includes(i.entryId))
+        .map((i) => ({ prNumber: i.prNumber, prUrl: prUrl(publicUrl, q, i.prNumber) })),
+      createdAt: new Date(run.createdAt).toISOString(),
+      status: run.status === "building" ? "in_progress" : run.status,
+      dependentPrs: [...run.dependentPrs],
+      ...(run.failureReason === null ? {} : { failure_reason: run.failureReason })
+    }
+    events.push({ ...base(q, type, at, `run:${run.id}`, data), dedupeKey: `${type}:${run.id}` })
+  }
+  return events
+}
+
+/** queue.updated with the new configuration, and queue.state_changed when its state (running, paused, draining) moved. */
+export const configEvents = (
+  q: QueueInfo,
+  previous: StoredQueueConfig,
+  next: StoredQueueConfig,
+  publicConfig: object,
+  at: number
+): ReadonlyArray<NewEvent> => {
+  const repository = { host: q.host, owner: q.owner, name: q.name }
+  const key = `queue:${q.repoId}:${q.branch}`
+  const stamp = new Date(at).toISOString()
+  const events: Array<NewEvent> = [
+    base(q, "queue.updated", at, key, {
+      repository,
+      target_branch: q.branch,
+      timestamp: stamp,
+      queue: { ...publicConfig }
+    })
+  ]
+  if (previous.state !== next.state) {
+    events.push(
+      base(q, "queue.state_changed", at, key, {
+        repository,
+        target_branch: q.branch,
+        timestamp: stamp,
+        previous_state: previous.state,
+        state: next.state
+      })
+    )
+  }
+  return events
+}
+
+const uuids = (ids: ReadonlyArray<string>) => `{${ids.join(",")}}`
+
+/**
+ * Appends a round's events in the round's transaction: the queue's repository (remembered: it never changes) and
+ * the authors of the pull requests that moved are read with one statement each.
+ */
+export const makeRoundEventWriter = (sql: SqlClient.SqlClient, log: EventLogShape, publicUrl: string) => {
+  const infos = new Map<string, QueueInfo>()
+  const infoOf = (queueId: string) =>
+    Effect.suspend(() => {
+      const known = infos.get(queueId)
+      if (known !== undefined) return Effect.succeed(known)
+      return Effect.map(
+        sql<{ org_id: string; repo_id: string; host: string; owner: string; name: string; branch: string }>`
+          select r.org_id, r.id as repo_id, r.host, r.owner, r.name, q.branch
+          from queues q join repositories r on r.id = q.repo_id where q.id = ${queueId}`,
+        (rows) => {
+          const row = rows[0]
+          if (row === undefined) return undefined
+          const info: QueueInfo = {
+            orgId: row.org_id,
+            repoId: row.repo_id,
+            host: row.host,
+            owner: row.owner,
+            name: row.name,
+            branch: row.branch
+          }
+          infos.set(queueId, info)
+          return info
+        }
+      )
+    })
+  return (queueId: string, round: Round) =>
+    Effect.gen(function* () {
+      if (round.transitions.length === 0 && round.runChanges.length === 0) return
+      const info = yield* infoOf(queueId)
+      if (info === undefined) return
+      const ids = [...new Set(round.transitions.map((t) => t.entryId))]
+      const authors = new Map<string, string>()
+      if (ids.length > 0) {
+        const rows = yield* sql<{ id: string; author: string }>`
+          select id, author from entries where id = any(${uuids(ids)}::uuid[])`
+        for (const r of rows) authors.set(r.id, r.author)
+      }
+      // runs named by transitions that the state no longer holds (a merge verified by an ended run)
+      const known = runsOf(round, [])
+      const missing = new Set<string>()
+      for (const t of round.transitions) {
+        const id = runIdOf(t, known)
+        if (id !== undefined && !known.has(id)) missing.add(id)
+      }
+      const endedRuns: Array<RunRecord> = []
+      if (missing.size > 0) {
+        const rows = yield* sql<{ record: unknown }>`
+          select record from test_runs where id = any(${`{${[...missing].join(",")}}`}::text[])`
+        for (const r of rows)
+          endedRuns.push(typeof r.record === "string" ? JSON.parse(r.record) : (r.record as RunRecord))
+      }
+      // the states (after this round) of the pull requests of the batches the round moved
+      const runs = runsOf(round, endedRuns)
+      const batchEntries = new Set<string>()
+      for (const t of round.transitions) {
+        const id = runIdOf(t, runs)
+        const run = id === undefined ? undefined : runs.get(id)
+        if (run !== undefined && run.testedEntryIds.length > 1) for (const e of run.testedEntryIds) batchEntries.add(e)
+      }
+      const entryStates = new Map<string, EntryState>()
+      if (batchEntries.size > 0) {
+        const rows = yield* sql<{ id: string; state: EntryState }>`
+          select id, state from entries where id = any(${uuids([...batchEntries])}::uuid[])`
+        for (const r of rows) entryStates.set(r.id, r.state)
+      }
+      yield* log.append(roundEvents(info, round, { authors, endedRuns, entryStates }, publicUrl))
+    })
+}
+
+/** Appends queue.updated (and queue.state_changed) in the caller's transaction, when the application has a log. */
+export const appendConfigEvents = (queue: QueueRow, next: StoredQueueConfig, publicConfig: object) =>
+  Effect.gen(function* () {
+    const log = yield* Effect.serviceOption(EventLog)
+    if (Option.isNone(log)) return
+    const at = yield* Clock.currentTimeMillis
+    yield* log.value.append(configEvents(queueInfoOf(queue), queue.config, next, publicConfig, at))
+  })

@@ -1,0 +1,225 @@
+/**
+ * bench:events — outgoing events.
+ * 1. Events per second from the log to a local receiver: N events appended to the log (in the transactions of
+ *    batches of 100), delivered by the worker to a receiver on loopback; against a baseline in the same run, the
+ *    same bodies POSTed straight to the same receiver with the same concurrency (32).
+ * 2. The queue's merged PRs/s (as bench:engine: one queue, concurrency 8, CI answering at once) without and with one
+ *    webhook endpoint registered that takes every event.
+ *   bun test/bench/events.ts   (BENCH_EVENTS=5000, BENCH_PRS=300, BENCH_DATABASE_URL default
+ *   postgres://postgres@127.0.0.1:5432/test, BENCH_DB=both|postgres|pglite, BENCH_PART=both|log|queue)
+ */
+
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import * as SqlClient from "@effect/sql/SqlClient"
+import { Effect, Option, Redacted } from "effect"
+import { makeAppConfig } from "../../src/config.ts"
+import { EventLog, type NewEvent } from "../../src/kernel/EventLog.ts"
+import { type RunningServer, startServer } from "../../src/server.ts"
+import { createTestRepo } from "../support/git.ts"
+import { freshBenchDatabase, instantCi } from "./engineKit.ts"
+
+const EVENTS = Number(process.env.BENCH_EVENTS ?? 5000)
+const PRS = Number(process.env.BENCH_PRS ?? 300)
+const PG = process.env.BENCH_DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test"
+const KINDS = (process.env.BENCH_DB ?? "both") === "both" ? (["postgres", "pglite"] as const) : [process.env.BENCH_DB]
+const TOKEN = "bench-token-0123456789abcdefghijklmnopqrstuvwxyz"
+
+/** A receiver that counts and resolves when `target` requests arrived. */
+const receiver = () => {
+  let count = 0
+  let target = Number.POSITIVE_INFINITY
+  let done: () => void = () => {}
+  const server = Bun.serve({
+    port: 0,
+    hostname: "127.0.0.1",
+    fetch: async (request) => {
+      await request.arrayBuffer()
+      if (++count >= target) done()
+      return new Response("ok")
+    }
+  })
+  return {
+    url: `http://127.0.0.1:${server.port}/hook`,
+    count: () => count,
+    until: (n: number) =>
+      new Promise<void>((resolve) => {
+        target = n
+        done = resolve
+        if (count >= n) resolve()
+      }),
+    stop: () => server.stop(true)
+  }
+}
+
+const start = async (kind: string, gitRoot: string, name: string) => {
+  const db = kind === "postgres" ? await freshBenchDatabase(PG, `gl_bench_events_${name}_${process.pid}`) : undefined
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "gl-bench-events-"))
+  const server = await startServer(
+    makeAppConfig({
+      port: 0,
+      host: "127.0.0.1",
+      dataDir: kind === "pglite" ? ":memory:" : dataDir,
+      gitRoot,
+      databaseUrl: db ? Option.some(Redacted.make(db.url)) : Option.none(),
+      bootstrapToken: Option.some(Redacted.make(TOKEN)),
+      rateLimitPerSecond: 1_000_000,
+      gitPollMs: 1000,
+      logLevel: "error",
+      webhookAllowPrivate: true
+    })
+  )
+  const post = (op: string, body: unknown) =>
+    fetch(`${server.url}/v1/${op}`, {
+      method: "POST",
+      headers: { "content-type": "application/json", "x-api-token": TOKEN },
+      body: JSON.stringify(body)
+    }).then((r) => r.json())
+  return {
+    server,
+    post,
+    close: async () => {
+      await server.stop()
+      await db?.drop()
+      fs.rmSync(dataDir, { recursive: true, force: true })
+    }
+  }
+}
+
+const orgIdOf = (server: RunningServer) =>
+  server.run(
+    Effect.flatMap(SqlClient.SqlClient, (sql) =>
+      Effect.map(sql<{ id: string }>`select id from organizations limit 1`, (rows) => rows[0]?.id ?? "")
+    )
+  )
+
+const deliveryRate = async (kind: string) => {
+  const root = fs.mkdtempSync(path.join(os.tmpdir(), "gl-bench-events-git-"))
+  const app = await start(kind, root, "log")
+  const r = receiver()
+  try {
+    await app.post("createWebhookEndpoint", { url: r.url })
+    const orgId = await orgIdOf(app.server)
+    const body = (i: number) => ({ queue: { concurrency: i }, note: "x".repeat(200) })
+    const events = (from: number, n: number): ReadonlyArray<NewEvent> =>
+      Array.from({ length: n }, (_, k) => ({
+        orgId,
+        type: "queue.updated" as const,
+        at: Date.now(),
+        data: body(from + k),
+        repoId: null,
+        branch: null,
+        orderingKey: `bench:${(from + k) % 100}`
+      }))
+    const started = performance.now()
+    const arrived = r.until(EVENTS)
+    for (let i = 0; i < EVENTS; i += 100) {
+      await app.server.run(
+        Effect.flatMap(SqlClient.SqlClient, (sql) =>
+          sql.withTransaction(Effect.flatMap(EventLog, (log) => log.append(events(i, Math.min(100, EVENTS - i)))))
+        )
+      )
+    }
+    const appended = performance.now()
+    await arrived
+    const delivered = performance.now()
+    // baseline: the same number of similar bodies POSTed straight to the receiver, 32 at a time
+    const b = receiver()
+    const text = JSON.stringify({ type: "queue.updated", timestamp: new Date().toISOString(), data: body(1) })
+    const baseStarted = performance.now()
+    let next = 0
+    await Promise.all(
+      Array.from({ length: 32 }, async () => {
+        while (next < EVENTS) {
+          next++
+          await fetch(b.url, { method: "POST", headers: { "content-type": "application/json" }, body: text }).then(
+            (x) => x.arrayBuffer()
+          )
+        }
+      })
+    )
+    const baseSeconds = (performance.now() - baseStarted) / 1000
+    await b.stop()
+    return {
+      kind,
+      appendPerSecond: EVENTS / ((appended - started) / 1000),
+      deliveredPerSecond: EVENTS / ((delivered - started) / 1000),
+      baselinePerSecond: EVENTS / baseSeconds
+    }
+  } finally {
+    await r.stop()
+    await app.close()
+    fs.rmSync(root, { recursive: true, force: true })
+  }
+}
+
+const mergeRate = async (kind: string, withEndpoint: boolean) => {
+  const repo = createTestRepo({ repo: { host: "local", owner: "bench", name: `events-${kind}-${withEndpoint}` } })
+  const base = repo.branchSha("main") as string
+  const lines: Array<string> = []
+  for (let n = 1; n <= PRS; n++) {
+    const sha = repo.commit(base, { files: { [`f/${n}.txt`]: `${n}\n` }, message: `PR ${n}` })
+    lines.push(`create refs/pull/${n}/head ${sha}`)
+  }
+  Bun.spawnSync(["git", "--git-dir", repo.gitDir, "update-ref", "--stdin"], {
+    stdin: new TextEncoder().encode(`${lines.join("\n")}\n`)
+  })
+  const app = await start(kind, repo.root, withEndpoint ? "with" : "without")
+  const r = receiver()
+  try {
+    if (withEndpoint) await app.post("createWebhookEndpoint", { url: r.url })
+    const key = { repo: repo.repo, targetBranch: "main" }
+    await app.post("createQueue", { ...key, concurrency: 8 })
+    await app.post("updateQueue", { ...key, requiredStatuses: ["ci"] })
+    const stopCi = instantCi(app.server)
+    const started = performance.now()
+    for (let n = 1; n <= PRS; n++) await app.post("submitPullRequest", { ...key, pr: { number: n } })
+    for (;;) {
+      const last = (await app.post("getSubmittedPullRequest", { ...key, pr: { number: PRS } })) as { state?: string }
+      if (last.state === "merged") break
+      if (last.state === "failed" || last.state === "cancelled") throw new Error(`#${PRS} ${last.state}`)
+      await Bun.sleep(100)
+    }
+    const seconds = (performance.now() - started) / 1000
+    await stopCi()
+    return { kind, withEndpoint, merged: PRS, seconds, received: r.count() }
+  } finally {
+    await r.stop()
+    await app.close()
+    repo.cleanup()
+  }
+}
+
+const PART = process.env.BENCH_PART ?? "both"
+const deliveries: Array<Awaited<ReturnType<typeof deliveryRate>>> = []
+if (PART !== "queue") for (const kind of KINDS) deliveries.push(await deliveryRate(kind as string))
+const merges: Array<Awaited<ReturnType<typeof mergeRate>>> = []
+for (const kind of PART === "log" ? [] : KINDS) {
+  merges.push(await mergeRate(kind as string, false))
+  merges.push(await mergeRate(kind as string, true))
+}
+
+const lines = [
+  `bench:events — ${os.cpus().length} cores`,
+  "",
+  `Log to receiver: ${EVENTS} events appended in transactions of 100, one endpoint, 100 ordering keys`,
+  "",
+  "| database | appended/s | delivered events/s | baseline: plain POSTs/s (32 at once) | delivered / baseline |",
+  "|---|---:|---:|---:|---:|",
+  ...deliveries.map(
+    (d) =>
+      `| ${d.kind} | ${d.appendPerSecond.toFixed(0)} | ${d.deliveredPerSecond.toFixed(0)} | ${d.baselinePerSecond.toFixed(0)} | ${(d.deliveredPerSecond / d.baselinePerSecond).toFixed(2)} |`
+  ),
+  "",
+  `Queue throughput: ${PRS} PRs, one queue, concurrency 8, CI answering at once`,
+  "",
+  "| database | webhook endpoint | seconds | merged PRs/s | messages received | with / without |",
+  "|---|---|---:|---:|---:|---:|",
+  ...merges.map((m) => {
+    const without = merges.find((x) => x.kind === m.kind && !x.withEndpoint)
+    const ratio = without === undefined ? Number.NaN : without.seconds / m.seconds
+    return `| ${m.kind} | ${m.withEndpoint ? "one" : "none"} | ${m.seconds.toFixed(1)} | ${(m.merged / m.seconds).toFixed(1)} | ${m.received} | ${m.withEndpoint ? ratio.toFixed(2) : "1.00"} |`
+  })
+]
+process.stdout.write(`${lines.join("\n")}\n`)

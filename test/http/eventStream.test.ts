@@ -1,0 +1,148 @@
+/**
+ * The live stream GET /v1/events/stream (issue #17): Server-Sent Events read from the event log; a client that
+ * reconnects with Last-Event-ID gets every event after that one, once, in order; filters; the per-organization bound.
+ */
+import { afterAll, beforeAll, describe, expect, test } from "bun:test"
+import { databases, startTestServer, type TestServer } from "../support/server.ts"
+
+interface SseEvent {
+  readonly id: string
+  readonly event: string
+  readonly data: { readonly type: string; readonly data: Record<string, unknown> }
+}
+
+/** An open stream: `next` resolves with the next event as it arrives (comments and heartbeats skipped). */
+const openStream = async (server: TestServer, query = "", headers: Record<string, string> = {}) => {
+  const controller = new AbortController()
+  const response = await fetch(`${server.url}/v1/events/stream${query}`, {
+    headers: { "x-api-token": server.token, ...headers },
+    signal: controller.signal
+  })
+  const reader = response.body?.getReader()
+  const decoder = new TextDecoder()
+  let buffer = ""
+  const next = async (): Promise<SseEvent> => {
+    for (;;) {
+      const end = buffer.indexOf("\n\n")
+      if (end >= 0) {
+        const block = buffer.slice(0, end)
+        buffer = buffer.slice(end + 2)
+        const fields = new Map<string, string>()
+        for (const line of block.split("\n")) {
+          if (line.startsWith(":") || line === "") continue
+          const i = line.indexOf(":")
+          fields.set(line.slice(0, i), line.slice(i + 1).trimStart())
+        }
+        if (!fields.has("data")) continue
+        return {
+          id: fields.get("id") ?? "",
+          event: fields.get("event") ?? "",
+          data: JSON.parse(fields.get("data") ?? "{}") as SseEvent["data"]
+        }
+      }
+      if (reader === undefined) throw new Error(`no body (status ${response.status})`)
+      const { done, value } = await reader.read()
+      if (done) throw new Error("the stream ended")
+      buffer += decoder.decode(value, { stream: true })
+    }
+  }
+  const take = async (n: number) => {
+    const out: Array<SseEvent> = []
+    for (let i = 0; i < n; i++) out.push(await next())
+    return out
+  }
+  return { response, next, take, close: () => controller.abort() }
+}
+
+for (const db of databases) {
+  describe(`live event stream (${db})`, () => {
+    let server: TestServer
+    beforeAll(async () => {
+      server = await startTestServer({ db, config: { webhookWorker: false, eventStreamsPerOrg: 3 } })
+    })
+    afterAll(async () => {
+      await server.close()
+    })
+
+    let n = 0
+    const newQueue = async () => {
+      const key = { repo: { host: "local", owner: "acme", name: `stream-${db}-${++n}` }, targetBranch: "main" }
+      expect((await server.post("createQueue", key)).status).toBe(200)
+      const filter = `?repo=${key.repo.owner}/${key.repo.name}&repoHost=${key.repo.host}&eventTypes=queue.updated`
+      const update = async (concurrency: number) =>
+        expect((await server.post("updateQueue", { ...key, concurrency })).status).toBe(200)
+      return { key, filter, update }
+    }
+    const concurrencyOf = (e: SseEvent) => (e.data.data.queue as { concurrency: number }).concurrency
+
+    test("a reconnect with Last-Event-ID resumes after that event: no gap, no duplicate", async () => {
+      const q = await newQueue()
+      const first = await openStream(server, q.filter)
+      expect(first.response.headers.get("content-type")).toContain("text/event-stream")
+      for (let c = 1; c <= 10; c++) await q.update(c)
+      const seen = await first.take(4)
+      first.close()
+      expect(seen.map(concurrencyOf)).toEqual([1, 2, 3, 4])
+      for (const e of seen) {
+        expect(e.event).toBe("queue.updated")
+        expect(e.id).toMatch(/^msg_[0-9a-f]{32}$/)
+      }
+      for (let c = 11; c <= 15; c++) await q.update(c)
+      const resumed = await openStream(server, q.filter, { "last-event-id": seen[3]?.id ?? "" })
+      const rest = await resumed.take(11)
+      resumed.close()
+      expect(rest.map(concurrencyOf)).toEqual([5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15])
+      expect(new Set([...seen, ...rest].map((e) => e.id)).size).toBe(15)
+    })
+
+    test("a new stream starts at the end of the log; filters by event type and repository", async () => {
+      const q = await newQueue()
+      const other = await newQueue()
+      await q.update(2)
+      const states = await openStream(
+        server,
+        `?repo=${q.key.repo.owner}/${q.key.repo.name}&repoHost=local&eventTypes=queue.state_changed`
+      )
+      const all = await openStream(server, q.filter)
+      await other.update(3)
+      await q.update(4)
+      expect((await server.post("updateQueue", { ...q.key, state: "paused" })).status).toBe(200)
+      const changed = await states.next()
+      expect(changed.event).toBe("queue.state_changed")
+      expect(changed.data.data).toMatchObject({ previous_state: "running", state: "paused" })
+      const [a, b] = await all.take(2)
+      expect([concurrencyOf(a as SseEvent), concurrencyOf(b as SseEvent)]).toEqual([4, 4])
+      expect((b?.data.data.queue as { state: string } | undefined)?.state).toBe("paused")
+      states.close()
+      all.close()
+    })
+
+    test("bad filters are INVALID_REQUEST; streams are bounded per organization", async () => {
+      const bad = async (query: string, path: string) => {
+        const r = await fetch(`${server.url}/v1/events/stream${query}`, { headers: { "x-api-token": server.token } })
+        const body = (await r.json()) as { error: { code: string; details?: Array<{ path: string }> } }
+        expect({ query, status: r.status, code: body.error.code, path: body.error.details?.[0]?.path }).toEqual({
+          query,
+          status: 400,
+          code: "INVALID_REQUEST",
+          path
+        })
+      }
+      await bad("?eventTypes=nope", "eventTypes")
+      await bad("?repo=acme", "repoHost")
+      await bad("?repo=a/b/c&repoHost=local", "repoHost")
+      const missing = await fetch(`${server.url}/v1/events/stream?repo=acme/none&repoHost=local`, {
+        headers: { "x-api-token": server.token }
+      })
+      expect(missing.status).toBe(404)
+      const lastId = await fetch(`${server.url}/v1/events/stream`, {
+        headers: { "x-api-token": server.token, "last-event-id": "42" }
+      })
+      expect(lastId.status).toBe(400)
+      const open = [await openStream(server), await openStream(server), await openStream(server)]
+      const refused = await fetch(`${server.url}/v1/events/stream`, { headers: { "x-api-token": server.token } })
+      expect(refused.status).toBe(429)
+      for (const s of open) s.close()
+    })
+  })
+}

@@ -1,0 +1,128 @@
+/**
+ * Webhook deliveries survive a SIGKILL (they are rows, leased while sent), and two instances on one PostgreSQL
+ * send each message once. Servers run in their own processes (test/support/process.ts); the receiver is real.
+ */
+import { describe, expect, test } from "bun:test"
+import { spawnServer } from "../support/process.ts"
+import { type Received, startReceiver } from "../support/receiver.ts"
+import { databases, eventually, freshPostgres, pgUrl, TEST_TOKEN, tempDir } from "../support/server.ts"
+
+const TIMEOUT = 120_000
+
+for (const db of databases) {
+  describe(`webhook durability (${db})`, () => {
+    test(
+      "SIGKILL with deliveries pending: after the restart each arrives, with the same webhook-id",
+      async () => {
+        const receiver = startReceiver()
+        const pg = db === "postgres" ? await freshPostgres() : undefined
+        const env: Record<string, string> = {
+          DATA_DIR: tempDir(),
+          GIT_ROOT: tempDir("greenline-git-"),
+          WEBHOOK_ALLOW_PRIVATE: "true",
+          ...(pg === undefined ? {} : { DATABASE_URL: pg.url })
+        }
+        // five queues: five messages of different orderings, each tried at once (one queue's wait in line)
+        const keys = [1, 2, 3, 4, 5].map((i) => ({
+          repo: { host: "local", owner: "acme", name: `durable-${i}` },
+          targetBranch: "main"
+        }))
+        let server = await spawnServer(env, TEST_TOKEN)
+        try {
+          receiver.respond = () => new Response("down", { status: 500 })
+          expect((await server.post("createWebhookEndpoint", { url: receiver.url })).status).toBe(200)
+          for (const key of keys) {
+            expect((await server.post("createQueue", key)).status).toBe(200)
+            expect((await server.post("updateQueue", { ...key, concurrency: 2 })).status).toBe(200)
+          }
+          // each has been tried once and failed: all five wait for their retry
+          const failed = await receiver.waitCount((r) => r.status === 500, 5, "five failed first attempts")
+          const ids = new Set(failed.map((r) => r.id))
+          expect(ids.size).toBe(5)
+          // and the server recorded those attempts (a message killed in flight would wait for its lease, 60 s)
+          const endpointId = (
+            (await server.post("listWebhookEndpoints", {})).body as { endpoints: Array<{ id: string }> }
+          ).endpoints[0]?.id
+          const live = server
+          await eventually(async () => {
+            const r = await live.post("listWebhookDeliveries", { endpointId })
+            const list = (r.body as { messages: Array<{ attempts: Array<unknown> }> }).messages
+            return list.length === 5 && list.every((m) => m.attempts.length === 1) ? true : undefined
+          })
+          await server.kill("SIGKILL")
+          receiver.respond = () => new Response("ok")
+          server = await spawnServer(env, TEST_TOKEN)
+          const delivered = await receiver.waitCount(
+            (r: Received) => r.status === 200 && ids.has(r.id),
+            5,
+            "the five messages after the restart"
+          )
+          expect(new Set(delivered.map((r) => r.id))).toEqual(ids)
+          // the same message: the same body and id as before the crash
+          for (const r of delivered) expect(r.body).toBe(failed.find((f) => f.id === r.id)?.body as string)
+        } finally {
+          await server.kill("SIGKILL")
+          await receiver.stop()
+          await pg?.drop()
+        }
+      },
+      TIMEOUT
+    )
+  })
+}
+
+describe.if(pgUrl !== undefined)("two instances on one PostgreSQL", () => {
+  test(
+    "each message is delivered once, not once per instance",
+    async () => {
+      const receiver = startReceiver()
+      // a slow receiver: both instances are busy sending at once
+      receiver.respond = async () => {
+        await Bun.sleep(30)
+        return new Response("ok")
+      }
+      const pg = await freshPostgres()
+      const env = {
+        DATABASE_URL: pg.url,
+        GIT_ROOT: tempDir("greenline-git-"),
+        DATA_DIR: tempDir(),
+        WEBHOOK_ALLOW_PRIVATE: "true"
+      }
+      const a = await spawnServer(env, TEST_TOKEN)
+      const b = await spawnServer(env, TEST_TOKEN)
+      try {
+        const created = await a.post("createWebhookEndpoint", { url: receiver.url })
+        const endpointId = (created.body as { id: string }).id
+        const key = { repo: { host: "local", owner: "acme", name: "twice" }, targetBranch: "main" }
+        expect((await a.post("createQueue", key)).status).toBe(200)
+        const count = 40
+        for (let c = 1; c <= count; c++) {
+          const via = c % 2 === 0 ? a : b
+          expect((await via.post("updateQueue", { ...key, concurrency: c })).status).toBe(200)
+        }
+        await receiver.waitCount(() => true, count, `${count} messages`)
+        // every message delivered, each with exactly one attempt (whichever instance made it)
+        const messages = await eventually(async () => {
+          const r = await a.post("listWebhookDeliveries", {
+            endpointId,
+            page_query: { page_size: 100, page_token: "" }
+          })
+          const list = (r.body as { messages: Array<{ id: string; status: string; attempts: Array<unknown> }> })
+            .messages
+          return list.length === count && list.every((m) => m.status === "delivered") ? list : undefined
+        })
+        expect(messages.every((m) => m.attempts.length === 1)).toBe(true)
+        const perId = new Map<string, number>()
+        for (const r of receiver.received) perId.set(r.id, (perId.get(r.id) ?? 0) + 1)
+        expect(perId.size).toBe(count)
+        expect([...perId.values()].every((n) => n === 1)).toBe(true)
+      } finally {
+        await a.kill("SIGKILL")
+        await b.kill("SIGKILL")
+        await receiver.stop()
+        await pg.drop()
+      }
+    },
+    TIMEOUT
+  )
+})
