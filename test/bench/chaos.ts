@@ -264,6 +264,7 @@ const runRound = async (round: number, seed: number): Promise<RoundResult> => {
   const passedTips = new Set<string>()
   const ci = (async () => {
     const inFlight = new Set<string>()
+    const seenRefs = new Set<string>()
     while (!stop) {
       let refs: string[] = []
       try {
@@ -271,16 +272,18 @@ const runRound = async (round: number, seed: number): Promise<RoundResult> => {
         refs = out === "" ? [] : out.split("\n")
       } catch {}
       for (const line of refs) {
+        // a CI runs on every push: a run rebuilt at the same sha on a new branch is tested again
         const sha = line.split(" ")[0]!
-        if (reported.has(sha) || inFlight.has(sha)) continue
-        inFlight.add(sha)
+        if (seenRefs.has(line) || inFlight.has(line)) continue
+        seenRefs.add(line)
+        inFlight.add(line)
         void (async () => {
           await sleep(300 + random() * 2500)
           let files: string[] = []
           try {
             files = repo.git("ls-tree", "--name-only", sha).split("\n")
           } catch {
-            inFlight.delete(sha)
+            inFlight.delete(line)
             return
           }
           const flaky = random() < FLAKY_SHARE
@@ -289,7 +292,7 @@ const runRound = async (round: number, seed: number): Promise<RoundResult> => {
           await postUntil("reportStatus", { repo: repo.repo, sha, context: "ci", state }).catch(() => undefined)
           reported.set(sha, state)
           if (state === "success") passedTips.add(sha)
-          inFlight.delete(sha)
+          inFlight.delete(line)
         })()
       }
       await sleep(200)
@@ -324,6 +327,22 @@ const runRound = async (round: number, seed: number): Promise<RoundResult> => {
       }
     }
     await sleep(1000)
+  }
+  const endedAt = Date.now()
+  const idleAtEnd = ((endedAt - (progressAt.length === 0 ? started : Math.max(...progressAt))) / 1000).toFixed(0)
+  if (ended.size < accepted.size) {
+    // what the PRs left open show, for a round that did not finish
+    const states = new Map<string, number>()
+    for (const n of accepted) {
+      if (ended.has(n)) continue
+      const r = await post("getSubmittedPullRequest", { ...key, pr: { number: n } })
+      const state = (r?.body as { state?: string } | null)?.state ?? "unknown"
+      states.set(state, (states.get(state) ?? 0) + 1)
+    }
+    const queue = await post("getQueue", key)
+    console.error(
+      `round ${round}: ${accepted.size - ended.size} open after ${((endedAt - started) / 1000).toFixed(0)} s, no progress for the last ${idleAtEnd} s; states ${JSON.stringify(Object.fromEntries(states))}; runnerError ${JSON.stringify((queue?.body as { runnerError?: unknown } | null)?.runnerError ?? null)}`
+    )
   }
   stop = true
   await killer

@@ -20,7 +20,7 @@ let counter = 0
 beforeAll(async () => {
   root = tempDir("greenline-scenario-liveness-git-")
   server = await startTestServer({ db: "pglite", gitRoot: root, gitPollMs: 100 })
-})
+}, 60_000)
 
 afterAll(async () => {
   await server.close()
@@ -61,7 +61,7 @@ const sqlOn = <A>(f: (sql: SqlClient.SqlClient) => Effect.Effect<A, unknown>) =>
 const readyz = async () =>
   (await (await fetch(`${server.url}/readyz`)).json()) as {
     status: string
-    runners: { failing: ReadonlyArray<{ queueId: string; message: string; failures: number }> }
+    runners: { failing: ReadonlyArray<{ queueId: string; message: string; since: string; failures: number }> }
   }
 
 test(
@@ -74,31 +74,34 @@ test(
       const where = (sql: SqlClient.SqlClient) =>
         sql`queue_id = (select q.id from queues q join repositories r on r.id = q.repo_id where r.name = ${s.key.repo.name})`
       const [saved] = await sqlOn(
-        (sql) => sql<{ state: string }>`select state::text as state from queue_runtime where ${where(sql)}`
+        (sql) => sql<{ outbox: string }>`select outbox::text as outbox from queue_runtime where ${where(sql)}`
       )
-      // a state the planner cannot step (as a bug would leave it), under a new fencing token so that the runner
+      // an outbox the runner cannot read (as a bug would leave it), under a new fencing token so that the runner
       // loses its lease and its successor loads it: every round of this queue throws
       await sqlOn(
         (sql) =>
-          sql`update queue_runtime set state = (jsonb_set(state::jsonb, '{runs}', '5'))::json, fencing = fencing + 1
+          sql`update queue_runtime set outbox = '5', fencing = fencing + 1
               where ${where(sql)}`
       )
       await s.report(run.sha, "success")
       const failing = await eventually(
-        async () => {
-          const r = await readyz()
-          return r.runners.failing.find((f) => f.failures >= 2)
-        },
+        async () => (await readyz()).runners.failing[0],
         15_000,
         "the runner listed as failing"
       )
-      expect(failing.message).not.toBe("")
+      expect(failing.message).toContain("TypeError")
+      const queue = await s.ok<{ runnerError: { message: string; since: string } | null }>("getQueue")
+      expect(queue.runnerError?.message).toBe(failing.message)
       const metrics = await (await fetch(`${server.url}/metrics`)).text()
       expect(metrics).toContain(`greenline_queue_runner_failures{queue_id="${failing.queueId}"}`)
+      // restarts back off: a handful in these seconds, not one per wake-up
+      const restarts = Number(/greenline_queue_runner_restarts_total (\d+)/.exec(metrics)?.[1] ?? "0")
+      expect(restarts).toBeLessThan(10)
       // the state is readable again: the next restart runs a round, and the run that passed merges
-      await sqlOn((sql) => sql`update queue_runtime set state = ${saved!.state}::json where ${where(sql)}`)
+      await sqlOn((sql) => sql`update queue_runtime set outbox = ${saved!.outbox}::jsonb where ${where(sql)}`)
       await s.waitState(1, "merged")
       expect((await readyz()).runners.failing.map((f) => f.queueId)).not.toContain(failing.queueId)
+      expect((await s.ok<{ runnerError: unknown }>("getQueue")).runnerError).toBeNull()
     }),
   TIMEOUT
 )

@@ -175,7 +175,21 @@ export const openScenario = async (server: TestServer, root: string, options: Sc
     }
     if (sha !== null && sha !== "" && tips[tips.length - 1] !== sha) tips.push(sha)
   }
-  const timer = setInterval(sample, 5)
+  // main moves only in a runner's round (its Merge): sample it after each round settles (without the signal, every
+  // 5 ms)
+  let closed = false
+  const nextRound = server.nextRound
+  const timer = nextRound === undefined ? setInterval(sample, 5) : undefined
+  if (nextRound !== undefined) {
+    void (async () => {
+      while (!closed) {
+        await nextRound(1000)
+        sample()
+      }
+    })()
+  }
+  /** Waits for the queue to move: the next round of a runner, or a short while without the signal. */
+  const step = () => (nextRound === undefined ? Bun.sleep(25) : nextRound(250))
 
   const post = (op: string, body: Record<string, unknown> = {}) => server.post(op, { ...key, ...body })
   const ok = async <A = unknown>(op: string, body: Record<string, unknown> = {}): Promise<A> => {
@@ -224,7 +238,8 @@ export const openScenario = async (server: TestServer, root: string, options: Sc
           return undefined
         },
         timeoutMs,
-        `PR #${n} ${state}`
+        `PR #${n} ${state}`,
+        step
       )
     } catch (e) {
       throw new Error(`${String(e)} (last ${last?.state}; timeline ${await describe(n)})`)
@@ -249,7 +264,8 @@ export const openScenario = async (server: TestServer, root: string, options: Sc
           return { runId: r.testRunId, sha: d.testBranchSha, details: d }
         },
         waitMs,
-        `a new run of PR #${n}`
+        `a new run of PR #${n}`,
+        step
       )
     } catch (e) {
       throw new Error(`${String(e)} (timeline ${await describe(n)})`)
@@ -363,7 +379,8 @@ export const openScenario = async (server: TestServer, root: string, options: Sc
         return { runId, sha: d.testBranchSha, details: d }
       },
       waitMs,
-      `run ${runId} in progress`
+      `run ${runId} in progress`,
+      step
     )
     markReported(run)
     for (const context of run.details.requiredStatuses) await report(run.sha, state, context)
@@ -400,7 +417,7 @@ export const openScenario = async (server: TestServer, root: string, options: Sc
         for (const n of prs) states.push(`#${n} ${(await pr(n)).state}: ${await describe(n)}`)
         throw new Error(`autoCi timed out; ${states.join("; ")}`)
       }
-      await Bun.sleep(25)
+      await step()
     }
   }
 
@@ -525,6 +542,7 @@ export const openScenario = async (server: TestServer, root: string, options: Sc
     setTargets,
     checkLanePromise,
     close: () => {
+      closed = true
       clearInterval(timer)
       repo.cleanup()
     }
@@ -535,7 +553,12 @@ export const openScenario = async (server: TestServer, root: string, options: Sc
 class Fatal extends Error {}
 
 /** Like `eventually`, but a `Fatal` error ends the wait at once. */
-const poll = async <A>(check: () => Promise<A | undefined>, timeoutMs: number, what: string): Promise<A> => {
+const poll = async <A>(
+  check: () => Promise<A | undefined>,
+  timeoutMs: number,
+  what: string,
+  step: () => Promise<void> = () => Bun.sleep(25)
+): Promise<A> => {
   const deadline = Date.now() + timeoutMs
   let last: unknown
   for (;;) {
@@ -547,6 +570,6 @@ const poll = async <A>(check: () => Promise<A | undefined>, timeoutMs: number, w
       last = e
     }
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}${last ? `: ${String(last)}` : ""}`)
-    await Bun.sleep(25)
+    await step()
   }
 }

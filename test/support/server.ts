@@ -2,6 +2,7 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { SQL } from "bun"
+import { Effect } from "effect"
 import { type AppConfigShape, makeAppConfig } from "../../src/config.ts"
 import type { RunnerProbeShape } from "../../src/queue/runner/probe.ts"
 import { type RunningServer, startServer } from "../../src/server.ts"
@@ -37,6 +38,8 @@ export const freshPostgres = async (): Promise<{ readonly url: string; readonly 
 export const tempDir = (prefix = "greenline-") => fs.mkdtempSync(path.join(os.tmpdir(), prefix))
 
 export interface TestServer extends RunningServer {
+  /** Resolves when a runner's next round settles (any queue), or after `maxMs`. */
+  readonly nextRound?: (maxMs: number) => Promise<void>
   readonly token: string
   readonly gitRoot: string
   readonly dataDir: string
@@ -65,7 +68,38 @@ export interface TestServerOptions {
   readonly config?: Partial<AppConfigShape>
 }
 
+/**
+ * The runners' signal for tests: every saved round (of any queue) wakes those waiting on `nextRound`, so a test steps
+ * with the queue instead of sleeping in a loop.
+ */
+const makeRoundSignal = (inner: RunnerProbeShape | undefined) => {
+  let waiters: Array<() => void> = []
+  const probe: RunnerProbeShape = {
+    afterPush: (runId, sha) => inner?.afterPush(runId, sha) ?? Effect.void,
+    roundDone: (queueId) =>
+      Effect.zipRight(
+        inner?.roundDone(queueId) ?? Effect.void,
+        Effect.sync(() => {
+          const woken = waiters
+          waiters = []
+          for (const wake of woken) wake()
+        })
+      )
+  }
+  /** Resolves when the next round settles, or after `maxMs` (what the test waits for may come from elsewhere). */
+  const nextRound = (maxMs: number) =>
+    new Promise<void>((resolve) => {
+      const timer = setTimeout(resolve, maxMs)
+      waiters.push(() => {
+        clearTimeout(timer)
+        resolve()
+      })
+    })
+  return { probe, nextRound }
+}
+
 export const startTestServer = async (options: TestServerOptions): Promise<TestServer> => {
+  const rounds = makeRoundSignal(options.probe)
   const dataDir = options.dataDir ?? (options.db === "pglite" ? ":memory:" : tempDir())
   const gitRoot = options.gitRoot ?? tempDir("greenline-git-")
   const pg = options.db === "postgres" && options.databaseUrl === undefined ? await freshPostgres() : undefined
@@ -87,7 +121,7 @@ export const startTestServer = async (options: TestServerOptions): Promise<TestS
       logLevel: "error",
       ...options.config
     }),
-    options.probe
+    rounds.probe
   )
   const post = async (op: string, body: unknown, headers: Record<string, string> = {}) => {
     const response = await fetch(`${server.url}/v1/${op}`, {
@@ -104,6 +138,7 @@ export const startTestServer = async (options: TestServerOptions): Promise<TestS
   }
   return {
     ...server,
+    nextRound: rounds.nextRound,
     token: TEST_TOKEN,
     gitRoot,
     dataDir,
