@@ -91,7 +91,16 @@ describe("metrics", () => {
     await eventually(async () => ((await stateOf(2)).state === "failed" ? true : undefined), 20_000, "#2 failed")
     await server.post("submitPullRequest", { ...key(), pr: { number: 3 } })
     await server.post("cancelPullRequest", { ...key(), pr: { number: 3 } })
-    await eventually(async () => ((await stateOf(3)).state === "cancelled" ? true : undefined), 20_000, "#3 cancelled")
+    // the state shows at once; the conclusion the metrics count is the timeline item the runner's round writes
+    await eventually(
+      async () => {
+        const r = (await server.post("getSubmittedPullRequest", { ...key(), pr: { number: 3 }, includeTimeline: true }))
+          .body as { state: string; timeline?: ReadonlyArray<{ reason: string }> }
+        return r.state === "cancelled" && r.timeline?.at(-1)?.reason === "API_REQUESTED" ? true : undefined
+      },
+      20_000,
+      "#3 cancelled"
+    )
   })
   afterAll(async () => {
     await server.close()
