@@ -204,14 +204,6 @@ export const startServer = async <E>(
   const webhook = await runtime.runPromise(makeWebhookEndpoint)
   const eventStream = await runtime.runPromise(makeEventStream)
   registerEventMetrics(metrics.registry, Context.get(ctx, Delivery).stats, eventStream.subscribers)
-  // who may open the live stream: an API token; the dashboard's session is to be accepted here too
-  const streamOrg = async (request: Request) => {
-    const token =
-      request.headers.get("x-api-token")?.trim() ??
-      /^Bearer\s+(.+)$/i.exec(request.headers.get("authorization") ?? "")?.[1]?.trim()
-    if (token === undefined || token === "") return Option.none()
-    return runtime.runPromise(tenancy.authenticate(token))
-  }
   const document = refineDocument(openApiDocument(), config.publicUrl)
   const docsHtml = renderDocs(document)
   const openApiJson = JSON.stringify(document)
@@ -223,6 +215,18 @@ export const startServer = async <E>(
     tenancy,
     publicUrl: config.publicUrl
   })
+
+  // who may open the live stream: an API token, or the dashboard's session (a GET: no CSRF token needed)
+  const streamOrg = async (request: Request) => {
+    const token =
+      request.headers.get("x-api-token")?.trim() ??
+      /^Bearer\s+(.+)$/i.exec(request.headers.get("authorization") ?? "")?.[1]?.trim()
+    if (token === undefined || token === "") {
+      const session = await dashboard.apiSession(request)
+      return session === undefined ? Option.none() : Option.some(session.org)
+    }
+    return runtime.runPromise(tenancy.authenticate(token))
+  }
 
   const extra = async (request: Request, url: URL): Promise<Response | undefined> => {
     if (url.pathname === WEBHOOK_PATH) return webhook.handle(request)
