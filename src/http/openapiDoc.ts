@@ -1,4 +1,5 @@
 import type * as OpenApi from "@effect/platform/OpenApi"
+import { defaultQueueConfig } from "../queue/schemas.ts"
 import type { OpName } from "./Api.ts"
 import type { ErrorCode } from "./errors.ts"
 
@@ -13,36 +14,8 @@ import type { ErrorCode } from "./errors.ts"
 
 const repo = { host: "github.com", owner: "acme", name: "web" }
 const key = { repo, targetBranch: "main" }
-const queueConfig = {
-  state: "running",
-  branch: "main",
-  mode: "single",
-  concurrency: 2,
-  bisectionConcurrency: 1,
-  testingTimeoutMinutes: 300,
-  pendingFailureDepth: 0,
-  canOptimisticallyMerge: false,
-  batch: false,
-  batchingMaxWaitTimeMinutes: 5,
-  batchingMinSize: 4,
-  commentsEnabled: true,
-  commandsEnabled: true,
-  createPrsForTestingBranches: true,
-  statusCheckEnabled: true,
-  requiredStatuses: ["ci"],
-  directMergeMode: "off",
-  optimizationMode: "off",
-  mergeMethod: "squash",
-  extensionEnabled: true,
-  enqueueingLabel: null,
-  labelCommandsEnabled: true,
-  stateLabelsEnabled: false,
-  allowedBotSubmitters: [],
-  batchingRules: [],
-  testBranchConstructionMode: "rename_temp_branch",
-  notReadyTimeoutHours: 24,
-  adaptive: false
-}
+// the defaults, as a new queue has them, with two testing slots and a required status
+const queueConfig = { ...defaultQueueConfig("main"), concurrency: 2, requiredStatuses: ["ci"] }
 const entry = {
   id: "9b552e33-134c-459b-99d4-d8673e0f7db5",
   state: "testing",
