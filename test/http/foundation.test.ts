@@ -65,7 +65,14 @@ for (const db of databases) {
         "/v1/admin/addRepository",
         "/v1/flaky-tests/export",
         "/v1/flaky-tests/export.csv",
-        "/v1/flaky-tests/import"
+        "/v1/flaky-tests/import",
+        "/v1/createWebhookEndpoint",
+        "/v1/listWebhookEndpoints",
+        "/v1/updateWebhookEndpoint",
+        "/v1/deleteWebhookEndpoint",
+        "/v1/rotateWebhookSecret",
+        "/v1/listWebhookDeliveries",
+        "/v1/replayWebhookMessages"
       ]
       expect(Object.keys(doc.paths).sort()).toEqual([...expected].sort())
       const docs = await fetch(`${server.url}/docs`)
