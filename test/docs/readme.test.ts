@@ -37,7 +37,7 @@ for (const db of databases) {
       const pkg = JSON.parse(fs.readFileSync(path.join(ROOT, "package.json"), "utf8")) as {
         scripts: Record<string, string>
       }
-      expect(pkg.scripts.start).toBe("node scripts/bun.mjs src/main.ts")
+      expect(pkg.scripts.start).toBe("exec node scripts/bun.mjs --max-http-header-size=65536 src/main.ts")
       const script = walkthroughBlock(fs.readFileSync(path.join(ROOT, "README.md"), "utf8"))
       expect(script).toContain("/readyz")
       expect(script).toContain("curl -fsS")
@@ -50,7 +50,7 @@ for (const db of databases) {
       })
       fs.writeFileSync(
         path.join(bin, "npm"),
-        `#!/bin/sh\n[ "$1" = start ] || { echo "npm $*: only start is provided here" >&2; exit 1; }\nexec node ${JSON.stringify(path.join(ROOT, "scripts", "bun.mjs"))} ${JSON.stringify(path.join(ROOT, "src", "main.ts"))}\n`,
+        `#!/bin/sh\n[ "$1" = start ] || { echo "npm $*: only start is provided here" >&2; exit 1; }\nexec node ${JSON.stringify(path.join(ROOT, "scripts", "bun.mjs"))} --max-http-header-size=65536 ${JSON.stringify(path.join(ROOT, "src", "main.ts"))}\n`,
         { mode: 0o755 }
       )
       const env: Record<string, string> = {
