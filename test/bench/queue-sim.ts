@@ -19,6 +19,7 @@ import type {
   StepResult
 } from "../../src/queue/planner/index.ts"
 import { estimateQueue, initialState, laneOf, step } from "../../src/queue/planner/index.ts"
+import { TimedQueue } from "../../src/queue/planner/timedQueue.ts"
 import { commitsOf, defaultConfig, fakeSha } from "../support/plannerKit.ts"
 
 const MIN = 60_000
@@ -54,39 +55,6 @@ interface Timed {
   at: number
   seq: number
   e: SimEvent
-}
-
-const heapPush = (h: Timed[], x: Timed) => {
-  h.push(x)
-  let i = h.length - 1
-  while (i > 0) {
-    const p = (i - 1) >> 1
-    const a = h[p]!
-    if (a.at < x.at || (a.at === x.at && a.seq < x.seq)) break
-    h[i] = a
-    i = p
-  }
-  h[i] = x
-}
-
-const heapPop = (h: Timed[]): Timed | undefined => {
-  const top = h[0]
-  const last = h.pop()
-  if (top === undefined || last === undefined || h.length === 0) return top
-  let i = 0
-  for (;;) {
-    const l = 2 * i + 1
-    const r = l + 1
-    let m = i
-    const cur = () => (m === i ? last : h[m]!)
-    if (l < h.length && (h[l]!.at < cur().at || (h[l]!.at === cur().at && h[l]!.seq < cur().seq))) m = l
-    if (r < h.length && (h[r]!.at < cur().at || (h[r]!.at === cur().at && h[r]!.seq < cur().seq))) m = r
-    if (m === i) break
-    h[i] = h[m]!
-    i = m
-  }
-  h[i] = last
-  return top
 }
 
 // ------------------------------------------------------------------ simulation
@@ -149,8 +117,8 @@ export const simulate = (params: SimParams): SimResult => {
   let now = 0
   let seq = 0
   let idn = 0
-  const heap: Timed[] = []
-  const schedule = (at: number, e: SimEvent) => heapPush(heap, { at, seq: seq++, e })
+  const heap = new TimedQueue<Timed>()
+  const schedule = (at: number, e: SimEvent) => heap.push({ at, seq: seq++, e })
   const prs = new Map<number, PrInfo>()
   let nextPr = 1
   const runItems = new Map<string, readonly RunItem[]>()
@@ -289,7 +257,7 @@ export const simulate = (params: SimParams): SimResult => {
   if (params.arrivalPerHour !== undefined) schedule(0, { kind: "arrival" })
   topUp()
   for (;;) {
-    const t = heapPop(heap)
+    const t = heap.pop()
     if (t === undefined || t.at > end) break
     now = t.at
     const e = t.e

@@ -15,9 +15,11 @@
  *   merge to the last;
  * - each estimate is the median over the rounds.
  */
+
 import { observe, statsOf } from "./adaptive.ts"
 import { isTerminal } from "./context.ts"
 import { step } from "./step.ts"
+import { TimedQueue } from "./timedQueue.ts"
 import type { Command, Entry, PlannerEvent, QueueState, QueueStats, RunItem } from "./types.ts"
 
 export const BUILD_MS = 30_000
@@ -56,47 +58,6 @@ interface Timed {
   readonly seq: number
   readonly ev: PlannerEvent
 }
-
-/** A tiny binary heap on (at, seq). */
-class Heap {
-  private readonly h: Timed[] = []
-  get size() {
-    return this.h.length
-  }
-  push(x: Timed) {
-    const h = this.h
-    h.push(x)
-    let i = h.length - 1
-    while (i > 0) {
-      const p = (i - 1) >> 1
-      if (less(h[p]!, x)) break
-      h[i] = h[p]!
-      i = p
-    }
-    h[i] = x
-  }
-  pop(): Timed | undefined {
-    const h = this.h
-    const top = h[0]
-    const last = h.pop()
-    if (top === undefined || last === undefined || h.length === 0) return top
-    let i = 0
-    for (;;) {
-      const l = 2 * i + 1
-      const r = l + 1
-      let m = i
-      const at = (k: number) => (k === i ? last : h[k]!)
-      if (l < h.length && less(h[l]!, at(m))) m = l
-      if (r < h.length && less(h[r]!, at(m))) m = r
-      if (m === i) break
-      h[i] = h[m]!
-      i = m
-    }
-    h[i] = last
-    return top
-  }
-}
-const less = (a: Timed, b: Timed) => a.at < b.at || (a.at === b.at && a.seq < b.seq)
 
 /**
  * Estimates for the entries of `state` at time `now`. `prior`: observations to use when the queue has fewer than
@@ -235,7 +196,7 @@ const simulateOnce = (
   }
   const duration = () => durations[Math.floor(rng() * durations.length)]!
   let sim: QueueState = { ...state, entries: kept as Entry[] }
-  const heap = new Heap()
+  const heap = new TimedQueue<Timed>()
   let seq = 0
   let idn = 0
   const at = (t: number, ev: PlannerEvent) => heap.push({ at: t, seq: seq++, ev })
