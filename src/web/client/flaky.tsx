@@ -154,6 +154,48 @@ const Override = ({ repo, test, onDone }: { repo: RepoKey; test: TestCase; onDon
   )
 }
 
+type StatusChange = Answer<"getTestHistory">["statusHistory"][number]
+
+const OVERRIDE: Record<string, string> = {
+  always_quarantine: "always quarantine",
+  never_quarantine: "never quarantine",
+  unspecified: "automatic"
+}
+
+/** One change of the status history, in words, with its badge. */
+const ChangeRow = ({ c }: { c: StatusChange }) => {
+  const what =
+    c.kind === "status" ? (
+      <>
+        {c.previous === null ? "status" : <Badge kind={c.previous}>{c.previous}</Badge>}
+        {c.previous === null ? " " : " → "}
+        <Badge kind={c.current}>{c.current}</Badge>
+      </>
+    ) : c.kind === "quarantine" ? (
+      c.current === "quarantined" ? (
+        <Badge kind="quarantined">quarantined</Badge>
+      ) : (
+        <Badge kind="healthy">released from quarantine</Badge>
+      )
+    ) : (
+      <>
+        override {c.previous === null ? "" : `${OVERRIDE[c.previous] ?? c.previous} → `}
+        <strong>{OVERRIDE[c.current] ?? c.current}</strong>
+      </>
+    )
+  const why =
+    c.kind === "override" && c.reason === "expired"
+      ? "the override expired"
+      : [c.reason, c.actor === null ? "" : `by ${c.actor}`].filter((x) => x !== "").join(" · ")
+  return (
+    <tr data-kind={c.kind}>
+      <td>{when(c.at)}</td>
+      <td>{what}</td>
+      <td>{why}</td>
+    </tr>
+  )
+}
+
 export const TestPage = ({ repo, id }: { repo: RepoKey; id: string }) => {
   const live = useLive(
     async () => {
@@ -227,6 +269,27 @@ export const TestPage = ({ repo, id }: { repo: RepoKey; id: string }) => {
             yLabel="%"
             bars={true}
           />
+        )}
+      </section>
+      <section aria-labelledby="status-history-h">
+        <h2 id="status-history-h">Status history</h2>
+        {history.statusHistory.length === 0 ? (
+          <p class="muted">Healthy since it was first seen; never quarantined.</p>
+        ) : (
+          <table class="list" id="status-history">
+            <thead>
+              <tr>
+                <th scope="col">When</th>
+                <th scope="col">Change</th>
+                <th scope="col">Reason</th>
+              </tr>
+            </thead>
+            <tbody>
+              {history.statusHistory.map((c, i) => (
+                <ChangeRow key={`${c.at}-${c.kind}-${i}`} c={c} />
+              ))}
+            </tbody>
+          </table>
         )}
       </section>
       <section aria-labelledby="failures-h">
