@@ -223,6 +223,63 @@ for (const db of databases) {
       await page.waitForSelector(".facts .badge-running")
     }, 60_000)
 
+    test("the queue and PR pages show the ETA: relative, with the absolute time on hover", async () => {
+      // three runs have finished on this queue (PRs 1, 2 and 3): the estimate has what it needs; "e2e" is never
+      // reported, so the runs stay in flight while the page is read
+      await ok("updateQueue", { ...key, requiredStatuses: ["ci", "e2e"] })
+      repo.createPr(6, { files: { "six.txt": "6\n" }, title: "Add six" })
+      repo.createPr(7, { files: { "seven.txt": "7\n" }, title: "Add seven" })
+      await ok("submitPullRequest", { ...key, pr: { number: 6 } })
+      await ok("submitPullRequest", { ...key, pr: { number: 7 } })
+      try {
+        await until(6, "testing")
+        const api = await ok<{ estimatedMergeAt: string | null; estimateUnavailableReason: string | null }>(
+          "getSubmittedPullRequest",
+          { ...key, pr: { number: 7 } }
+        )
+        expect(api.estimateUnavailableReason).toBeNull()
+        expect(api.estimatedMergeAt).not.toBeNull()
+        await page.goto(queueUrl())
+        const eta = page.locator('#waiting tr[data-pr="7"] time.eta')
+        await eta.waitFor()
+        expect(await eta.textContent()).toMatch(/^(in \d+[smhd]|in <1m|any moment)/)
+        expect(await eta.getAttribute("title")).toContain("expected to merge")
+        expect(Date.parse((await eta.getAttribute("datetime")) ?? "")).not.toBeNaN()
+        await page.click('#waiting tr[data-pr="7"] a >> text=#7')
+        await page.waitForSelector(".pr-eta time.eta")
+        // a paused queue has no estimate, and the cell says why on hover
+        await ok("updateQueue", { ...key, state: "paused" })
+        await page.goto(queueUrl())
+        await page.waitForSelector('#waiting tr[data-pr="7"] .eta[title="no estimate while the queue is paused"]')
+      } finally {
+        await ok("cancelPullRequest", { ...key, pr: { number: 6 } })
+        await ok("cancelPullRequest", { ...key, pr: { number: 7 } })
+        await ok("updateQueue", { ...key, state: "running", requiredStatuses: ["ci"] })
+      }
+    }, 60_000)
+
+    test("a not-ready PR shows what it waits for, and joins the queue when its impacted targets come", async () => {
+      const par = { repo: { host: "local", owner: "acme", name: "lanes" }, targetBranch: "main" }
+      const parRepo = createTestRepo({ root, repo: par.repo })
+      await ok("createQueue", par)
+      await ok("updateQueue", { ...par, mode: "parallel", state: "paused" })
+      const head = parRepo.createPr(1, { files: { "a.txt": "a\n" }, title: "Touch the API" })
+      await ok("submitPullRequest", { ...par, pr: { number: 1 } })
+      await page.goto(`${server.url}/repos/local/acme/lanes/queues/main`)
+      const item = page.locator("#notready-h ~ ul .checklist .check-open")
+      await item.waitFor()
+      expect(await item.textContent()).toContain(`impacted targets uploaded for the head ${head.slice(0, 8)}`)
+      await page.click("#notready-h ~ ul a >> text=#1")
+      await page.waitForSelector("#readiness >> text=☐ impacted targets uploaded")
+      await page.goBack()
+      await page.waitForSelector("#notready-h ~ ul .checklist")
+      await ok("setImpactedTargets", { ...par, pr: { number: 1, sha: head }, impactedTargets: ["api"] })
+      // without a reload
+      await page.waitForSelector('#waiting tr[data-pr="1"]')
+      await page.waitForSelector("#notready-h >> text=Not ready (0)")
+      await ok("cancelPullRequest", { ...par, pr: { number: 1 } })
+    }, 60_000)
+
     test("the queue page draws the runs in flight as a chain, with the waiting list and its reasons", async () => {
       const graph = { repo: { host: "local", owner: "acme", name: "graph" }, targetBranch: "main" }
       const graphRepo = createTestRepo({ root, repo: graph.repo })
@@ -317,6 +374,10 @@ for (const db of databases) {
         throw e
       }
       await page.waitForSelector("text=timed out waiting for the payment mock")
+      // its status history: it became flaky; a quarantine override from the page is recorded there too
+      await page.waitForSelector('#status-history tr[data-kind="status"] .badge-flaky')
+      await page.click("button >> text=Never quarantine")
+      await page.waitForSelector('#status-history tr[data-kind="override"] >> text=never quarantine')
       await shot("flaky-test")
       await page.goto(`${server.url}/repos/local/acme/app/tests`)
       await page.waitForSelector("#tests a >> text=test_pay_with_card")
