@@ -353,7 +353,9 @@ for (const db of databases) {
         await upload(false, daysAgo, sha)
         if (i % 2 === 0) await upload(false, daysAgo, sha)
       }
-      const listed = await ok<{ tests: ReadonlyArray<{ id: string; name: string; html_url: string }> }>(
+      const listed = await ok<{
+        tests: ReadonlyArray<{ id: string; name: string; html_url: string; repository: { html_url: string } }>
+      }>(
         "flaky-tests/list-failing-tests",
         {
           repo: key.repo,
@@ -382,6 +384,10 @@ for (const db of databases) {
       await page.goto(`${server.url}/repos/local/acme/app/tests`)
       await page.waitForSelector("#tests a >> text=test_pay_with_card")
       await shot("flaky-tests")
+      // so does the repository's html_url: the repository's queues and its flaky tests
+      await page.goto(t!.repository.html_url.replace(/^https?:\/\/[^/]+/, server.url))
+      await page.waitForSelector("h1 >> text=acme/app")
+      await page.waitForSelector("#queues >> text=main")
     }, 60_000)
 
     test("another organization's pages and data are 404", async () => {
