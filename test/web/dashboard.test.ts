@@ -355,16 +355,13 @@ for (const db of databases) {
       }
       const listed = await ok<{
         tests: ReadonlyArray<{ id: string; name: string; html_url: string; repository: { html_url: string } }>
-      }>(
-        "flaky-tests/list-failing-tests",
-        {
-          repo: key.repo,
-          org_url_slug: "acme-org",
-          start_time: new Date(Date.now() - 6.5 * DAY).toISOString(),
-          end_time: new Date(Date.now() + 3_600_000).toISOString(),
-          page_query: { page_size: 10, page_token: "" }
-        }
-      )
+      }>("flaky-tests/list-failing-tests", {
+        repo: key.repo,
+        org_url_slug: "acme-org",
+        start_time: new Date(Date.now() - 6.5 * DAY).toISOString(),
+        end_time: new Date(Date.now() + 3_600_000).toISOString(),
+        page_query: { page_size: 10, page_token: "" }
+      })
       const t = listed.tests.find((x) => x.name === "test_pay_with_card")
       expect(t).toBeDefined()
       // the html_url the API hands out opens the test page
