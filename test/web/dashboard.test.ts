@@ -211,7 +211,7 @@ for (const db of databases) {
 
       repo.createPr(4, { files: { "four.txt": "4\n" }, title: "Add four" })
       await ok("submitPullRequest", { ...key, pr: { number: 4 } })
-      await page.waitForSelector('#waiting tr[data-pr="4"]')
+      await page.waitForSelector('#waiting tr[data-pr="4"] >> text=waiting: the queue is paused')
       await shot("queue-paused")
       await page.click('#waiting tr[data-pr="4"] a >> text=#4')
       await page.click("button >> text=Cancel")

@@ -38,6 +38,7 @@ const waitReason = (e: Entry, queue: Queue, runs: ReadonlyArray<Run>, failedAhea
   switch (e.state) {
     case "pending":
       if (failedAhead !== undefined) return `held: PR ${failedAhead} failed ahead`
+      if (queue.state === "paused") return "waiting: the queue is paused"
       return queue.batch ? "filling a batch" : "waiting for a CI slot"
     case "testing":
       if (failedAhead !== undefined) return `testing; held: PR ${failedAhead} failed ahead`
