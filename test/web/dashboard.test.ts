@@ -189,6 +189,15 @@ for (const db of databases) {
       await until(3, "failed")
       const failed = await ok<{ testRunId: string | null }>("getSubmittedPullRequest", { ...key, pr: { number: 3 } })
       expect(failed.testRunId).not.toBeNull()
+      // the prUrl the API hands out (local provider) opens the PR's page
+      const details = await ok<{ testedPullRequests: ReadonlyArray<{ prNumber: number; prUrl: string }> }>(
+        "getMergeQueueTestingDetails",
+        { ...key, testRunId: failed.testRunId }
+      )
+      const prUrl = details.testedPullRequests.find((p) => p.prNumber === 3)?.prUrl ?? ""
+      await page.goto(prUrl.replace(/^https?:\/\/[^/]+/, server.url))
+      await page.waitForSelector("h1 >> text=#3")
+      await page.waitForSelector(".page-head .badge-failed")
 
       await page.goto(queueUrl())
       await page.click('#recent tr[data-pr="3"] a >> text=#3')
