@@ -394,6 +394,18 @@ for (const db of databases) {
       await page.goto(t!.repository.html_url.replace(/^https?:\/\/[^/]+/, server.url))
       await page.waitForSelector("h1 >> text=acme/app")
       await page.waitForSelector("#queues >> text=main")
+
+      // quarantined from its page; the quarantined list sorts by the same impact figures as the others
+      await ok("flaky-tests/update-settings", { repo: key.repo, org_url_slug: "acme-org", quarantining_enabled: true })
+      await page.goto(t!.html_url.replace(/^https?:\/\/[^/]+/, server.url))
+      await page.click("button >> text=Always quarantine")
+      await page.waitForSelector('#status-history tr[data-kind="quarantine"] .badge-quarantined')
+      await page.goto(`${server.url}/repos/local/acme/app/tests`)
+      await page.check("input[type=radio] >> nth=2")
+      const row = page.locator('#tests tr:has-text("test_pay_with_card")')
+      await page.waitForSelector('#tests tr:has-text("test_pay_with_card") .badge-quarantined')
+      expect(await row.locator("td").nth(3).textContent()).not.toBe("0.0%")
+      await ok("flaky-tests/update-settings", { repo: key.repo, org_url_slug: "acme-org", quarantining_enabled: false })
     }, 60_000)
 
     test("another organization's pages and data are 404", async () => {

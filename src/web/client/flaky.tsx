@@ -17,23 +17,39 @@ export const FlakyListPage = ({ repo }: { repo: RepoKey }) => {
   const [search, setSearch] = useState("")
   const [sort, setSort] = useState<Sort>("impact")
   const live = useLive(
-    async (): Promise<ReadonlyArray<TestCase | Answer<"listQuarantinedTests">["quarantined_tests"][number]>> => {
+    async (): Promise<{
+      tests: ReadonlyArray<TestCase | Answer<"listQuarantinedTests">["quarantined_tests"][number]>
+      stats: ReadonlyMap<string, TestCase>
+    }> => {
       const scope = { repo, org_url_slug: orgSlug(), page_query: PAGE }
-      if (filter === "quarantined") return (await call("listQuarantinedTests", scope)).quarantined_tests
-      return (await call("listUnhealthyTests", { ...scope, status: filter })).tests
+      if (filter !== "quarantined") {
+        return { tests: (await call("listUnhealthyTests", { ...scope, status: filter })).tests, stats: new Map() }
+      }
+      // the quarantined list has no impact figures: they come from the flaky and broken lists (a quarantined test
+      // that is neither, e.g. always quarantined while healthy, has none in 7 days worth sorting by)
+      const [quarantined, flaky, broken] = await Promise.all([
+        call("listQuarantinedTests", scope),
+        call("listUnhealthyTests", { ...scope, status: "flaky" }),
+        call("listUnhealthyTests", { ...scope, status: "broken" })
+      ])
+      return {
+        tests: quarantined.quarantined_tests,
+        stats: new Map([...flaky.tests, ...broken.tests].map((t) => [t.id, t]))
+      }
     },
     `${testsPath(repo)}/${filter}`,
     10_000
   )
   const rows = useMemo(() => {
-    const list = (live.data ?? []).map((t) =>
+    const stats = live.data?.stats ?? new Map<string, TestCase>()
+    const list = (live.data?.tests ?? []).map((t) =>
       "test_case_id" in t
         ? {
             id: t.test_case_id,
             name: t.name,
             status: t.status.value,
-            impact: 0,
-            rate: 0,
+            impact: stats.get(t.test_case_id)?.pull_requests_impacted_last_7d ?? 0,
+            rate: stats.get(t.test_case_id)?.failure_rate_last_7d ?? 0,
             owners: t.codeowners,
             quarantined: true
           }
