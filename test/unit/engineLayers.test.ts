@@ -3,7 +3,7 @@
  * the real storage on an in-memory PGlite, stepped on the runner's round signal.
  */
 
-import { afterEach, expect, test } from "bun:test"
+import { afterEach, beforeAll, expect, test } from "bun:test"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { Effect, ManagedRuntime, Option } from "effect"
 import { Engine, EngineRunner, type QueueKey, type QueueRow } from "../../src/queue/Engine.ts"
@@ -17,6 +17,12 @@ const FINAL = new Set(["merged", "failed", "cancelled"])
 
 type Runtime = ManagedRuntime.ManagedRuntime<Engine | EngineRunner | Tenancy | SqlClient.SqlClient, unknown>
 let open: Runtime | undefined
+let seed: Blob
+
+// the migrated database dump is made once per process (slow on a loaded machine): not inside a test's time
+beforeAll(async () => {
+  seed = await pgliteSeed()
+}, 300_000)
 
 afterEach(async () => {
   await open?.dispose()
@@ -29,9 +35,7 @@ const setup = async (config: Partial<QueueConfig> = {}) => {
   const repo = git.repo({ host: "local", owner: "acme", name: "app" })
   const ci = makeMemoryCi(git, (files: Files) => !Object.values(files).some((text) => text.includes("broken")))
   const rounds = makeRoundSignal()
-  const runtime: Runtime = ManagedRuntime.make(
-    engineTestLayer({ seed: await pgliteSeed(), git, ci, probe: rounds.probe })
-  )
+  const runtime: Runtime = ManagedRuntime.make(engineTestLayer({ seed, git, ci, probe: rounds.probe }))
   open = runtime
   const run = <A, E>(effect: Effect.Effect<A, E, Engine | EngineRunner | Tenancy | SqlClient.SqlClient>) =>
     runtime.runPromise(effect)
@@ -200,3 +204,33 @@ test(
   },
   TIMEOUT
 )
+
+test("the memory Git host: test branches conflict by path, compare-and-swap moves a branch only from expectedOld", async () => {
+  const git = makeMemoryGit()
+  const repo = git.repo({ host: "local", owner: "acme", name: "app" })
+  const main = repo.branch("main")!
+  const one = repo.openPr(1, { "a.txt": "1\n" }, { title: "One" })
+  const two = repo.openPr(2, { "a.txt": "2\n" }, { title: "Two" })
+  const three = repo.openPr(3, { "b.txt": "3\n" }, { title: "Three" })
+  const item = (prNumber: number, headSha: string) => ({ prNumber, headSha, title: `PR ${prNumber}` })
+  const build = (branch: string, items: ReadonlyArray<ReturnType<typeof item>>) =>
+    Effect.runPromise(
+      Effect.either(git.service.buildTestBranch({ repo: repo.ref, branch, baseSha: main, method: "squash", items }))
+    )
+  const clean = await build("t1", [item(1, one), item(3, three)])
+  if (clean._tag === "Left") throw new Error(clean.left.message)
+  expect(repo.branch("t1")).toBe(clean.right.sha)
+  expect(repo.files(clean.right.sha)).toEqual({ "README.md": "hello\n", "a.txt": "1\n", "b.txt": "3\n" })
+  // the same items on the same base give the same commits
+  const again = await build("t2", [item(1, one), item(3, three)])
+  expect(again._tag === "Right" && again.right.commits).toEqual(clean.right.commits)
+  const conflict = await build("t3", [item(1, one), item(2, two)])
+  expect(conflict._tag === "Left" && conflict.left).toMatchObject({ _tag: "MergeConflict", prNumber: 2, index: 1 })
+  expect(repo.branch("t3")).toBeUndefined()
+  const cas = (expected: string, next: string) =>
+    Effect.runPromise(git.service.compareAndSwap(repo.ref, "main", expected, next))
+  expect(await cas(one, clean.right.sha)).toBe(false)
+  expect(repo.branch("main")).toBe(main)
+  expect(await cas(main, clean.right.sha)).toBe(true)
+  expect(repo.history("main")).toEqual(["PR 1 (#1)", "PR 3 (#3)"])
+})
