@@ -1,5 +1,5 @@
 /**
- * Test case ids (contract §3, the same UUID v5 as `ids.ts`) for the upload pipeline, kept as 16 bytes: hashed with
+ * Test case ids (contract §3, the same UUID v5 as `testCaseIds.ts`) for the upload pipeline, kept as 16 bytes: hashed with
  * Bun's SHA-1 into one reused buffer straight from the key's parts, written to COPY rows as text without making a
  * string, and remembered in `IdSet`, an open-addressing set of 128-bit keys in a typed array (a `Set` of id strings
  * costs ~90 bytes an id and a string per lookup).
@@ -259,7 +259,7 @@ export class IdSet {
   }
 }
 
-/** `testCaseId` of ids.ts, faster. */
+/** `testCaseId` of testCaseIds.ts, faster. */
 export const fastTestCaseId = (key: Parameters<typeof testCaseId>[0]): string => {
   const given = key.id?.trim()
   if (given !== undefined && isUuidV5(given)) return testCaseId(key)
