@@ -112,8 +112,12 @@ const runRound = async (round: number, seed: number): Promise<RoundResult> => {
     errorLines: 0,
     starts: 0
   }))
+  /** every start's DATA_DIR, removed at the end of the round */
+  const dataDirs: Array<string> = []
   const start = (inst: Instance) =>
     new Promise<void>((resolve, reject) => {
+      const dataDir = tempDir("greenline-chaos-data-")
+      dataDirs.push(dataDir)
       const child = spawn(process.execPath, ["src/main.ts"], {
         cwd: ROOT,
         detached: true,
@@ -125,7 +129,7 @@ const runRound = async (round: number, seed: number): Promise<RoundResult> => {
           BOOTSTRAP_TOKEN: TEST_TOKEN,
           DATABASE_URL: pg.url,
           GIT_ROOT: repo.root,
-          DATA_DIR: tempDir("greenline-chaos-data-"),
+          DATA_DIR: dataDir,
           GIT_POLL_MS: "500"
         },
         stdio: ["ignore", "pipe", "pipe"]
@@ -417,6 +421,7 @@ const runRound = async (round: number, seed: number): Promise<RoundResult> => {
   await db.close()
   await pg.drop().catch(() => undefined)
   repo.cleanup()
+  for (const d of dataDirs) fs.rmSync(d, { recursive: true, force: true })
   const count = (s: string) => [...ended.values()].filter((x) => x === s).length
   return {
     round,
