@@ -116,8 +116,17 @@ let sent = 0
 let races = 0
 /** the last requests sent, shown when the server dies */
 const recent: Array<FuzzRequest> = []
+/** SIGINT or SIGTERM: stop sending, then check and print what was sent as usual */
+let stopping = false
+for (const signal of ["SIGINT", "SIGTERM"] as const) {
+  process.on(signal, () => {
+    if (stopping) process.exit(130)
+    stopping = true
+    process.stderr.write(`${signal}: stopping after ${sent} requests\n`)
+  })
+}
 const worker = async () => {
-  while (sent < total && !exited && (budget === 0 || performance.now() - started < budget * 1000)) {
+  while (sent < total && !exited && !stopping && (budget === 0 || performance.now() - started < budget * 1000)) {
     sent++
     if (sent % 1000 === 0 && only === "") {
       // every thousandth: deleteQueue racing the other writes
