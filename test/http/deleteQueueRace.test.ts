@@ -14,7 +14,7 @@ const repos: Array<TestRepo> = []
 
 beforeAll(async () => {
   for (const db of databases) servers.set(db, await startTestServer({ db, gitPollMs: 100 }))
-}, 120_000)
+}, 300_000)
 
 afterAll(async () => {
   for (const s of servers.values()) await s.close()
@@ -105,7 +105,7 @@ describe("deleteQueue races", () => {
           "PR_TESTS_NOT_RESTARTABLE"
         ]).toContain(a.code ?? "")
       }
-    }, 180_000)
+    }, 300_000)
   }
 
   for (const db of databases) {
@@ -146,6 +146,6 @@ describe("deleteQueue races", () => {
         )
       }
       for (const b of branches) await server.post("deleteQueue", { repo: repo.repo, targetBranch: b })
-    }, 180_000)
+    }, 300_000)
   }
 })
