@@ -115,7 +115,8 @@ const runRound = async (round: number, seed: number): Promise<RoundResult> => {
   /** every start's DATA_DIR, removed at the end of the round */
   const dataDirs: Array<string> = []
   const start = (inst: Instance) =>
-    new Promise<void>((resolve, reject) => {
+    new Promise<void>((resolveStart, reject) => {
+      let resolve = resolveStart
       const dataDir = tempDir("greenline-chaos-data-")
       dataDirs.push(dataDir)
       const child = spawn(process.execPath, ["src/main.ts"], {
@@ -156,9 +157,25 @@ const runRound = async (round: number, seed: number): Promise<RoundResult> => {
       child.stdout?.on("data", scan)
       child.stderr?.on("data", scan)
       child.on("exit", () => {
+        clearTimeout(timer)
         if (inst.child === child) inst.url = null
         reject(new Error("exited before listening"))
       })
+      // an instance that never says it listens must not hold the killer (a round once waited for one for 12 min)
+      let listening = false
+      const timer = setTimeout(() => {
+        if (listening) return
+        console.error(`instance ${child.pid}: not listening after 90 s; killed (${buffered.slice(-300)})`)
+        try {
+          process.kill(-(child.pid ?? 0), "SIGKILL")
+        } catch {}
+      }, 90_000)
+      const done = resolve
+      resolve = () => {
+        listening = true
+        clearTimeout(timer)
+        done()
+      }
     })
   const kill = async (inst: Instance) => {
     const child = inst.child
