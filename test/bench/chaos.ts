@@ -159,7 +159,7 @@ const runRound = async (round: number, seed: number): Promise<RoundResult> => {
       child.on("exit", () => {
         clearTimeout(timer)
         if (inst.child === child) inst.url = null
-        reject(new Error("exited before listening"))
+        reject(new Error(`exited before listening: ${buffered.slice(-500)}`))
       })
       // an instance that never says it listens must not hold the killer (a round once waited for one for 12 min)
       let listening = false
@@ -218,7 +218,18 @@ const runRound = async (round: number, seed: number): Promise<RoundResult> => {
     throw new Error(`${op} never answered`)
   }
 
-  await Promise.all(instances.map(start))
+  // an instance that exits at its first start (a round once lost one so, taking the whole run down) is started again
+  const startFirst = async (inst: Instance) => {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await start(inst)
+      } catch (e) {
+        console.error(`round ${round}: an instance's first start failed (attempt ${attempt}): ${e}`)
+        if (attempt === 3) throw e
+      }
+    }
+  }
+  await Promise.all(instances.map(startFirst))
   await postUntil("createQueue", { ...key, concurrency: 4 })
   await postUntil("updateQueue", { ...key, requiredStatuses: ["ci"], testingTimeoutMinutes: 60 })
 
