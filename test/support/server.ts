@@ -1,11 +1,10 @@
-import * as fs from "node:fs"
-import * as os from "node:os"
-import * as path from "node:path"
 import { SQL } from "bun"
 import { Effect } from "effect"
 import { type AppConfigShape, makeAppConfig } from "../../src/config.ts"
 import type { RunnerProbeShape } from "../../src/queue/runner/probe.ts"
 import { type RunningServer, startServer } from "../../src/server.ts"
+import { pgliteSeed } from "./pgliteSeed.ts"
+import { tempDir } from "./tmp.ts"
 
 /**
  * Test helpers: a real server on a loopback port, over PGlite or a fresh PostgreSQL database, and a small client.
@@ -35,7 +34,7 @@ export const freshPostgres = async (): Promise<{ readonly url: string; readonly 
   }
 }
 
-export const tempDir = (prefix = "greenline-") => fs.mkdtempSync(path.join(os.tmpdir(), prefix))
+export { tempDir }
 
 export interface TestServer extends RunningServer {
   /** Resolves when a runner's next round settles (any queue), or after `maxMs`. */
@@ -119,6 +118,7 @@ export const startTestServer = async (options: TestServerOptions): Promise<TestS
       metricsToken: options.metricsToken ? Option.some(Redacted.make(options.metricsToken)) : Option.none(),
       gitPollMs: options.gitPollMs ?? 200,
       logLevel: "error",
+      ...(dataDir === ":memory:" ? { embeddedSeed: await pgliteSeed() } : {}),
       ...options.config
     }),
     rounds.probe
@@ -156,7 +156,7 @@ export const eventually = async <A>(
   timeoutMs = 20_000,
   what = "condition"
 ): Promise<A> => {
-  const deadline = Date.now() + timeoutMs
+  const deadline = performance.now() + timeoutMs
   let last: unknown
   for (;;) {
     try {
@@ -165,7 +165,7 @@ export const eventually = async <A>(
     } catch (e) {
       last = e
     }
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}${last ? `: ${String(last)}` : ""}`)
+    if (performance.now() > deadline) throw new Error(`timed out waiting for ${what}${last ? `: ${String(last)}` : ""}`)
     await Bun.sleep(25)
   }
 }

@@ -10,10 +10,11 @@ import { Effect, Layer, ManagedRuntime, Option, Redacted } from "effect"
 import { makeAppConfig } from "../../src/config.ts"
 import { layerPgliteMemory, layerPostgres } from "../../src/db/Database.ts"
 import type { FlakyError } from "../../src/flaky/errors.ts"
-import { Flaky, FlakyLive, fastTestCaseId, testCaseIds } from "../../src/flaky/Flaky.ts"
+import { Flaky, FlakyLive } from "../../src/flaky/Flaky.ts"
 import { FlakyRepo } from "../../src/flaky/FlakyRepo.ts"
 import { flakyMigration, flakyResultsByTime } from "../../src/flaky/migration.ts"
 import { testCaseId } from "../../src/flaky/testCaseIds.ts"
+import { fastTestCaseId, testCaseIds } from "../../src/flaky/testCaseIdsBinary.ts"
 import { runUpload, type UploadIo } from "../../src/flaky/uploadCli.ts"
 import { type ApiError, fromDomainError } from "../../src/http/errors.ts"
 import { makeApp, RateLimiter } from "../../src/http/router.ts"
@@ -21,6 +22,7 @@ import { flakyRoutes } from "../../src/http/routes/flaky.ts"
 import type { Database } from "../../src/kernel/Database.ts"
 import { GitError, GitHost, type GitHostService } from "../../src/queue/GitHost.ts"
 import { type Organization, Tenancy, TenancyLive } from "../../src/tenancy/Tenancy.ts"
+import { pgliteSeed } from "../support/pgliteSeed.ts"
 
 const FIXTURES = new URL("../fixtures/junit/", import.meta.url)
 const fixtureNames = readdirSync(fileURLToPath(FIXTURES)).filter((f) => f.endsWith(".xml"))
@@ -869,7 +871,7 @@ const suite = (kind: string, makeDb: () => Promise<{ db: Db; cleanup: () => Prom
     })
   })
 
-suite("PGlite", async () => ({ db: layerPgliteMemory, cleanup: async () => {} }))
+suite("PGlite", async () => ({ db: layerPgliteMemory(await pgliteSeed()), cleanup: async () => {} }))
 
 const BASE_URL = process.env.TEST_DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test"
 suite("PostgreSQL", async () => {
