@@ -205,7 +205,10 @@ export const StatusesLive = Layer.effect(
         const queues = yield* sql.withTransaction(
           Effect.gen(function* () {
             yield* write
-            const rows = yield* sql<{ id: string }>`select id from queues where repo_id = ${repoId}`
+            // held (key share) until the event is stored: a deleteQueue racing the report waits for it, or has
+            // deleted the queue first and the row is skipped (never an event for a queue that is gone: a 500)
+            const rows = yield* sql<{ id: string }>`select id from queues where repo_id = ${repoId}
+              order by id for key share`
             for (const q of rows) yield* enqueueEvent(q.id, { _tag: "StatusReported", sha })
             return rows
           })

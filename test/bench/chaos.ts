@@ -112,8 +112,13 @@ const runRound = async (round: number, seed: number): Promise<RoundResult> => {
     errorLines: 0,
     starts: 0
   }))
+  /** every start's DATA_DIR, removed at the end of the round */
+  const dataDirs: Array<string> = []
   const start = (inst: Instance) =>
-    new Promise<void>((resolve, reject) => {
+    new Promise<void>((resolveStart, reject) => {
+      let resolve = resolveStart
+      const dataDir = tempDir("greenline-chaos-data-")
+      dataDirs.push(dataDir)
       const child = spawn(process.execPath, ["src/main.ts"], {
         cwd: ROOT,
         detached: true,
@@ -125,7 +130,7 @@ const runRound = async (round: number, seed: number): Promise<RoundResult> => {
           BOOTSTRAP_TOKEN: TEST_TOKEN,
           DATABASE_URL: pg.url,
           GIT_ROOT: repo.root,
-          DATA_DIR: tempDir("greenline-chaos-data-"),
+          DATA_DIR: dataDir,
           GIT_POLL_MS: "500"
         },
         stdio: ["ignore", "pipe", "pipe"]
@@ -152,9 +157,25 @@ const runRound = async (round: number, seed: number): Promise<RoundResult> => {
       child.stdout?.on("data", scan)
       child.stderr?.on("data", scan)
       child.on("exit", () => {
+        clearTimeout(timer)
         if (inst.child === child) inst.url = null
-        reject(new Error("exited before listening"))
+        reject(new Error(`exited before listening: ${buffered.slice(-500)}`))
       })
+      // an instance that never says it listens must not hold the killer (a round once waited for one for 12 min)
+      let listening = false
+      const timer = setTimeout(() => {
+        if (listening) return
+        console.error(`instance ${child.pid}: not listening after 90 s; killed (${buffered.slice(-300)})`)
+        try {
+          process.kill(-(child.pid ?? 0), "SIGKILL")
+        } catch {}
+      }, 90_000)
+      const done = resolve
+      resolve = () => {
+        listening = true
+        clearTimeout(timer)
+        done()
+      }
     })
   const kill = async (inst: Instance) => {
     const child = inst.child
@@ -197,7 +218,18 @@ const runRound = async (round: number, seed: number): Promise<RoundResult> => {
     throw new Error(`${op} never answered`)
   }
 
-  await Promise.all(instances.map(start))
+  // an instance that exits at its first start (a round once lost one so, taking the whole run down) is started again
+  const startFirst = async (inst: Instance) => {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await start(inst)
+      } catch (e) {
+        console.error(`round ${round}: an instance's first start failed (attempt ${attempt}): ${e}`)
+        if (attempt === 3) throw e
+      }
+    }
+  }
+  await Promise.all(instances.map(startFirst))
   await postUntil("createQueue", { ...key, concurrency: 4 })
   await postUntil("updateQueue", { ...key, requiredStatuses: ["ci"], testingTimeoutMinutes: 60 })
 
@@ -417,6 +449,7 @@ const runRound = async (round: number, seed: number): Promise<RoundResult> => {
   await db.close()
   await pg.drop().catch(() => undefined)
   repo.cleanup()
+  for (const d of dataDirs) fs.rmSync(d, { recursive: true, force: true })
   const count = (s: string) => [...ended.values()].filter((x) => x === s).length
   return {
     round,

@@ -52,6 +52,10 @@ const child = Bun.spawn([process.execPath, "--max-http-header-size=65536", "src/
     GIT_ROOT: path.join(dataDir, "git"),
     BOOTSTRAP_TOKEN: TOKEN,
     RATE_LIMIT_PER_SECOND: "1000000",
+    // every queue's runner polls Git every GIT_POLL_MS (2 s by default) and saves a round; the run creates a few
+    // hundred queues, whose idle rounds took most of the server (PGlite: its one connection) and brought the run
+    // down to a few requests a second. The fuzz is about the answers, so the runners poll once a minute.
+    GIT_POLL_MS: "60000",
     LOG_LEVEL: "warn"
   },
   stdin: "ignore",
@@ -112,8 +116,17 @@ let sent = 0
 let races = 0
 /** the last requests sent, shown when the server dies */
 const recent: Array<FuzzRequest> = []
+/** SIGINT or SIGTERM: stop sending, then check and print what was sent as usual */
+let stopping = false
+for (const signal of ["SIGINT", "SIGTERM"] as const) {
+  process.on(signal, () => {
+    if (stopping) process.exit(130)
+    stopping = true
+    process.stderr.write(`${signal}: stopping after ${sent} requests\n`)
+  })
+}
 const worker = async () => {
-  while (sent < total && !exited && (budget === 0 || performance.now() - started < budget * 1000)) {
+  while (sent < total && !exited && !stopping && (budget === 0 || performance.now() - started < budget * 1000)) {
     sent++
     if (sent % 1000 === 0 && only === "") {
       // every thousandth: deleteQueue racing the other writes

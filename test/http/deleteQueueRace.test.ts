@@ -14,7 +14,7 @@ const repos: Array<TestRepo> = []
 
 beforeAll(async () => {
   for (const db of databases) servers.set(db, await startTestServer({ db, gitPollMs: 100 }))
-}, 120_000)
+}, 300_000)
 
 afterAll(async () => {
   for (const s of servers.values()) await s.close()
@@ -105,6 +105,47 @@ describe("deleteQueue races", () => {
           "PR_TESTS_NOT_RESTARTABLE"
         ]).toContain(a.code ?? "")
       }
-    }, 180_000)
+    }, 300_000)
+  }
+
+  for (const db of databases) {
+    test(`reportStatus racing createQueue and deleteQueue on the same repository: 200, never 500 (${db})`, async () => {
+      const server = servers.get(db)!
+      const repo = createTestRepo({
+        root: server.gitRoot,
+        repo: { host: "local", owner: "acme", name: `status-race-${db}` }
+      })
+      repos.push(repo)
+      const sha = repo.createPr(1, { files: { "pr-1.txt": "1\n" } })
+      const branches = ["main", "b1", "b2", "b3"]
+      const answers: Array<{ op: string; status: number; body: unknown }> = []
+      const call = async (op: string, body: Record<string, unknown>) => {
+        const r = await server.post(op, { repo: repo.repo, ...body })
+        answers.push({ op, status: r.status, body: r.body })
+      }
+      for (let round = 0; round < 10; round++) {
+        // a queue per branch that is created and deleted while statuses for the repository come in: a report
+        // queues an event for every queue of the repository, in the transaction that stores the status
+        await Promise.all([
+          ...branches.flatMap((b) => [
+            call("createQueue", { targetBranch: b }),
+            call("deleteQueue", { targetBranch: b }),
+            call("createQueue", { targetBranch: b }),
+            call("deleteQueue", { targetBranch: b })
+          ]),
+          ...Array.from({ length: 12 }, (_, i) =>
+            call("reportStatus", { sha, context: `ci-${i % 4}`, state: i % 3 === 0 ? "pending" : "success" })
+          )
+        ])
+      }
+      expect(answers.filter((a) => a.status >= 500)).toEqual([])
+      expect(answers.filter((a) => a.op === "reportStatus" && a.status !== 200)).toEqual([])
+      for (const a of answers.filter((x) => x.status !== 200)) {
+        expect(["QUEUE_NOT_FOUND", "QUEUE_ALREADY_EXISTS"]).toContain(
+          (a.body as { error?: { code?: string } }).error?.code ?? ""
+        )
+      }
+      for (const b of branches) await server.post("deleteQueue", { repo: repo.repo, targetBranch: b })
+    }, 300_000)
   }
 })
