@@ -235,6 +235,11 @@ const runtimeJson = statements(
   `alter table queue_runtime alter column state type json using state::json`
 )
 
+/** The runs that tested a pull request, found by its entry id: batch events look up a pull request's latest batch. */
+const testRunsByEntry = statements(
+  `create index test_runs_tested on test_runs using gin ((record->'testedEntryIds'))`
+)
+
 export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.SqlClient>> = {
   "0001_foundation": foundation,
   "0002_engine": engine,
@@ -249,7 +254,8 @@ export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.S
   "0030_events": eventsMigration,
   "0040_web_sessions": webSessionsMigration,
   "0050_flaky_quarantine_lifecycle": flakyQuarantineLifecycle,
-  "0070_admin_tokens": adminTokensMigration
+  "0070_admin_tokens": adminTokensMigration,
+  "0090_test_runs_by_entry": testRunsByEntry
 }
 
 export const runMigrations = Migrator.make({})({
