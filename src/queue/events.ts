@@ -1,8 +1,8 @@
 import type * as SqlClient from "@effect/sql/SqlClient"
 import { Clock, Effect, Option } from "effect"
 import { EventLog, type EventLogShape, type EventType, type NewEvent, type PrAction } from "../kernel/EventLog.ts"
-import type { EntryState, QueueState, RunRecord, Transition } from "./planner/index.ts"
 import { batchEventsOf, endsBatch, isBatch, latestBatches } from "./batchEvents.ts"
+import type { EntryState, QueueState, RunRecord, Transition } from "./planner/index.ts"
 import type { QueueRow } from "./QueueRepo.ts"
 import type { StoredQueueConfig } from "./schemas.ts"
 
@@ -293,9 +293,7 @@ export const makeRoundEventWriter = (sql: SqlClient.SqlClient, log: EventLogShap
         for (const r of rows) endedRuns.push(parse(r.record))
       }
       // the latest batch of each pull request that reached a state a batch may end in (batchEvents.ts)
-      const ending = [
-        ...new Set(round.transitions.filter((t) => actionsOf(t).some(endsBatch)).map((t) => t.entryId))
-      ]
+      const ending = [...new Set(round.transitions.filter((t) => actionsOf(t).some(endsBatch)).map((t) => t.entryId))]
       const batchOf = new Map<string, RunRecord>()
       if (ending.length > 0) {
         const rows = yield* sql<{ record: unknown }>`
