@@ -753,7 +753,9 @@ describe("merge queue scenarios", () => {
         await s.ciPass(5)
         await s.ciPass(1)
         await s.waitState(1, "merged")
-        for (const n of prs.slice(1)) if (n !== 5) await s.ok("cancelPullRequest", { pr: { number: n } })
+        await Promise.all(
+          prs.filter((n) => n !== 1 && n !== 5).map((n) => s.ok("cancelPullRequest", { pr: { number: n } }))
+        )
         for (const n of prs) await s.waitState(n, n === 1 || n === 5 ? "merged" : "cancelled")
         return undefined
       })
@@ -814,9 +816,9 @@ describe("merge queue scenarios", () => {
 })
 
 const waitFor = async (check: () => Promise<boolean>, what: string, timeoutMs = 10_000) => {
-  const deadline = Date.now() + timeoutMs
+  const deadline = performance.now() + timeoutMs
   while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
+    if (performance.now() > deadline) throw new Error(`timed out waiting for ${what}`)
     await Bun.sleep(25)
   }
 }

@@ -70,9 +70,9 @@ const reasons = async (s: Scenario, n: number) => (await s.timeline(n)).map((t) 
 const lsTree = (s: Scenario, sha: string) => s.repo.git("ls-tree", "--name-only", "-r", sha).split("\n")
 
 const waitFor = async (check: () => Promise<boolean>, what: string, timeoutMs = 15_000) => {
-  const deadline = Date.now() + timeoutMs
+  const deadline = performance.now() + timeoutMs
   while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
+    if (performance.now() > deadline) throw new Error(`timed out waiting for ${what}`)
     await Bun.sleep(25)
   }
 }

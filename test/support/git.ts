@@ -15,9 +15,9 @@
  * the same steps have the same SHAs. Everything is synchronous (for use in test set-up).
  */
 import * as fs from "node:fs"
-import * as os from "node:os"
 import * as path from "node:path"
 import type { RepoRef } from "../../src/queue/GitHost.ts"
+import { tempDir } from "./tmp.ts"
 
 /** path -> new content; `null` deletes the file. */
 export type FileChanges = Readonly<Record<string, string | null>>
@@ -107,8 +107,8 @@ export const runGitSync = (
   return result.stdout.toString().trim()
 }
 
-/** A fresh temporary folder; remove it with `fs.rmSync(dir, { recursive: true, force: true })`. */
-export const makeTempDir = (prefix = "greenline-test-"): string => fs.mkdtempSync(path.join(os.tmpdir(), prefix))
+/** A fresh temporary folder, removed at the latest when the test process exits. */
+export const makeTempDir = tempDir
 
 /**
  * Creates a bare repository with an initial commit on `main` (files default `{ "README.md": "hello\n" }`).

@@ -14,6 +14,12 @@ export interface ServerProcess {
   readonly stderr: () => string
 }
 
+/** Servers still running when the test process exits (a test that failed before its own kill) are killed then. */
+const running = new Set<Subprocess>()
+process.once("exit", () => {
+  for (const child of running) child.kill("SIGKILL")
+})
+
 export const spawnServer = async (env: Record<string, string>, token: string): Promise<ServerProcess> => {
   const child: Subprocess<"ignore", "pipe", "pipe"> = Bun.spawn([process.execPath, "src/main.ts"], {
     cwd: ROOT,
@@ -22,13 +28,15 @@ export const spawnServer = async (env: Record<string, string>, token: string): P
     stdout: "pipe",
     stderr: "pipe"
   })
+  running.add(child)
+  void child.exited.then(() => running.delete(child))
   const reader = child.stdout.getReader()
   const decoder = new TextDecoder()
   let buffered = ""
   let port: number | undefined
-  const deadline = Date.now() + 60_000
+  const deadline = performance.now() + 60_000
   while (port === undefined) {
-    if (Date.now() > deadline) throw new Error("the server did not start")
+    if (performance.now() > deadline) throw new Error("the server did not start")
     const { done, value } = await reader.read()
     if (done) throw new Error(`the server exited: ${await new Response(child.stderr).text()}`)
     buffered += decoder.decode(value, { stream: true })

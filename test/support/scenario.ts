@@ -394,7 +394,7 @@ export const openScenario = async (server: TestServer, root: string, options: Sc
   ) => {
     const handled = new Set<string>()
     const out: RunView[] = []
-    const deadline = Date.now() + timeoutMs
+    const deadline = performance.now() + timeoutMs
     for (;;) {
       let open = 0
       for (const n of prs) {
@@ -412,7 +412,7 @@ export const openScenario = async (server: TestServer, root: string, options: Sc
         for (const context of d.requiredStatuses) await report(run.sha, verdict, context)
       }
       if (open === 0) return out
-      if (Date.now() > deadline) {
+      if (performance.now() > deadline) {
         const states = []
         for (const n of prs) states.push(`#${n} ${(await pr(n)).state}: ${await describe(n)}`)
         throw new Error(`autoCi timed out; ${states.join("; ")}`)
@@ -529,8 +529,8 @@ export const openScenario = async (server: TestServer, root: string, options: Sc
       return out === "" ? [] : out.split("\n")
     },
     stays: async (check, ms, what) => {
-      const until = Date.now() + ms
-      while (Date.now() < until) {
+      const until = performance.now() + ms
+      while (performance.now() < until) {
         if (!(await check())) throw new Error(`no longer true: ${what}`)
         await Bun.sleep(50)
       }
@@ -559,7 +559,7 @@ const poll = async <A>(
   what: string,
   step: () => Promise<void> = () => Bun.sleep(25)
 ): Promise<A> => {
-  const deadline = Date.now() + timeoutMs
+  const deadline = performance.now() + timeoutMs
   let last: unknown
   for (;;) {
     try {
@@ -569,7 +569,7 @@ const poll = async <A>(
       if (e instanceof Fatal) throw e
       last = e
     }
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}${last ? `: ${String(last)}` : ""}`)
+    if (performance.now() > deadline) throw new Error(`timed out waiting for ${what}${last ? `: ${String(last)}` : ""}`)
     await step()
   }
 }

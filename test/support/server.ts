@@ -1,11 +1,9 @@
-import * as fs from "node:fs"
-import * as os from "node:os"
-import * as path from "node:path"
 import { SQL } from "bun"
 import { Effect } from "effect"
 import { type AppConfigShape, makeAppConfig } from "../../src/config.ts"
 import type { RunnerProbeShape } from "../../src/queue/runner/probe.ts"
 import { type RunningServer, startServer } from "../../src/server.ts"
+import { tempDir } from "./tmp.ts"
 
 /**
  * Test helpers: a real server on a loopback port, over PGlite or a fresh PostgreSQL database, and a small client.
@@ -35,7 +33,7 @@ export const freshPostgres = async (): Promise<{ readonly url: string; readonly 
   }
 }
 
-export const tempDir = (prefix = "greenline-") => fs.mkdtempSync(path.join(os.tmpdir(), prefix))
+export { tempDir }
 
 export interface TestServer extends RunningServer {
   /** Resolves when a runner's next round settles (any queue), or after `maxMs`. */
@@ -156,7 +154,7 @@ export const eventually = async <A>(
   timeoutMs = 20_000,
   what = "condition"
 ): Promise<A> => {
-  const deadline = Date.now() + timeoutMs
+  const deadline = performance.now() + timeoutMs
   let last: unknown
   for (;;) {
     try {
@@ -165,7 +163,7 @@ export const eventually = async <A>(
     } catch (e) {
       last = e
     }
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}${last ? `: ${String(last)}` : ""}`)
+    if (performance.now() > deadline) throw new Error(`timed out waiting for ${what}${last ? `: ${String(last)}` : ""}`)
     await Bun.sleep(25)
   }
 }
