@@ -370,6 +370,8 @@ export const startServer = async <E>(
     run: (effect) => runtime.runPromise(effect),
     stop: () => {
       stopping ??= (async () => {
+        // live streams never finish by themselves: end them, or the graceful stop waits for their clients
+        eventStream.closeAll()
         await server.stop(false)
         for (let waited = 0; inFlight > 0 && waited < 5_000; waited += 10) await Bun.sleep(10)
         await runtime.runPromise(Fiber.interrupt(revocations))

@@ -169,6 +169,20 @@ for (const db of databases) {
   })
 }
 
+describe("live event stream and a stopping server", () => {
+  test("stopping ends the open streams instead of waiting for their clients", async () => {
+    const server = await startTestServer({ db: "pglite", config: { webhookWorker: false } })
+    try {
+      const stream = await openStream(server)
+      expect(stream.response.status).toBe(200)
+      await server.stop()
+      await expect(stream.next()).rejects.toThrow("the stream ended")
+    } finally {
+      await server.close()
+    }
+  }, 60_000)
+})
+
 describe.if(pgUrl !== undefined)("live event stream across instances on one PostgreSQL", () => {
   test("an event appended on another instance wakes the stream", async () => {
     const pg = await freshPostgres()

@@ -34,6 +34,7 @@ export const makeEventStream = Effect.gen(function* () {
   const runtime = yield* Effect.runtime<never>()
   const run = Runtime.runPromise(runtime)
   const open = new Map<string, number>()
+  const streams = new Set<() => void>()
   const subscribers = () => {
     let n = 0
     for (const v of open.values()) n += v
@@ -105,15 +106,25 @@ export const makeEventStream = Effect.gen(function* () {
     let closed = false
     let unsubscribe = () => {}
     const stopped = new AbortController()
+    let ending: ReadableStreamDefaultController<Uint8Array> | undefined
     const close = () => {
       if (closed) return
       closed = true
+      streams.delete(end)
       stopped.abort()
       unsubscribe()
       const n = (open.get(org.id) ?? 1) - 1
       if (n <= 0) open.delete(org.id)
       else open.set(org.id, n)
     }
+    /** ends the answer (the server stops) */
+    const end = () => {
+      close()
+      try {
+        ending?.close()
+      } catch {}
+    }
+    streams.add(end)
     // from here on, appends of the organization wake this instance (before the first read: nothing falls between)
     unsubscribe = await wakeups.subscribe(org.id)
     let position: LogPosition = start
@@ -129,6 +140,7 @@ export const makeEventStream = Effect.gen(function* () {
     let nextHeartbeat = Date.now() + HEARTBEAT_MS
     const body = new ReadableStream<Uint8Array>({
       start: (controller) => {
+        ending = controller
         controller.enqueue(encoder.encode(`retry: 2000\n: connected\n\n`))
       },
       pull: async (controller) => {
@@ -183,6 +195,10 @@ export const makeEventStream = Effect.gen(function* () {
       }
     })
   }
+  /** Ends every open stream: a stopping server does not wait for its clients to hang up (they reconnect elsewhere). */
+  const closeAll = () => {
+    for (const end of [...streams]) end()
+  }
   /** `subscribers`: streams open on this instance now (GET /metrics). */
-  return { handle, subscribers }
+  return { handle, subscribers, closeAll }
 })
