@@ -67,7 +67,7 @@ const localChannels = Effect.map(PubSub.unbounded<readonly [string, string]>(), 
     )
 }))
 
-const pgliteLayer = (dataDir: string | undefined) =>
+const pgliteLayer = (dataDir: string | undefined, seed?: Blob) =>
   Layer.unwrapScoped(
     Effect.gen(function* () {
       if (dataDir !== undefined) yield* lockDataDir(dataDir)
@@ -75,7 +75,7 @@ const pgliteLayer = (dataDir: string | undefined) =>
       const use: PgliteUse = { inUse: 0, waiting: 0 }
       const pool = (): PoolUse => ({ open: 1, idle: 1 - use.inUse, inUse: use.inUse, waiting: use.waiting, max: 1 })
       const info = Layer.succeed(Database, { kind: "pglite", ...channels, pool })
-      return Layer.merge(layerPglite(dataDir === undefined ? undefined : path.join(dataDir, "pg"), use), info)
+      return Layer.merge(layerPglite(dataDir === undefined ? undefined : path.join(dataDir, "pg"), use, seed), info)
     })
   )
 
@@ -154,7 +154,8 @@ export const DatabaseLive: Layer.Layer<SqlClient.SqlClient | Database, SqlError 
     Effect.map(AppConfig, (config) => {
       const base = Option.match(config.databaseUrl, {
         // DATA_DIR=":memory:" keeps the embedded database in memory (tests, throw-away trials)
-        onNone: () => pgliteLayer(config.dataDir === ":memory:" ? undefined : config.dataDir),
+        onNone: () =>
+          config.dataDir === ":memory:" ? pgliteLayer(undefined, config.embeddedSeed) : pgliteLayer(config.dataDir),
         onSome: (url) => postgresLayer(url)
       })
       return migrated(base)
@@ -172,8 +173,11 @@ export const migrated = <E>(
     )
   )
 
-/** For tests: a fresh in-memory PGlite, migrated. */
-export const layerPgliteMemory = migrated(pgliteLayer(undefined))
+/** For tests: a fresh in-memory PGlite (started from `seed`, a dumped data directory, when given), migrated. */
+export const layerPgliteMemory = (seed?: Blob) => migrated(pgliteLayer(undefined, seed))
+
+/** For tests and tools: PGlite in `dataDir` (its `pg` folder), migrated. */
+export const layerPgliteAt = (dataDir: string) => migrated(pgliteLayer(dataDir))
 
 /** For tests and tools: PostgreSQL at `url`, migrated. */
 export const layerPostgres = (url: string) => migrated(postgresLayer(Redacted.make(url)))

@@ -2,6 +2,7 @@ import * as Migrator from "@effect/sql/Migrator"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { Effect } from "effect"
 import { eventsMigration, streamPresenceMigration } from "../events/migration.ts"
+import { flakyStatusHistory } from "../flaky/historyMigration.ts"
 import { flakyMigration, flakyQuarantineLifecycle, flakyResultsByTime } from "../flaky/migration.ts"
 import { requestsAndRunnerErrors } from "../queue/migration.ts"
 import { adminTokensMigration } from "../tenancy/migration.ts"
@@ -254,7 +255,8 @@ export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.S
   "0050_flaky_quarantine_lifecycle": flakyQuarantineLifecycle,
   "0070_admin_tokens": adminTokensMigration,
   "0090_test_runs_by_entry": testRunsByEntry,
-  "0091_event_stream_presence": streamPresenceMigration
+  "0091_event_stream_presence": streamPresenceMigration,
+  "0100_flaky_status_history": flakyStatusHistory
 }
 
 export const runMigrations = Migrator.make({})({

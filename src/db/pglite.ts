@@ -88,15 +88,27 @@ export const makePglite = (db: PGlite, use: PgliteUse = { inUse: 0, waiting: 0 }
     })
   })
 
-/** Opens (or creates) the embedded database in `dataDir`; `undefined` keeps it in memory. */
-export const layerPglite = (dataDir: string | undefined, use?: PgliteUse): Layer.Layer<SqlClient.SqlClient, SqlError> =>
+/**
+ * Opens (or creates) the embedded database in `dataDir`; `undefined` keeps it in memory, started from `seed` (a dumped
+ * data directory) when given.
+ */
+export const layerPglite = (
+  dataDir: string | undefined,
+  use?: PgliteUse,
+  seed?: Blob
+): Layer.Layer<SqlClient.SqlClient, SqlError> =>
   Layer.scoped(
     SqlClient.SqlClient,
     Effect.gen(function* () {
       const db = yield* Effect.acquireRelease(
         Effect.tryPromise({
           // loaded only here: a process on PostgreSQL does not carry PGlite's modules
-          try: () => import("@electric-sql/pglite").then(({ PGlite }) => PGlite.create(dataDir)),
+          try: () =>
+            import("@electric-sql/pglite").then(({ PGlite }) =>
+              dataDir === undefined && seed !== undefined
+                ? PGlite.create({ loadDataDir: seed })
+                : PGlite.create(dataDir)
+            ),
           catch: toSqlError(`Failed to open the embedded database${dataDir ? ` in ${dataDir}` : ""}`)
         }),
         (db) => Effect.promise(() => db.close()).pipe(Effect.ignore)

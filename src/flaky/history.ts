@@ -4,8 +4,9 @@ import { Context, Effect, Layer, Schema } from "effect"
 import { RepoRef } from "../queue/schemas.ts"
 
 /**
- * A test case's history for the dashboard's test page (extension endpoint): runs and failures per day, and its
- * latest results with the upload they came in. Read-only, over the flaky feature's own tables.
+ * A test case's history for the dashboard's test page (extension endpoint): runs and failures per day, its latest
+ * results with the upload they came in, and its status history (the changes of its status, quarantine and override,
+ * recorded in `test_status_history`, see historyMigration.ts). Read-only, over the flaky feature's own tables.
  */
 
 export const TestHistoryRequest = Schema.Struct({
@@ -16,6 +17,24 @@ export const TestHistoryRequest = Schema.Struct({
     { exact: true }
   )
 }).annotations({ identifier: "TestHistoryRequest" })
+
+/** One change of a test case: its status, whether it is quarantined, or its quarantine override. */
+export const TestStatusChange = Schema.Struct({
+  at: Schema.String,
+  kind: Schema.Literal("status", "quarantine", "override"),
+  /** null: the state it had when the history began */
+  previous: Schema.NullOr(Schema.String),
+  /** status: healthy, flaky or broken; quarantine: quarantined or released; override: always_quarantine,
+   * never_quarantine or unspecified */
+  current: Schema.String,
+  /** status: the classification's reason; override: the override's reason, or "expired" */
+  reason: Schema.String,
+  /** override: its owner */
+  actor: Schema.NullOr(Schema.String)
+}).annotations({ identifier: "TestStatusChange" })
+
+/** Changes of the status history returned, newest first. */
+const STATUS_CHANGES = 100
 
 export const TestHistory = Schema.Struct({
   daily: Schema.Array(
@@ -31,9 +50,12 @@ export const TestHistory = Schema.Struct({
       failureSummary: Schema.NullOr(Schema.String),
       uploadId: Schema.String
     })
-  )
+  ),
+  /** the last 100 changes of its status, quarantine and override, newest first */
+  statusHistory: Schema.Array(TestStatusChange)
 }).annotations({ identifier: "TestHistory" })
 export type TestHistory = typeof TestHistory.Type
+export type TestStatusChange = typeof TestStatusChange.Type
 
 export interface TestHistoryShape {
   /** Days with no result are left out; `days` counts back from now. */
@@ -70,6 +92,17 @@ export const TestHistoryLive = Layer.effect(
             select run_at, sha, branch, pr_number, status, failure_summary, upload_id from test_results
             where repo_id = ${repoId} and test_case_id = ${testId}
             order by run_at desc, ord desc limit 30`
+          const changes = yield* sql<{
+            at: Date | string
+            kind: TestStatusChange["kind"]
+            previous: string | null
+            current: string
+            reason: string
+            actor: string | null
+          }>`
+            select at, kind, previous, current, reason, actor from test_status_history
+            where repo_id = ${repoId} and test_case_id = ${testId}
+            order by id desc limit ${STATUS_CHANGES}`
           return {
             daily: daily.map((d) => {
               const runs = Number(d.runs)
@@ -84,6 +117,14 @@ export const TestHistoryLive = Layer.effect(
               status: r.status,
               failureSummary: r.failure_summary,
               uploadId: r.upload_id
+            })),
+            statusHistory: changes.map((c) => ({
+              at: new Date(c.at).toISOString(),
+              kind: c.kind,
+              previous: c.previous,
+              current: c.current,
+              reason: c.reason,
+              actor: c.actor
             }))
           }
         })

@@ -379,11 +379,26 @@ export const OP_DOCS: Record<OpName, OpDoc> = {
   getQueueActivity: {
     summary: "Read a queue's runs in flight, active entries and recent conclusions (extension)",
     description:
-      "The runs being built or tested (what each is built on, which PRs it tests, bisection halves), the active entries with their submission time, and the last 30 merged, failed or cancelled entries with their reason and (failed) the run that failed them.",
+      "The runs being built or tested (what each is built on, which PRs it tests, bisection halves), the active entries with their submission time, and the last 30 merged, failed or cancelled entries with their reason and (failed) the run that failed them. A not_ready entry also says what it waits for (`readiness`): in a parallel queue, the impacted targets of its current head, and when it is cancelled if it stays not ready (notReadyTimeoutHours).",
     request: key,
     response: {
       runs: [RUN_EXAMPLE],
-      active: [ENTRY_VIEW_EXAMPLE],
+      active: [
+        ENTRY_VIEW_EXAMPLE,
+        {
+          ...ENTRY_VIEW_EXAMPLE,
+          prNumber: 43,
+          state: "not_ready",
+          runId: null,
+          reason: "NOT_READY",
+          readiness: {
+            headSha: "6064d390e179c0e84933c9c347fee37cb993705d",
+            impactedTargetsRequired: true,
+            impactedTargetsUploaded: false,
+            cancelsAt: "2026-11-27T12:00:00.000Z"
+          }
+        }
+      ],
       recent: [
         { ...ENTRY_VIEW_EXAMPLE, prNumber: 7, state: "merged", endedAt: "2026-11-26T12:00:00.000Z", reason: "MERGED" }
       ]
@@ -454,9 +469,9 @@ export const OP_DOCS: Record<OpName, OpDoc> = {
     }
   },
   getTestHistory: {
-    summary: "Read a test's daily failure rate and recent results (extension)",
+    summary: "Read a test's daily failure rate, recent results and status history (extension)",
     description:
-      "Runs, failures and the failure rate per day (UTC) over `days` (1 to 90, default 30), and the 30 latest results with commit, branch, PR, outcome and upload id.",
+      "Runs, failures and the failure rate per day (UTC) over `days` (1 to 90, default 30), the 30 latest results with commit, branch, PR, outcome and upload id, and its status history: the last 100 changes of its status (healthy, flaky, broken, with the classification's reason), of its quarantine (quarantined, released) and of its quarantine override (with owner and reason, or `expired`), newest first.",
     request: { repo, test_id: "3f1d2c4b-5a69-4e8f-9b0a-1c2d3e4f5a6b", days: 30 },
     response: {
       daily: [{ day: "2026-11-25", runs: 40, failures: 2, failureRate: 0.05 }],
@@ -469,6 +484,24 @@ export const OP_DOCS: Record<OpName, OpDoc> = {
           status: "failed",
           failureSummary: "expected 2, got 3",
           uploadId: "9b2e4c1a-7d3f-4e5a-8b6c-0d1e2f3a4b5c"
+        }
+      ],
+      statusHistory: [
+        {
+          at: "2026-11-26T12:00:00.000Z",
+          kind: "quarantine",
+          previous: "released",
+          current: "quarantined",
+          reason: "",
+          actor: null
+        },
+        {
+          at: "2026-11-26T12:00:00.000Z",
+          kind: "status",
+          previous: "healthy",
+          current: "flaky",
+          reason: "passed and failed on the same commit",
+          actor: null
         }
       ]
     }

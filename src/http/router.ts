@@ -1,4 +1,5 @@
 import { Cause, Context, Effect, Exit, Option, type ParseResult, Runtime, Schema } from "effect"
+import { describeCause } from "../kernel/errors.ts"
 import type { Organization } from "../tenancy/Tenancy.ts"
 import { type OpName, ops } from "./Api.ts"
 import {
@@ -388,7 +389,7 @@ export const makeApp = <R>(options: AppOptions<R>) => {
     if (Cause.isInterruptedOnly(exit.cause)) {
       return fail(new ApiError({ status: 503, code: "INTERNAL", message: "the server is shutting down" }))
     }
-    options.logError(`${route.op.name} failed unexpectedly`, Cause.pretty(exit.cause))
+    options.logError(`${route.op.name} failed unexpectedly`, describeCause(exit.cause))
     return fail(internal())
   }
 

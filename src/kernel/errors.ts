@@ -1,4 +1,4 @@
-import { Effect, ParseResult, Schema } from "effect"
+import { Cause, Effect, ParseResult, Schema } from "effect"
 
 /** One complaint about a request field: the contract's `details` item (`path` dotted, `message` for a person). */
 export const ErrorDetail = Schema.Struct({ path: Schema.String, message: Schema.String })
@@ -41,4 +41,21 @@ export const describeParseError = (
     ? `invalid request: ${first.path === "" ? "" : `${first.path} `}${first.message}`
     : "invalid request"
   return { message, details }
+}
+
+/**
+ * A cause for the log: Effect's rendering, then the chain of `cause`s of its errors, which that rendering leaves out
+ * (an SqlError says "Failed to execute statement"; the database's own message is its cause's).
+ */
+export const describeCause = (cause: Cause.Cause<unknown>): string => {
+  const lines = [Cause.pretty(cause)]
+  const errors = [...Cause.failures(cause), ...Cause.defects(cause)]
+  for (const error of errors) {
+    let inner = (error as { readonly cause?: unknown } | null)?.cause
+    for (let depth = 0; inner !== undefined && inner !== null && depth < 5; depth++) {
+      lines.push(`caused by: ${inner instanceof Error ? inner.message : String(inner)}`)
+      inner = (inner as { readonly cause?: unknown }).cause
+    }
+  }
+  return lines.join("\n")
 }

@@ -56,6 +56,20 @@ export const RunView = Schema.Struct({
 }).annotations({ identifier: "RunView" })
 export type RunView = typeof RunView.Type
 
+/**
+ * What a not_ready entry waits for, from what the engine decides readiness on (planner/step.ts `eligible`): in a
+ * parallel queue, the impacted targets of its current head; and how long it may wait before it is cancelled
+ * (`notReadyTimeoutHours`).
+ */
+export const EntryReadiness = Schema.Struct({
+  headSha: Schema.String,
+  impactedTargetsRequired: Schema.Boolean,
+  /** impacted targets were uploaded for `headSha` */
+  impactedTargetsUploaded: Schema.Boolean,
+  /** when it is cancelled (NOT_READY_TIMEOUT_EXPIRED) if it is still not ready */
+  cancelsAt: Time
+}).annotations({ identifier: "EntryReadiness" })
+
 export const EntryView = Schema.Struct({
   prNumber: Schema.Number,
   title: Schema.String,
@@ -68,7 +82,9 @@ export const EntryView = Schema.Struct({
   /** the reason of its last state change (the timeline's), for not-ready and concluded entries; else "" */
   reason: Schema.String,
   /** the run it is in, or (failed) the run that failed it */
-  runId: Schema.NullOr(Schema.String)
+  runId: Schema.NullOr(Schema.String),
+  /** for a not_ready entry (getQueueActivity's `active`): what it waits for */
+  readiness: Schema.optionalWith(EntryReadiness, { exact: true })
 }).annotations({ identifier: "EntryView" })
 export type EntryView = typeof EntryView.Type
 
@@ -129,6 +145,9 @@ interface EntryViewRow {
   readonly ended_at: Date | string | null
   readonly run_id: string | null
   readonly reason: string | null
+  /** set for not_ready entries of the active list */
+  readonly head_sha?: string
+  readonly has_targets?: boolean | null
 }
 
 const time = (t: Date | string) => iso(new Date(t))
@@ -145,6 +164,24 @@ const entryView = (r: EntryViewRow): EntryView => ({
   reason: r.reason ?? "",
   runId: r.run_id
 })
+
+const HOUR_MS = 3_600_000
+
+/** An active entry, with its readiness when it is not ready (the queue's mode and wait limit). */
+const activeView = (queue: QueueRow, r: EntryViewRow): EntryView => {
+  const view = entryView(r)
+  if (r.state !== "not_ready") return view
+  const changed = Date.parse(view.stateChangedAt)
+  return {
+    ...view,
+    readiness: {
+      headSha: r.head_sha ?? "",
+      impactedTargetsRequired: queue.config.mode === "parallel",
+      impactedTargetsUploaded: r.has_targets === true,
+      cancelsAt: iso(new Date(changed + (queue.config.notReadyTimeoutHours ?? 24) * HOUR_MS))
+    }
+  }
+}
 
 export const runView = (run: RunRecord): RunView => ({
   id: run.id,
@@ -246,8 +283,13 @@ export const QueueActivityLive = Layer.effect(
           const runs = yield* sql<{ record: unknown }>`
             select record from test_runs where queue_id = ${queue.id} and status in ('building', 'in_progress')
             order by created_at`
+          // a not_ready entry's head and whether its impacted targets are there (what readiness waits on)
           const active = yield* sql<EntryViewRow>`
-            select ${entryColumns} from entries e
+            select ${entryColumns}, e.head_sha,
+              case when e.state = 'not_ready' then exists (select 1 from impacted_targets t
+                where t.repo_id = ${queue.repo.id} and t.pr_number = e.pr_number and t.sha = e.head_sha) end
+                as has_targets
+            from entries e
             where e.queue_id = ${queue.id}
               and e.state in ('not_ready', 'pending', 'testing', 'tests_passed', 'pending_failure')
             order by e.submitted_at, e.pr_number`
@@ -257,7 +299,7 @@ export const QueueActivityLive = Layer.effect(
             order by e.ended_at desc nulls last, e.pr_number desc limit ${RECENT}`
           return {
             runs: runs.map((r) => runView(parseJson<RunRecord>(r.record))),
-            active: active.map(entryView),
+            active: active.map((r) => activeView(queue, r)),
             recent: recent.map(entryView)
           }
         }),

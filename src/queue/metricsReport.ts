@@ -82,7 +82,7 @@ export const renderQueueMetrics = (
     const rows = yield* sql<SeriesRow>`
       with q as materialized (
         select q.id, q.branch, r.owner, r.name,
-               coalesce((q.config->>'concurrency')::int, 1) as concurrency
+               coalesce((q.config->>'concurrency')::float8, 1) as concurrency
         from queues q join repositories r on r.id = q.repo_id
         where r.org_id = ${scope.orgId} and ${repoFilter}
       ),

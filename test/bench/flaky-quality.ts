@@ -240,7 +240,7 @@ const fmt = (x: number) => (Number.isNaN(x) ? "n/a" : x.toFixed(3))
 const share = (n: number, of: number) => `${n} of ${of} (${of === 0 ? "0" : ((100 * n) / of).toFixed(1)}%)`
 
 const main = async () => {
-  let db: Layer.Layer<SqlClient.SqlClient | Database, SqlError | Error> = layerPgliteMemory
+  let db: Layer.Layer<SqlClient.SqlClient | Database, SqlError | Error> = layerPgliteMemory()
   let dropDb: (() => Promise<void>) | undefined
   const base = process.env.BENCH_DATABASE_URL
   if (base !== undefined && base !== "") {

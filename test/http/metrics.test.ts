@@ -156,6 +156,20 @@ describe("metrics", () => {
     expect(anonymous.status).toBe(401)
   })
 
+  test("a queue whose concurrency is the contract's largest (4294967295) is reported, not a 500", async () => {
+    const wide = { repo: repo.repo, targetBranch: "wide" }
+    expect((await server.post("createQueue", { ...wide, concurrency: 4294967295 })).status).toBe(200)
+    try {
+      const { status, text } = await scrape("?repo=acme/metrics&repoHost=local")
+      expect(status).toBe(200)
+      expect(text).toContain(
+        'mq_testing_slots_capacity{repo="acme/metrics",branch="wide",queue_type="main"} 4294967295'
+      )
+    } finally {
+      await server.post("deleteQueue", wide)
+    }
+  })
+
   test.if(promtool !== null || process.env.CI === "true")(
     "promtool check metrics finds nothing but the _total gauges",
     async () => {

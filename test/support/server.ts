@@ -3,6 +3,7 @@ import { Effect } from "effect"
 import { type AppConfigShape, makeAppConfig } from "../../src/config.ts"
 import type { RunnerProbeShape } from "../../src/queue/runner/probe.ts"
 import { type RunningServer, startServer } from "../../src/server.ts"
+import { pgliteSeed } from "./pgliteSeed.ts"
 import { tempDir } from "./tmp.ts"
 
 /**
@@ -117,6 +118,7 @@ export const startTestServer = async (options: TestServerOptions): Promise<TestS
       metricsToken: options.metricsToken ? Option.some(Redacted.make(options.metricsToken)) : Option.none(),
       gitPollMs: options.gitPollMs ?? 200,
       logLevel: "error",
+      ...(dataDir === ":memory:" ? { embeddedSeed: await pgliteSeed() } : {}),
       ...options.config
     }),
     rounds.probe

@@ -12,6 +12,7 @@ import { fromDomainError } from "../../src/http/errors.ts"
 import type { Database } from "../../src/kernel/Database.ts"
 import { GitError, GitHost, type GitHostService } from "../../src/queue/GitHost.ts"
 import { type Organization, Tenancy, TenancyLive } from "../../src/tenancy/Tenancy.ts"
+import { pgliteSeed } from "../support/pgliteSeed.ts"
 
 /**
  * Quarantine with an owner and an end (issue #20, semantics §8 revised): overrides with owner, reason, ticket and
@@ -322,7 +323,7 @@ const suite = (kind: string, makeDb: () => Promise<{ db: Db; cleanup: () => Prom
     })
   })
 
-suite("PGlite", async () => ({ db: layerPgliteMemory, cleanup: async () => {} }))
+suite("PGlite", async () => ({ db: layerPgliteMemory(await pgliteSeed()), cleanup: async () => {} }))
 
 const BASE_URL = process.env.TEST_DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test"
 suite("PostgreSQL", async () => {

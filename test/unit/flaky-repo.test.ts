@@ -21,6 +21,7 @@ import { flakyRoutes } from "../../src/http/routes/flaky.ts"
 import type { Database } from "../../src/kernel/Database.ts"
 import { GitError, GitHost, type GitHostService } from "../../src/queue/GitHost.ts"
 import { type Organization, Tenancy, TenancyLive } from "../../src/tenancy/Tenancy.ts"
+import { pgliteSeed } from "../support/pgliteSeed.ts"
 
 const FIXTURES = new URL("../fixtures/junit/", import.meta.url)
 const fixtureNames = readdirSync(fileURLToPath(FIXTURES)).filter((f) => f.endsWith(".xml"))
@@ -869,7 +870,7 @@ const suite = (kind: string, makeDb: () => Promise<{ db: Db; cleanup: () => Prom
     })
   })
 
-suite("PGlite", async () => ({ db: layerPgliteMemory, cleanup: async () => {} }))
+suite("PGlite", async () => ({ db: layerPgliteMemory(await pgliteSeed()), cleanup: async () => {} }))
 
 const BASE_URL = process.env.TEST_DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test"
 suite("PostgreSQL", async () => {

@@ -1,8 +1,21 @@
 import { describe, expect, test } from "bun:test"
 import fc from "fast-check"
-import { applyChoice, choose, emptyStats, PR_WINDOW, RUN_WINDOW, record } from "../../src/queue/planner/adaptive.ts"
+import {
+  applyChoice,
+  BATCH_START,
+  BATCH_STOP,
+  CHANGE_THRESHOLD,
+  choose,
+  emptyStats,
+  MIN_SEGMENT,
+  observe,
+  PR_WINDOW,
+  RUN_WINDOW,
+  record,
+  regimeStart
+} from "../../src/queue/planner/adaptive.ts"
 import { estimateQueue } from "../../src/queue/planner/estimate.ts"
-import type { PlannerConfig, QueueState, QueueStats } from "../../src/queue/planner/index.ts"
+import type { PlannerConfig, QueueState, QueueStats, Transition } from "../../src/queue/planner/index.ts"
 import { defaultConfig, makeKit, pass, runOf } from "../support/plannerKit.ts"
 
 const MIN = 60_000
@@ -29,10 +42,14 @@ const statsArb: fc.Arbitrary<QueueStats> = fc.record({
   finishedRuns: fc.nat({ max: 1000 })
 })
 
-/** Stats where `failed` of `n` PRs failed and runs passed or failed in the same proportion. */
+/** `k` of `n` spread evenly: whether the i-th is one of them. */
+const spread = (i: number, k: number, n: number): 0 | 1 =>
+  Math.floor(((i + 1) * k) / n) > Math.floor((i * k) / n) ? 1 : 0
+
+/** Stats where `failed` of `n` PRs failed, spread evenly (one regime), and runs failed in the same proportion. */
 const statsWith = (failed: number, n: number): QueueStats => ({
-  runs: Array.from({ length: 40 }, (_, i) => [30 * MIN, i < (40 * failed) / n ? 1 : 0, 4] as const),
-  prs: Array.from({ length: n }, (_, i) => (i < failed ? 1 : 0)),
+  runs: Array.from({ length: 40 }, (_, i) => [30 * MIN, spread(i, Math.round((40 * failed) / n), 40), 4] as const),
+  prs: Array.from({ length: n }, (_, i) => spread(i, failed, n)),
   finishedRuns: 40
 })
 
@@ -117,6 +134,107 @@ describe("adaptive mode: the choice", () => {
       )
     }
     expect(s.prs.length).toBe(PR_WINDOW)
+  })
+})
+
+describe("adaptive mode: the failure rate and its changes", () => {
+  const ended = (i: number, failed: boolean): Transition => ({
+    entryId: `e${i}`,
+    prNumber: i,
+    from: "testing",
+    to: failed ? "failed" : "merged",
+    reason: "",
+    at: i,
+    runId: null,
+    verifiedByTestRun: null
+  })
+  const bounds: PlannerConfig = {
+    ...defaultConfig,
+    concurrency: 8,
+    bisectionConcurrency: 8,
+    batch: true,
+    batchingMinSize: 8,
+    adaptive: true
+  }
+  /** Feed PR outcomes through `record` with the choice of each step, as the planner does. */
+  const feed = (stats: QueueStats, outcomes: readonly boolean[]): { stats: QueueStats; batching: boolean[] } => {
+    let s = stats
+    const batching: boolean[] = []
+    outcomes.forEach((failed, i) => {
+      const choice = choose(bounds, s, 40)
+      s = record(s, [], [ended(i, failed)], choice)
+      batching.push(choose(bounds, s, 40).batchSize > 1)
+    })
+    return { stats: s, batching }
+  }
+  const every = (k: number, n: number) => Array.from({ length: n }, (_, i) => i % k === k - 1)
+
+  test("a window of one regime is kept whole; the start of a new one is found", () => {
+    // one regime (failures spread evenly): the whole window, for any rate
+    fc.assert(
+      fc.property(fc.integer({ min: 0, max: 60 }), fc.integer({ min: 60, max: PR_WINDOW }), (k, n) => {
+        const prs = Array.from({ length: n }, (_, i) => spread(i, k, n))
+        expect(regimeStart(prs)).toBe(0)
+      })
+    )
+    // 80 merged PRs, then 1 in 2 fails: the new regime starts at the first failures
+    const jump = [...Array<0 | 1>(80).fill(0), ...Array.from({ length: 12 }, (_, i) => (i % 2) as 0 | 1)]
+    const at = regimeStart(jump)
+    expect(at).toBeGreaterThanOrEqual(76)
+    expect(at).toBeLessThanOrEqual(81)
+    // and back: 40 PRs at 1 in 3, then 40 merged
+    const drop = [...Array.from({ length: 40 }, (_, i) => (i % 3 === 2 ? 1 : 0) as 0 | 1), ...Array<0 | 1>(40).fill(0)]
+    expect(regimeStart(drop)).toBeGreaterThanOrEqual(36)
+  })
+
+  test("the start of the regime is within the window and leaves at least MIN_SEGMENT PRs, for any window", () => {
+    fc.assert(
+      fc.property(fc.array(fc.constantFrom(0 as const, 1 as const), { maxLength: PR_WINDOW }), (prs) => {
+        const at = regimeStart(prs)
+        expect(at).toBeGreaterThanOrEqual(0)
+        if (at > 0) expect(prs.length - at).toBeGreaterThanOrEqual(MIN_SEGMENT)
+        expect(regimeStart([...prs])).toBe(at)
+      })
+    )
+    expect(CHANGE_THRESHOLD).toBeGreaterThan(0)
+  })
+
+  test("a jump of the failure rate stops batching within a few PRs, and a drop starts it again", () => {
+    // a long calm stretch (1 PR in 50 fails) batches
+    const calm = feed(emptyStats, every(50, PR_WINDOW))
+    expect(calm.batching[calm.batching.length - 1]).toBe(true)
+    // then 1 PR in 3 fails: batching stops within 12 PRs (a window of 120 alone would take about 15)
+    const bad = feed(calm.stats, every(3, 30))
+    const stopped = bad.batching.indexOf(false)
+    expect(stopped).toBeGreaterThanOrEqual(0)
+    expect(stopped).toBeLessThan(12)
+    // the failure rate the choice reports is the new regime's, not the window's average
+    expect(observe(bad.stats).failureRate).toBeGreaterThan(0.2)
+    // then every PR merges: batching comes back within 40 PRs
+    const good = feed(bad.stats, Array<boolean>(40).fill(false))
+    expect(good.batching.indexOf(true)).toBeGreaterThanOrEqual(0)
+    expect(good.batching.indexOf(true)).toBeLessThan(40)
+  })
+
+  test("hysteresis: a queue that batches keeps batching between BATCH_START and BATCH_STOP, one that does not keeps not", () => {
+    expect(BATCH_START).toBeLessThan(BATCH_STOP)
+    const mid = (BATCH_START + BATCH_STOP) / 2
+    const n = PR_WINDOW
+    const stats = statsWith(Math.round(mid * n), n)
+    const q = observe(stats).failureRate
+    expect(q).toBeGreaterThan(BATCH_START)
+    expect(q).toBeLessThan(BATCH_STOP)
+    const batchingChoice = choose(bounds, statsWith(0, 50), 40)
+    expect(choose(bounds, { ...stats, choice: batchingChoice }, 40).batchSize).toBeGreaterThan(1)
+    const plainChoice = choose(bounds, statsWith(25, 50), 40)
+    expect(plainChoice.batchSize).toBe(1)
+    expect(choose(bounds, { ...stats, choice: plainChoice }, 40).batchSize).toBe(1)
+  })
+
+  test("observe is computed once per stats object and equals a fresh computation", () => {
+    const stats = statsWith(3, 50)
+    expect(observe(stats)).toBe(observe(stats))
+    expect(observe(JSON.parse(JSON.stringify(stats)) as QueueStats)).toEqual(observe(stats))
   })
 })
 
@@ -217,6 +335,46 @@ describe("estimates", () => {
     const last = (merges[4]! - kit.now) / MIN
     expect(last).toBeGreaterThan(150)
     expect(last).toBeLessThan(240)
+  })
+
+  test("adaptive: the forward simulation plans with the current choice (the same estimate as the fixed settings)", () => {
+    const kit = queueOf({ concurrency: 2 }, 20, 5)
+    // bounds of depth 8, current choice: depth 2 without batches
+    const bounds: PlannerConfig = {
+      ...kit.state.config,
+      concurrency: 8,
+      batch: true,
+      batchingMinSize: 8,
+      bisectionConcurrency: 8,
+      adaptive: true
+    }
+    const choice = { ...choose(bounds, statsWith(25, 50), 40), depth: 2 }
+    const adaptive: QueueState = { ...kit.state, config: bounds, stats: { ...kit.state.stats!, choice } }
+    const fixed: QueueState = { ...adaptive, config: { ...applyChoice(bounds, choice), adaptive: false } }
+    const a = estimateQueue(adaptive, kit.now)
+    expect(a.unavailableReason).toBeNull()
+    expect([...estimateQueue(fixed, kit.now).byEntry]).toEqual([...a.byEntry])
+    // the bounds themselves (depth 8) would merge the last PR earlier
+    const atBounds: QueueState = { ...adaptive, config: { ...bounds, batch: false, adaptive: false } }
+    const last = (s: QueueState) =>
+      Math.max(...[...estimateQueue(s, kit.now).byEntry.values()].map((e) => e.mergeAt ?? 0))
+    expect(last(atBounds)).toBeLessThan(last(adaptive))
+  })
+
+  test("a queue whose PRs fail more often gets later estimates", () => {
+    const kit = queueOf({ concurrency: 4 }, 12, 5)
+    const own = kit.state.stats!
+    const withRate = (failed: number): QueueState => ({
+      ...kit.state,
+      stats: { ...own, prs: Array.from({ length: 60 }, (_, i) => spread(i, failed, 60)) }
+    })
+    const lastMerge = (s: QueueState) => {
+      const est = estimateQueue(s, kit.now)
+      let last = 0
+      for (const e of est.byEntry.values()) last = Math.max(last, e.mergeAt ?? 0)
+      return last
+    }
+    expect(lastMerge(withRate(15))).toBeGreaterThan(lastMerge(withRate(0)))
   })
 
   test("deterministic for a state", () => {

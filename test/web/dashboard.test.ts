@@ -189,6 +189,15 @@ for (const db of databases) {
       await until(3, "failed")
       const failed = await ok<{ testRunId: string | null }>("getSubmittedPullRequest", { ...key, pr: { number: 3 } })
       expect(failed.testRunId).not.toBeNull()
+      // the prUrl the API hands out (local provider) opens the PR's page
+      const details = await ok<{ testedPullRequests: ReadonlyArray<{ prNumber: number; prUrl: string }> }>(
+        "getMergeQueueTestingDetails",
+        { ...key, testRunId: failed.testRunId }
+      )
+      const prUrl = details.testedPullRequests.find((p) => p.prNumber === 3)?.prUrl ?? ""
+      await page.goto(prUrl.replace(/^https?:\/\/[^/]+/, server.url))
+      await page.waitForSelector("h1 >> text=#3")
+      await page.waitForSelector(".page-head .badge-failed")
 
       await page.goto(queueUrl())
       await page.click('#recent tr[data-pr="3"] a >> text=#3')
@@ -211,7 +220,7 @@ for (const db of databases) {
 
       repo.createPr(4, { files: { "four.txt": "4\n" }, title: "Add four" })
       await ok("submitPullRequest", { ...key, pr: { number: 4 } })
-      await page.waitForSelector('#waiting tr[data-pr="4"]')
+      await page.waitForSelector('#waiting tr[data-pr="4"] >> text=waiting: the queue is paused')
       await shot("queue-paused")
       await page.click('#waiting tr[data-pr="4"] a >> text=#4')
       await page.click("button >> text=Cancel")
@@ -221,6 +230,63 @@ for (const db of databases) {
       await page.goto(queueUrl())
       await page.click("button >> text=Resume")
       await page.waitForSelector(".facts .badge-running")
+    }, 60_000)
+
+    test("the queue and PR pages show the ETA: relative, with the absolute time on hover", async () => {
+      // three runs have finished on this queue (PRs 1, 2 and 3): the estimate has what it needs; "e2e" is never
+      // reported, so the runs stay in flight while the page is read
+      await ok("updateQueue", { ...key, requiredStatuses: ["ci", "e2e"] })
+      repo.createPr(6, { files: { "six.txt": "6\n" }, title: "Add six" })
+      repo.createPr(7, { files: { "seven.txt": "7\n" }, title: "Add seven" })
+      await ok("submitPullRequest", { ...key, pr: { number: 6 } })
+      await ok("submitPullRequest", { ...key, pr: { number: 7 } })
+      try {
+        await until(6, "testing")
+        const api = await ok<{ estimatedMergeAt: string | null; estimateUnavailableReason: string | null }>(
+          "getSubmittedPullRequest",
+          { ...key, pr: { number: 7 } }
+        )
+        expect(api.estimateUnavailableReason).toBeNull()
+        expect(api.estimatedMergeAt).not.toBeNull()
+        await page.goto(queueUrl())
+        const eta = page.locator('#waiting tr[data-pr="7"] time.eta')
+        await eta.waitFor()
+        expect(await eta.textContent()).toMatch(/^(in \d+[smhd]|in <1m|any moment)/)
+        expect(await eta.getAttribute("title")).toContain("expected to merge")
+        expect(Date.parse((await eta.getAttribute("datetime")) ?? "")).not.toBeNaN()
+        await page.click('#waiting tr[data-pr="7"] a >> text=#7')
+        await page.waitForSelector(".pr-eta time.eta")
+        // a paused queue has no estimate, and the cell says why on hover
+        await ok("updateQueue", { ...key, state: "paused" })
+        await page.goto(queueUrl())
+        await page.waitForSelector('#waiting tr[data-pr="7"] .eta[title="no estimate while the queue is paused"]')
+      } finally {
+        await ok("cancelPullRequest", { ...key, pr: { number: 6 } })
+        await ok("cancelPullRequest", { ...key, pr: { number: 7 } })
+        await ok("updateQueue", { ...key, state: "running", requiredStatuses: ["ci"] })
+      }
+    }, 60_000)
+
+    test("a not-ready PR shows what it waits for, and joins the queue when its impacted targets come", async () => {
+      const par = { repo: { host: "local", owner: "acme", name: "lanes" }, targetBranch: "main" }
+      const parRepo = createTestRepo({ root, repo: par.repo })
+      await ok("createQueue", par)
+      await ok("updateQueue", { ...par, mode: "parallel", state: "paused" })
+      const head = parRepo.createPr(1, { files: { "a.txt": "a\n" }, title: "Touch the API" })
+      await ok("submitPullRequest", { ...par, pr: { number: 1 } })
+      await page.goto(`${server.url}/repos/local/acme/lanes/queues/main`)
+      const item = page.locator("#notready-h ~ ul .checklist .check-open")
+      await item.waitFor()
+      expect(await item.textContent()).toContain(`impacted targets uploaded for the head ${head.slice(0, 8)}`)
+      await page.click("#notready-h ~ ul a >> text=#1")
+      await page.waitForSelector("#readiness >> text=☐ impacted targets uploaded")
+      await page.goBack()
+      await page.waitForSelector("#notready-h ~ ul .checklist")
+      await ok("setImpactedTargets", { ...par, pr: { number: 1, sha: head }, impactedTargets: ["api"] })
+      // without a reload
+      await page.waitForSelector('#waiting tr[data-pr="1"]')
+      await page.waitForSelector("#notready-h >> text=Not ready (0)")
+      await ok("cancelPullRequest", { ...par, pr: { number: 1 } })
     }, 60_000)
 
     test("the queue page draws the runs in flight as a chain, with the waiting list and its reasons", async () => {
@@ -296,16 +362,15 @@ for (const db of databases) {
         await upload(false, daysAgo, sha)
         if (i % 2 === 0) await upload(false, daysAgo, sha)
       }
-      const listed = await ok<{ tests: ReadonlyArray<{ id: string; name: string; html_url: string }> }>(
-        "flaky-tests/list-failing-tests",
-        {
-          repo: key.repo,
-          org_url_slug: "acme-org",
-          start_time: new Date(Date.now() - 6.5 * DAY).toISOString(),
-          end_time: new Date(Date.now() + 3_600_000).toISOString(),
-          page_query: { page_size: 10, page_token: "" }
-        }
-      )
+      const listed = await ok<{
+        tests: ReadonlyArray<{ id: string; name: string; html_url: string; repository: { html_url: string } }>
+      }>("flaky-tests/list-failing-tests", {
+        repo: key.repo,
+        org_url_slug: "acme-org",
+        start_time: new Date(Date.now() - 6.5 * DAY).toISOString(),
+        end_time: new Date(Date.now() + 3_600_000).toISOString(),
+        page_query: { page_size: 10, page_token: "" }
+      })
       const t = listed.tests.find((x) => x.name === "test_pay_with_card")
       expect(t).toBeDefined()
       // the html_url the API hands out opens the test page
@@ -317,10 +382,30 @@ for (const db of databases) {
         throw e
       }
       await page.waitForSelector("text=timed out waiting for the payment mock")
+      // its status history: it became flaky; a quarantine override from the page is recorded there too
+      await page.waitForSelector('#status-history tr[data-kind="status"] .badge-flaky')
+      await page.click("button >> text=Never quarantine")
+      await page.waitForSelector('#status-history tr[data-kind="override"] >> text=never quarantine')
       await shot("flaky-test")
       await page.goto(`${server.url}/repos/local/acme/app/tests`)
       await page.waitForSelector("#tests a >> text=test_pay_with_card")
       await shot("flaky-tests")
+      // so does the repository's html_url: the repository's queues and its flaky tests
+      await page.goto(t!.repository.html_url.replace(/^https?:\/\/[^/]+/, server.url))
+      await page.waitForSelector("h1 >> text=acme/app")
+      await page.waitForSelector("#queues >> text=main")
+
+      // quarantined from its page; the quarantined list sorts by the same impact figures as the others
+      await ok("flaky-tests/update-settings", { repo: key.repo, org_url_slug: "acme-org", quarantining_enabled: true })
+      await page.goto(t!.html_url.replace(/^https?:\/\/[^/]+/, server.url))
+      await page.click("button >> text=Always quarantine")
+      await page.waitForSelector('#status-history tr[data-kind="quarantine"] .badge-quarantined')
+      await page.goto(`${server.url}/repos/local/acme/app/tests`)
+      await page.check("input[type=radio] >> nth=2")
+      const row = page.locator('#tests tr:has-text("test_pay_with_card")')
+      await page.waitForSelector('#tests tr:has-text("test_pay_with_card") .badge-quarantined')
+      expect(await row.locator("td").nth(3).textContent()).not.toBe("0.0%")
+      await ok("flaky-tests/update-settings", { repo: key.repo, org_url_slug: "acme-org", quarantining_enabled: false })
     }, 60_000)
 
     test("another organization's pages and data are 404", async () => {

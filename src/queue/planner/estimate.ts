@@ -13,10 +13,12 @@
  *   (the estimate says when it merges if it passes);
  * - only the first HORIZON PRs are simulated; the ones behind get the simulated throughput, measured from the first
  *   merge to the last;
- * - each estimate is the median over the rounds.
+ * - each estimate is the median over the rounds, moving to their mean as the failure rate rises (RESTART_FROM);
+ * - adaptive mode: the simulation keeps the current choice (the settings the next runs start with); it does not
+ *   adapt further or record observations, so each simulated step costs what a fixed queue's does.
  */
 
-import { observe, statsOf } from "./adaptive.ts"
+import { applyChoice, observe, statsOf } from "./adaptive.ts"
 import { isTerminal } from "./context.ts"
 import { step } from "./step.ts"
 import { TimedQueue } from "./timedQueue.ts"
@@ -32,7 +34,14 @@ const MAX_STEPS = 20_000
 /** Forward simulations per estimate: about ROUND_BUDGET simulated PRs in all, between MIN_ROUNDS and MAX_ROUNDS. */
 const ROUND_BUDGET = 80
 const MIN_ROUNDS = 1
-const MAX_ROUNDS = 8
+/**
+ * Each estimate is the median over the rounds while PRs rarely fail; as the failure rate q rises from RESTART_FROM
+ * to RESTART_FROM + RESTART_SPAN it moves to the mean, which counts the restarts a failing PR ahead causes (the
+ * median of a queue where a third of the rounds restart is the round without restart: too optimistic).
+ */
+export const RESTART_FROM = 0.05
+export const RESTART_SPAN = 0.1
+const MAX_ROUNDS = 24
 
 export type UnavailableReason = "FEWER_THAN_3_FINISHED_RUNS" | "QUEUE_PAUSED" | "NOT_READY"
 
@@ -144,12 +153,15 @@ const compute = (state: QueueState, now: number, prior: QueueStats | undefined):
     lastMergeSum += last
     perMsSum += times.length >= 2 && first !== undefined && last > first ? (times.length - 1) / (last - first) : 0
   }
-  // the median over the rounds
-  const mean = (m: Map<string, number[]>, id: string) => {
+  // the median over the rounds, towards the mean as q rises
+  const restartWeight = Math.min(1, Math.max(0, (q - RESTART_FROM) / RESTART_SPAN))
+  const central = (m: Map<string, number[]>, id: string) => {
     const x = m.get(id)
     if (x === undefined) return null
     x.sort((a, b) => a - b)
-    return x[Math.floor((x.length - 1) / 2)]!
+    const med = x[Math.floor((x.length - 1) / 2)]!
+    const avg = x.reduce((a, b) => a + b, 0) / x.length
+    return med + restartWeight * (avg - med)
   }
   const byEntry = new Map<string, EntryEstimate>()
   for (const e of kept) {
@@ -157,8 +169,8 @@ const compute = (state: QueueState, now: number, prior: QueueStats | undefined):
       byEntry.set(e.id, { testingStartAt: null, mergeAt: null, unavailableReason: "NOT_READY" })
       continue
     }
-    const m = mean(mergeSum, e.id)
-    const st = mean(startSum, e.id)
+    const m = central(mergeSum, e.id)
+    const st = central(startSum, e.id)
     byEntry.set(e.id, {
       testingStartAt: st ?? (m === null ? null : Math.max(now, m - ci - BUILD_MS)),
       mergeAt: m,
@@ -195,7 +207,11 @@ const simulateOnce = (
     if (e.state === "pending_failure" || rng() < q) failing.add(e.id)
   }
   const duration = () => durations[Math.floor(rng() * durations.length)]!
-  let sim: QueueState = { ...state, entries: kept as Entry[] }
+  // adaptive mode: the forward simulation keeps the current choice (the settings the next runs start with) and
+  // records no observations, so its steps cost what a fixed queue's do
+  const choice = state.config.adaptive === true ? (state.stats?.choice ?? null) : null
+  const config = choice === null ? state.config : { ...applyChoice(state.config, choice), adaptive: false }
+  let sim: QueueState = { ...state, config, entries: kept as Entry[], stats: undefined }
   const heap = new TimedQueue<Timed>()
   let seq = 0
   let idn = 0

@@ -17,23 +17,39 @@ export const FlakyListPage = ({ repo }: { repo: RepoKey }) => {
   const [search, setSearch] = useState("")
   const [sort, setSort] = useState<Sort>("impact")
   const live = useLive(
-    async (): Promise<ReadonlyArray<TestCase | Answer<"listQuarantinedTests">["quarantined_tests"][number]>> => {
+    async (): Promise<{
+      tests: ReadonlyArray<TestCase | Answer<"listQuarantinedTests">["quarantined_tests"][number]>
+      stats: ReadonlyMap<string, TestCase>
+    }> => {
       const scope = { repo, org_url_slug: orgSlug(), page_query: PAGE }
-      if (filter === "quarantined") return (await call("listQuarantinedTests", scope)).quarantined_tests
-      return (await call("listUnhealthyTests", { ...scope, status: filter })).tests
+      if (filter !== "quarantined") {
+        return { tests: (await call("listUnhealthyTests", { ...scope, status: filter })).tests, stats: new Map() }
+      }
+      // the quarantined list has no impact figures: they come from the flaky and broken lists (a quarantined test
+      // that is neither, e.g. always quarantined while healthy, has none in 7 days worth sorting by)
+      const [quarantined, flaky, broken] = await Promise.all([
+        call("listQuarantinedTests", scope),
+        call("listUnhealthyTests", { ...scope, status: "flaky" }),
+        call("listUnhealthyTests", { ...scope, status: "broken" })
+      ])
+      return {
+        tests: quarantined.quarantined_tests,
+        stats: new Map([...flaky.tests, ...broken.tests].map((t) => [t.id, t]))
+      }
     },
     `${testsPath(repo)}/${filter}`,
     10_000
   )
   const rows = useMemo(() => {
-    const list = (live.data ?? []).map((t) =>
+    const stats = live.data?.stats ?? new Map<string, TestCase>()
+    const list = (live.data?.tests ?? []).map((t) =>
       "test_case_id" in t
         ? {
             id: t.test_case_id,
             name: t.name,
             status: t.status.value,
-            impact: 0,
-            rate: 0,
+            impact: stats.get(t.test_case_id)?.pull_requests_impacted_last_7d ?? 0,
+            rate: stats.get(t.test_case_id)?.failure_rate_last_7d ?? 0,
             owners: t.codeowners,
             quarantined: true
           }
@@ -154,6 +170,48 @@ const Override = ({ repo, test, onDone }: { repo: RepoKey; test: TestCase; onDon
   )
 }
 
+type StatusChange = Answer<"getTestHistory">["statusHistory"][number]
+
+const OVERRIDE: Record<string, string> = {
+  always_quarantine: "always quarantine",
+  never_quarantine: "never quarantine",
+  unspecified: "automatic"
+}
+
+/** One change of the status history, in words, with its badge. */
+const ChangeRow = ({ c }: { c: StatusChange }) => {
+  const what =
+    c.kind === "status" ? (
+      <>
+        {c.previous === null ? "status" : <Badge kind={c.previous}>{c.previous}</Badge>}
+        {c.previous === null ? " " : " → "}
+        <Badge kind={c.current}>{c.current}</Badge>
+      </>
+    ) : c.kind === "quarantine" ? (
+      c.current === "quarantined" ? (
+        <Badge kind="quarantined">quarantined</Badge>
+      ) : (
+        <Badge kind="healthy">released from quarantine</Badge>
+      )
+    ) : (
+      <>
+        override {c.previous === null ? "" : `${OVERRIDE[c.previous] ?? c.previous} → `}
+        <strong>{OVERRIDE[c.current] ?? c.current}</strong>
+      </>
+    )
+  const why =
+    c.kind === "override" && c.reason === "expired"
+      ? "the override expired"
+      : [c.reason, c.actor === null ? "" : `by ${c.actor}`].filter((x) => x !== "").join(" · ")
+  return (
+    <tr data-kind={c.kind}>
+      <td>{when(c.at)}</td>
+      <td>{what}</td>
+      <td>{why}</td>
+    </tr>
+  )
+}
+
 export const TestPage = ({ repo, id }: { repo: RepoKey; id: string }) => {
   const live = useLive(
     async () => {
@@ -227,6 +285,27 @@ export const TestPage = ({ repo, id }: { repo: RepoKey; id: string }) => {
             yLabel="%"
             bars={true}
           />
+        )}
+      </section>
+      <section aria-labelledby="status-history-h">
+        <h2 id="status-history-h">Status history</h2>
+        {history.statusHistory.length === 0 ? (
+          <p class="muted">Healthy since it was first seen; never quarantined.</p>
+        ) : (
+          <table class="list" id="status-history">
+            <thead>
+              <tr>
+                <th scope="col">When</th>
+                <th scope="col">Change</th>
+                <th scope="col">Reason</th>
+              </tr>
+            </thead>
+            <tbody>
+              {history.statusHistory.map((c, i) => (
+                <ChangeRow key={`${c.at}-${c.kind}-${i}`} c={c} />
+              ))}
+            </tbody>
+          </table>
         )}
       </section>
       <section aria-labelledby="failures-h">

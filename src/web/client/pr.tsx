@@ -6,6 +6,7 @@ import {
   Badge,
   Crumbs,
   ErrorView,
+  Eta,
   Loading,
   PriorityBadge,
   prPath,
@@ -161,6 +162,17 @@ export const PrPage = ({ repo, number, branch }: { repo: RepoKey; number: number
           <StateBadge state={pr.state} /> <PriorityBadge value={pr.priorityValue} /> by {pr.prAuthor} · head{" "}
           <code>{shortSha(pr.prSha)}</code> · into <a href={queuePath(repo, target)}>{target}</a>
           {pr.position !== null && ` · position ${pr.position}`}
+          {ACTIVE.has(pr.state) && (
+            <span class="pr-eta">
+              {" "}
+              · ETA{" "}
+              <Eta
+                mergeAt={pr.estimatedMergeAt}
+                testingStartAt={pr.estimatedTestingStartAt}
+                unavailable={pr.estimateUnavailableReason}
+              />
+            </span>
+          )}
           {a.targetBranches.length > 1 &&
             a.targetBranches
               .filter((b) => b !== target)
@@ -173,6 +185,31 @@ export const PrPage = ({ repo, number, branch }: { repo: RepoKey; number: number
         </p>
         <Actions repo={repo} branch={target} pr={pr} onDone={() => void live.refresh()} />
       </header>
+
+      {pr.state === "not_ready" && (
+        <section class="card" aria-labelledby="ready-h" id="readiness">
+          <h2 id="ready-h">Not ready: what it waits for</h2>
+          <ul class="checklist">
+            {pr.readiness.requiresImpactedTargets ? (
+              <li>
+                {pr.readiness.hasImpactedTargets ? "☑" : "☐"} impacted targets uploaded for the head{" "}
+                <code>{shortSha(pr.prSha)}</code>
+              </li>
+            ) : (
+              <li>☑ no impacted targets needed ({target} is not a parallel queue)</li>
+            )}
+            <li>
+              {pr.readiness.doesBaseBranchMatch ? "☑" : "☐"} based on {target}
+            </li>
+            {pr.readiness.gitHubMergeability !== "unspecified" && (
+              <li>
+                {pr.readiness.gitHubMergeability === "mergeable" ? "☑" : "☐"} mergeable (
+                {pr.readiness.gitHubMergeability.replace(/_/g, " ")})
+              </li>
+            )}
+          </ul>
+        </section>
+      )}
 
       {failingRun !== null && (
         <section class="card failure" aria-labelledby="failed-h">

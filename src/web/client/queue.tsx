@@ -1,3 +1,4 @@
+import type { ComponentChildren } from "preact"
 import { useEffect, useState } from "preact/hooks"
 import { type Answer, ApiFailure, call } from "./api.ts"
 import { useLive } from "./hooks.ts"
@@ -6,6 +7,8 @@ import {
   Badge,
   Crumbs,
   ErrorView,
+  Eta,
+  fromNow,
   healthPath,
   Loading,
   PriorityBadge,
@@ -17,6 +20,7 @@ import {
   StateBadge,
   settingsPath,
   shortId,
+  shortSha,
   testsPath
 } from "./ui.tsx"
 
@@ -34,6 +38,7 @@ const waitReason = (e: Entry, queue: Queue, runs: ReadonlyArray<Run>, failedAhea
   switch (e.state) {
     case "pending":
       if (failedAhead !== undefined) return `held: PR ${failedAhead} failed ahead`
+      if (queue.state === "paused") return "waiting: the queue is paused"
       return queue.batch ? "filling a batch" : "waiting for a CI slot"
     case "testing":
       if (failedAhead !== undefined) return `testing; held: PR ${failedAhead} failed ahead`
@@ -49,6 +54,40 @@ const waitReason = (e: Entry, queue: Queue, runs: ReadonlyArray<Run>, failedAhea
     default:
       return e.state
   }
+}
+
+/**
+ * What a not-ready PR waits for, from what the engine decides readiness on (getQueueActivity's `readiness`): the
+ * impacted targets of its current head in a parallel queue, and when it is cancelled if it stays not ready.
+ */
+const Checklist = ({ entry, branch, now }: { entry: EntryView; branch: string; now: number }) => {
+  const r = entry.readiness
+  if (r === undefined) return null
+  const item = (done: boolean, text: ComponentChildren) => (
+    <li class={done ? "check-done" : "check-open"}>
+      <span aria-hidden="true">{done ? "☑" : "☐"}</span> <span class="sr-only">{done ? "done:" : "waiting for:"}</span>{" "}
+      {text}
+    </li>
+  )
+  return (
+    <ul class="checklist">
+      {r.impactedTargetsRequired
+        ? item(
+            r.impactedTargetsUploaded,
+            <>
+              impacted targets uploaded for the head <code>{shortSha(r.headSha)}</code>
+            </>
+          )
+        : item(true, `no impacted targets needed (${branch} is not a parallel queue); the runner takes it next round`)}
+      <li class="muted">
+        cancelled{" "}
+        <time dateTime={r.cancelsAt} title={new Date(r.cancelsAt).toLocaleString()}>
+          {fromNow(r.cancelsAt, now)}
+        </time>{" "}
+        if still not ready
+      </li>
+    </ul>
+  )
 }
 
 const QueueControls = ({
@@ -275,7 +314,14 @@ export const QueuePage = ({ repo, branch }: { repo: RepoKey; branch: string }) =
                       <StateBadge state={e.state} /> <span class="reason">{reason}</span>
                     </td>
                     <td>{view === undefined ? "—" : ago(view.submittedAt, now)}</td>
-                    <td class="muted">—</td>
+                    <td>
+                      <Eta
+                        mergeAt={e.estimatedMergeAt}
+                        testingStartAt={e.estimatedTestingStartAt}
+                        unavailable={e.estimateUnavailableReason}
+                        now={now}
+                      />
+                    </td>
                   </tr>
                 )
               })}
@@ -296,14 +342,7 @@ export const QueuePage = ({ repo, branch }: { repo: RepoKey; branch: string }) =
                 <span class="muted">
                   since {ago(e.stateChangedAt, now)} ago{e.reason !== "" && ` · ${e.reason}`}
                 </span>
-                <ul class="checklist">
-                  <li>
-                    {queue.mode === "parallel"
-                      ? "☐ impacted targets for the current head"
-                      : "☑ no impacted targets needed"}
-                  </li>
-                  <li>☐ mergeable into {branch}</li>
-                </ul>
+                <Checklist entry={e} branch={branch} now={now} />
               </li>
             ))}
           </ul>

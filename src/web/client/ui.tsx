@@ -49,6 +49,57 @@ export const when = (iso: string) => {
   )
 }
 
+/** A time ahead, in words: "in 4m", "in 1h 5m", "in 2d 3h"; "any moment" once it is due. */
+export const fromNow = (iso: string, now = Date.now()) => {
+  const s = Math.round((Date.parse(iso) - now) / 1000)
+  if (s < 30) return "any moment"
+  if (s < 60) return "in <1m"
+  return `in ${ago(new Date(now - s * 1000).toISOString(), now)}`
+}
+
+/** Why the API gives no estimate (estimateUnavailableReason), in words. */
+const NO_ESTIMATE: Record<string, string> = {
+  FEWER_THAN_3_FINISHED_RUNS: "no estimate yet: fewer than 3 finished runs",
+  QUEUE_PAUSED: "no estimate while the queue is paused",
+  NOT_READY: "no estimate until it is ready"
+}
+
+/**
+ * An entry's ETA: when it is expected to merge (relative, with the absolute time and the expected testing start on
+ * hover), or "—" with the reason there is none.
+ */
+export const Eta = ({
+  mergeAt,
+  testingStartAt,
+  unavailable,
+  now = Date.now()
+}: {
+  mergeAt: string | null | undefined
+  testingStartAt?: string | null | undefined
+  unavailable?: string | null | undefined
+  now?: number
+}) => {
+  if (mergeAt === null || mergeAt === undefined) {
+    const why =
+      unavailable === null || unavailable === undefined ? "no estimate" : (NO_ESTIMATE[unavailable] ?? unavailable)
+    return (
+      <span class="eta muted" title={why}>
+        —
+      </span>
+    )
+  }
+  const at = new Date(mergeAt)
+  const start =
+    testingStartAt === null || testingStartAt === undefined || Date.parse(testingStartAt) <= now
+      ? ""
+      : ` · testing starts ${fromNow(testingStartAt, now)} (${new Date(testingStartAt).toLocaleString()})`
+  return (
+    <time class="eta" dateTime={mergeAt} title={`expected to merge ${at.toLocaleString()}${start}`}>
+      {fromNow(mergeAt, now)}
+    </time>
+  )
+}
+
 export const Badge = ({ kind, children }: { kind: string; children: ComponentChildren }) => (
   <span class={`badge badge-${kind.replace(/[^a-z_]/gi, "")}`}>{children}</span>
 )

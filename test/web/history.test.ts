@@ -1,0 +1,180 @@
+/**
+ * The data behind the dashboard's test page and not-ready checklist, over HTTP (no browser): a test case's status
+ * history (status, quarantine and override changes, as get-test-history answers them), and what a not-ready PR waits
+ * for (getQueueActivity's `readiness`), on the real server with real Git repositories.
+ */
+import { afterAll, beforeAll, describe, expect, test } from "bun:test"
+import * as fs from "node:fs"
+import { createTestRepo, type TestRepo } from "../support/git.ts"
+import { databases, startTestServer, type TestServer, tempDir } from "../support/server.ts"
+
+/** `retried`: it failed once and passed on a retry (Surefire's flakyFailure): flaky by pass-on-retry */
+const junit = (retried: boolean) => `<?xml version="1.0"?>
+<testsuite name="suite" tests="1">
+  <testcase classname="app.cart" name="test_add_item" file="tests/cart_test.py" time="0.2">${
+    retried ? `<flakyFailure message="stale session">AssertionError: stale session</flakyFailure>` : ""
+  }</testcase>
+</testsuite>`
+
+interface Change {
+  readonly at: string
+  readonly kind: string
+  readonly previous: string | null
+  readonly current: string
+  readonly reason: string
+  readonly actor: string | null
+}
+
+for (const db of databases) {
+  describe(`status history and readiness for the dashboard (${db})`, () => {
+    let server: TestServer
+    let root: string
+    let repo: TestRepo
+    const repoRef = { host: "local", owner: "acme", name: "shop" }
+    const scope = { repo: repoRef, org_url_slug: "acme-org" }
+
+    const ok = async <A = unknown>(op: string, body: unknown): Promise<A> => {
+      const r = await server.post(op, body)
+      if (r.status !== 200) throw new Error(`${op} answered ${r.status}: ${JSON.stringify(r.body)}`)
+      return r.body as A
+    }
+    const upload = async (failed: boolean, sha: string, runAt: Date) => {
+      const form = new FormData()
+      form.append("metadata", JSON.stringify({ ...scope, sha, branch: "main", run_at: runAt.toISOString() }))
+      form.append("junit", new File([junit(failed)], "junit.xml", { type: "application/xml" }))
+      const r = await fetch(`${server.url}/v1/flaky-tests/upload`, {
+        method: "POST",
+        headers: { "x-api-token": server.token },
+        body: form
+      })
+      expect(r.status).toBe(200)
+    }
+    const historyOf = async (testId: string) =>
+      (
+        await ok<{ statusHistory: ReadonlyArray<Change> }>("flaky-tests/get-test-history", {
+          repo: repoRef,
+          test_id: testId
+        })
+      ).statusHistory
+
+    beforeAll(async () => {
+      root = tempDir("greenline-history-git-")
+      repo = createTestRepo({ root, repo: repoRef })
+      server = await startTestServer({ db, gitRoot: root, gitPollMs: 100 })
+    })
+    afterAll(async () => {
+      await server?.close()
+      fs.rmSync(root, { recursive: true, force: true })
+    })
+
+    test("a healthy test has no history; becoming flaky, quarantined, overridden and released is recorded in order", async () => {
+      await ok("flaky-tests/update-settings", { ...scope, quarantining_enabled: true, auto_quarantine: true })
+      const now = Date.now()
+      await upload(false, "a".repeat(40), new Date(now - 3_600_000))
+      const listed = await ok<{ tests: ReadonlyArray<{ id: string; name: string }> }>(
+        "flaky-tests/list-failing-tests",
+        {
+          ...scope,
+          start_time: new Date(now - 86_400_000).toISOString(),
+          end_time: new Date(now + 3_600_000).toISOString(),
+          page_query: { page_size: 10, page_token: "" }
+        }
+      )
+      expect(listed.tests).toEqual([])
+      // it fails and passes on a retry: flaky, and (auto-quarantine) quarantined
+      await upload(true, "b".repeat(40), new Date(now - 1_800_000))
+      const failing = await ok<{ tests: ReadonlyArray<{ id: string; name: string; status: { value: string } }> }>(
+        "flaky-tests/list-failing-tests",
+        {
+          ...scope,
+          start_time: new Date(now - 86_400_000).toISOString(),
+          end_time: new Date(now + 3_600_000).toISOString(),
+          page_query: { page_size: 10, page_token: "" }
+        }
+      )
+      const t = failing.tests.find((x) => x.name === "test_add_item")
+      expect(t?.status.value).toBe("flaky")
+      const id = t!.id
+
+      const first = await historyOf(id)
+      expect(first.map((c) => [c.kind, c.previous, c.current])).toEqual([
+        ["quarantine", "released", "quarantined"],
+        ["status", "healthy", "flaky"]
+      ])
+      expect(first[1]!.reason).not.toBe("")
+      expect(Number.isNaN(Date.parse(first[1]!.at))).toBe(false)
+
+      // a person overrides it: never quarantine (it leaves quarantine), then automatic again (it goes back)
+      await ok("flaky-tests/set-quarantine-override", {
+        ...scope,
+        test_case_id: id,
+        override: "never_quarantine",
+        owner: "@acme/cart",
+        reason: "the failure is in the mock, not the code"
+      })
+      await ok("flaky-tests/set-quarantine-override", { ...scope, test_case_id: id, override: "unspecified" })
+      const after = await historyOf(id)
+      expect(after.map((c) => [c.kind, c.previous, c.current])).toEqual([
+        ["quarantine", "released", "quarantined"],
+        ["override", "never_quarantine", "unspecified"],
+        ["quarantine", "quarantined", "released"],
+        ["override", "unspecified", "never_quarantine"],
+        ["quarantine", "released", "quarantined"],
+        ["status", "healthy", "flaky"]
+      ])
+      const set = after[3]!
+      expect(set.actor).toBe("@acme/cart")
+      expect(set.reason).toBe("the failure is in the mock, not the code")
+
+      // turning quarantining off releases it, and says so
+      await ok("flaky-tests/update-settings", { ...scope, quarantining_enabled: false })
+      const off = await historyOf(id)
+      expect(off.length).toBe(7)
+      expect([off[0]!.kind, off[0]!.current]).toEqual(["quarantine", "released"])
+      // another test of the repository has its own (empty) history; a bad id is a 400
+      expect(await historyOf("00000000-0000-4000-8000-000000000000")).toEqual([])
+      expect((await server.post("flaky-tests/get-test-history", { repo: repoRef, test_id: "nope" })).status).toBe(400)
+    }, 60_000)
+
+    test("a not-ready PR in a parallel queue says it waits for the impacted targets of its head, until they come", async () => {
+      const key = { repo: repoRef, targetBranch: "main" }
+      await ok("createQueue", key)
+      await ok("updateQueue", { ...key, mode: "parallel", state: "paused" })
+      const head = repo.createPr(1, { files: { "one.txt": "1\n" }, title: "Add one" })
+      await ok("submitPullRequest", { ...key, pr: { number: 1 } })
+
+      type Active = ReadonlyArray<{
+        prNumber: number
+        state: string
+        stateChangedAt: string
+        readiness?: {
+          headSha: string
+          impactedTargetsRequired: boolean
+          impactedTargetsUploaded: boolean
+          cancelsAt: string
+        }
+      }>
+      const before = (await ok<{ active: Active }>("getQueueActivity", key)).active
+      expect(before.length).toBe(1)
+      const e = before[0]!
+      expect(e.state).toBe("not_ready")
+      expect(e.readiness).toEqual({
+        headSha: head,
+        impactedTargetsRequired: true,
+        impactedTargetsUploaded: false,
+        // notReadyTimeoutHours defaults to 24
+        cancelsAt: new Date(Date.parse(e.stateChangedAt) + 24 * 3_600_000).toISOString()
+      })
+
+      // the targets of another commit do not count; those of the head make it ready (it waits with a place then)
+      await ok("setImpactedTargets", { ...key, pr: { number: 1, sha: "c".repeat(40) }, impactedTargets: ["web"] })
+      const other = (await ok<{ active: Active }>("getQueueActivity", key)).active[0]!
+      expect(other.readiness?.impactedTargetsUploaded).toBe(false)
+      await ok("setImpactedTargets", { ...key, pr: { number: 1, sha: head }, impactedTargets: ["web"] })
+      const after = (await ok<{ active: Active }>("getQueueActivity", key)).active[0]!
+      expect(after.state).toBe("pending")
+      expect(after.readiness).toBeUndefined()
+      await ok("cancelPullRequest", { ...key, pr: { number: 1 } })
+    }, 60_000)
+  })
+}
