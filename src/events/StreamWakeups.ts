@@ -32,9 +32,15 @@ export const SETTLE_MS: ReadonlyArray<number> = [20, 50, 100, 250, 500, 1000]
 export interface StreamWakeupsShape {
   /**
    * Resolves `true` when an event of the organization may have been appended (here or on another instance), or
-   * `false` after `ms` or when `signal` aborts.
+   * `false` after `ms` or when `signal` aborts; at once `true` when the organization was woken since `seen` (its
+   * `version` before the caller's last read).
    */
-  readonly wait: (orgId: string, ms: number, signal?: AbortSignal) => Promise<boolean>
+  readonly wait: (orgId: string, ms: number, seen: number, signal?: AbortSignal) => Promise<boolean>
+  /**
+   * How many wake-ups of the organization this instance has had: a stream takes it before it reads and hands it to
+   * `wait`, which answers at once when a wake-up came in between (it would be lost otherwise).
+   */
+  readonly version: (orgId: string) => number
   /** This instance streams the organization's events from now on (recorded before it resolves); call the answer to stop. */
   readonly subscribe: (orgId: string) => Promise<() => void>
   /** Wakes this instance's streams of an organization (what a notification does). */
@@ -57,7 +63,10 @@ export const StreamWakeupsLive = Layer.scoped(
     const waiters = new Map<string, Set<() => void>>()
     const streams = new Map<string, number>()
 
+    const versions = new Map<string, number>()
+    const version = (orgId: string) => versions.get(orgId) ?? 0
     const wake = (orgId: string) => {
+      versions.set(orgId, version(orgId) + 1)
       const set = waiters.get(orgId)
       if (set === undefined) return
       waiters.delete(orgId)
@@ -97,9 +106,10 @@ export const StreamWakeupsLive = Layer.scoped(
       sql`delete from event_stream_presence where instance = ${instance}`.pipe(Effect.ignore)
     )
 
-    const wait: StreamWakeupsShape["wait"] = (orgId, ms, signal) =>
+    const wait: StreamWakeupsShape["wait"] = (orgId, ms, seen, signal) =>
       new Promise<boolean>((resolve) => {
         if (signal?.aborted === true) return resolve(false)
+        if (version(orgId) !== seen) return resolve(true)
         let set = waiters.get(orgId)
         if (set === undefined) {
           set = new Set()
@@ -136,6 +146,6 @@ export const StreamWakeupsLive = Layer.scoped(
       }
     }
 
-    return { wait, subscribe, wake }
+    return { wait, version, subscribe, wake }
   })
 )

@@ -194,6 +194,7 @@ describe.if(pgUrl !== undefined)("live event stream across instances on one Post
       WEBHOOK_WORKER: "false",
       EVENT_STREAM_POLL_MS: String(NO_POLL_MS)
     }
+    // one after the other: the first migrates the database (each may take up to a minute to start under load)
     const a = await spawnServer(env, TEST_TOKEN)
     const b = await spawnServer(env, TEST_TOKEN)
     try {
@@ -218,5 +219,5 @@ describe.if(pgUrl !== undefined)("live event stream across instances on one Post
       await pg.drop()
       for (const dir of dirs) fs.rmSync(dir, { recursive: true, force: true })
     }
-  }, 120_000)
+  }, 240_000)
 })

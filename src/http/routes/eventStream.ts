@@ -136,6 +136,7 @@ export const makeEventStream = Effect.gen(function* () {
     let mustRead = true
     let settling = false
     let settleStep = 0
+    let seen = wakeups.version(org.id)
     let nextPoll = Date.now() + config.eventStreamPollMs
     let nextHeartbeat = Date.now() + HEARTBEAT_MS
     const body = new ReadableStream<Uint8Array>({
@@ -147,6 +148,8 @@ export const makeEventStream = Effect.gen(function* () {
         while (!closed) {
           let settleWait = Number.POSITIVE_INFINITY
           if (mustRead) {
+            // a wake-up from now on is seen by the wait below, even if it comes while this reads
+            seen = wakeups.version(org.id)
             const events = await read(reader.after(org.id, position, filter, BATCH))
             if (events === undefined) break
             nextPoll = Date.now() + config.eventStreamPollMs
@@ -173,7 +176,7 @@ export const makeEventStream = Effect.gen(function* () {
             return
           }
           const due = Math.min(nextPoll - now, nextHeartbeat - now, settleWait)
-          if (await wakeups.wait(org.id, Math.max(0, due), stopped.signal)) {
+          if (await wakeups.wait(org.id, Math.max(0, due), seen, stopped.signal)) {
             settling = true
             settleStep = 0
             mustRead = true
