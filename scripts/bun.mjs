@@ -4,9 +4,9 @@
 // machine that has only Node.js, npm and git.
 import { spawn, spawnSync } from "node:child_process"
 import { existsSync, readFileSync, statSync } from "node:fs"
+import { constants } from "node:os"
 import { delimiter, dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
-import { constants } from "node:os"
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..")
 const pkg = JSON.parse(readFileSync(join(root, "package.json"), "utf8"))
@@ -20,7 +20,7 @@ const versionOf = (bin) => {
   return r.status === 0 ? r.stdout.trim() : null
 }
 
-let bun = versionOf("bun") === version ? "bun" : localBun
+const bun = versionOf("bun") === version ? "bun" : localBun
 if (bun === localBun && versionOf(localBun) !== version) {
   process.stderr.write(`installing bun ${version} into .tools/ ...\n`)
   const r = run("npm", ["install", "--prefix", tools, "--no-audit", "--no-fund", "--loglevel=error", `bun@${version}`])

@@ -9,7 +9,7 @@ import { makeGitHubHost } from "./GitHubHost.ts"
 import type { OpenPull } from "./githubRepo.ts"
 import { commitStatusState, ingestStatuses } from "./ingest.ts"
 
-/** The reasons the webhooks use for the same changes (src/github/webhooks.ts). */
+/** The reasons the webhooks use for the same changes (src/github/webhookPullRequests.ts). */
 export const Reasons = {
   closed: "PR_CLOSED",
   baseChanged: "PR_BASE_BRANCH_CHANGED",

@@ -1,62 +1,28 @@
-import * as os from "node:os"
 import * as SqlClient from "@effect/sql/SqlClient"
-import type { SqlError } from "@effect/sql/SqlError"
-import { Cause, Clock, Context, Deferred, Effect, FiberMap, Layer, Option, Queue, Stream } from "effect"
+import { Clock, Context, Effect, Layer, Option } from "effect"
 import { AppConfig } from "../config.ts"
 import { Database } from "../kernel/Database.ts"
 import { EventLog } from "../kernel/EventLog.ts"
 import type { CommandCi } from "./CiRunner.ts"
-import { Engine, EngineRunner, type EngineShape, type QueueKey, type Submission } from "./Engine.ts"
+import { Engine, EngineRunner, type EngineShape, type QueueKey } from "./Engine.ts"
 import { makeEngineRepo } from "./engineRepo.ts"
 import { PrNotActive, PrTestsNotRestartable, PullRequestNotFound, QueueNotFound, TestRunNotFound } from "./errors.ts"
 import { estimateFields, estimateOf, needsPrior } from "./estimates.ts"
 import { PrFeedback } from "./Feedback.ts"
 import { GitHost } from "./GitHost.ts"
+import { makeLeases } from "./lease.ts"
 import { initialState, type QueueState, type QueueStats, type RunRecord } from "./planner/index.ts"
 import { QueueRepo, type QueueRow, queueOfColumns } from "./QueueRepo.ts"
 import { entryRecord, positionOf, viewOf } from "./queueView.ts"
-import { plannerConfig, repoRefOf, runQueue } from "./Runner.ts"
-import { RunnerMetrics } from "./RunnerMetrics.ts"
-import { RunnerHealth } from "./runner/health.ts"
-import { supervise } from "./runner/supervise.ts"
+import { plannerConfig, repoRefOf } from "./Runner.ts"
+import type { RunnerHealth } from "./runner/health.ts"
 import { Statuses, type StoredCheckRun, WAKE_CHANNEL } from "./Statuses.ts"
-import {
-  DEFAULT_PRIORITY,
-  type EnqueuedPullRequest,
-  type SubmittedPullRequest,
-  type TestingDetails
-} from "./schemas.ts"
+import type { EnqueuedPullRequest, SubmittedPullRequest, TestingDetails } from "./schemas.ts"
 import { type EntryRow, type InboxEvent, iso, makeStore, parseJson, TERMINAL, upgradeState } from "./store.ts"
+import { makeSubmissionWriter } from "./submissions.ts"
 import { breakdownOf } from "./timeBreakdown.ts"
 
-/** A submission waiting for the next batch. */
-interface PendingSubmission {
-  readonly submission: Submission
-  readonly done: Deferred.Deferred<boolean, SqlError>
-}
-
-/** An error's message for users: the first line of it and of each cause under it, bounded. */
-const errorMessage = (error: unknown): string => {
-  const parts: Array<string> = []
-  let e: unknown = error
-  for (let depth = 0; depth < 4 && e !== undefined && e !== null; depth++) {
-    const text = e instanceof Error ? `${e.name}: ${e.message}` : String(e)
-    parts.push(text.split("\n")[0] ?? text)
-    e = e instanceof Error ? e.cause : undefined
-  }
-  const line = parts.join(": caused by ")
-  return line.length > 500 ? `${line.slice(0, 497)}...` : line
-}
-
 const keyOf = (queue: QueueRow): QueueKey => ({ orgId: queue.repo.orgId, repo: queue.repo, branch: queue.branch })
-
-/**
- * A queue's lease, renewed every LEASE_LOOP_MS: another instance takes a dead owner's queues over within
- * LEASE_SECONDS + LEASE_LOOP_MS. Short is safe: a stale owner cannot save a round (its fencing token is old) and its
- * Git commands are idempotent or compare-and-swap (see docs/decisions.md, "Lease takeover").
- */
-const LEASE_SECONDS = 6
-const LEASE_LOOP_MS = 2000
 
 /** Check runs grouped by suite (runs without a suite each on their own), enum values upper case as in the API. */
 const checkSuitesOf = (checks: ReadonlyArray<StoredCheckRun>): TestingDetails["checkSuites"] => {
@@ -89,8 +55,6 @@ export const EngineLive = Layer.scopedContext(
     const queues = yield* QueueRepo
     const statuses = yield* Statuses
     const config = yield* AppConfig
-    const metrics = yield* RunnerMetrics
-    const health = yield* RunnerHealth
     const context = yield* Effect.context<
       SqlClient.SqlClient | GitHost | QueueRepo | Statuses | AppConfig | Database | CommandCi | RunnerHealth
     >()
@@ -236,138 +200,7 @@ export const EngineLive = Layer.scopedContext(
         return Effect.asVoid(Effect.forkDaemon(notifyLoop(queueId)))
       })
 
-    // ---------------------------------------------------------------- submissions
-
-    /**
-     * Writes submissions (to any queues) in the current transaction with a fixed number of statements, whatever
-     * their number: one read of the queues, entries and stored targets, one upsert of new entries, one update of
-     * those already active, one insert of the runner's events in order. An element of the answer is false when that
-     * submission's queue is gone (nothing is written for it). No two submissions may name the same queue and PR.
-     */
-    const writeSubmissions = (items: ReadonlyArray<Submission>) =>
-      Effect.gen(function* () {
-        if (items.length === 0) return [] as ReadonlyArray<boolean>
-        const at = iso(yield* Clock.currentTimeMillis)
-        const keys = items.map((s, i) => ({ i, queue_id: s.queue.id, pr: s.prNumber, sha: s.pr.headSha }))
-        const found = yield* repo.submissionTargets(keys)
-        const byIndex = new Map(found.map((row) => [Number(row.i), row]))
-        const inserts: Array<Record<string, unknown>> = []
-        const updates: Array<Record<string, unknown>> = []
-        const events: Array<{ readonly i: number; readonly queue_id: string; readonly event: InboxEvent }> = []
-        // the index of each entry's Submitted event in `events`: its sequence number goes into the row (request_seq)
-        const submitted = (s: Submission, entryId: string, headSha: string, priority: number, noBatch: boolean) =>
-          events.push({
-            i: events.length,
-            queue_id: s.queue.id,
-            event: {
-              _tag: "Planner",
-              event: { _tag: "Submitted", entryId, prNumber: s.prNumber, headSha, priority, noBatch, ready: true }
-            }
-          })
-        items.forEach((s, i) => {
-          const row = byIndex.get(i)
-          if (row === undefined) return
-          if (row.id !== null && row.state !== null && !TERMINAL.has(row.state)) {
-            // already in the queue: a new priority or batching choice, the head it was submitted with
-            const priority = s.priority ?? row.priority ?? DEFAULT_PRIORITY
-            const noBatch = s.noBatch ?? row.no_batch ?? false
-            const ev = submitted(s, row.id, row.head_sha ?? s.pr.headSha, priority, noBatch) - 1
-            updates.push({ id: row.id, priority, no_batch: noBatch, ev })
-            return
-          }
-          const id = row.id ?? crypto.randomUUID()
-          const priority = s.priority ?? DEFAULT_PRIORITY
-          const noBatch = s.noBatch ?? false
-          const ev = submitted(s, id, s.pr.headSha, priority, noBatch) - 1
-          inserts.push({
-            id,
-            queue_id: s.queue.id,
-            pr_number: s.prNumber,
-            state: row.mode === "parallel" && !row.has_targets ? "not_ready" : "pending",
-            at,
-            priority,
-            no_batch: noBatch,
-            head_sha: s.pr.headSha,
-            title: s.pr.title,
-            author: s.pr.author,
-            ev
-          })
-          if (row.has_targets) {
-            events.push({
-              i: events.length,
-              queue_id: s.queue.id,
-              event: { _tag: "TargetsSet", prNumber: s.prNumber, sha: s.pr.headSha }
-            })
-          }
-        })
-        const seqs = events.length > 0 ? yield* enqueueEvents(events) : []
-        const withSeq = (rows: ReadonlyArray<Record<string, unknown>>) =>
-          JSON.stringify(rows.map((r) => ({ ...r, request_seq: seqs[r.ev as number] ?? null })))
-        if (inserts.length > 0) {
-          yield* repo.insertEntries(withSeq(inserts))
-        }
-        if (updates.length > 0) {
-          yield* repo.updateEntries(withSeq(updates))
-        }
-        return items.map((_, i) => byIndex.has(i))
-      })
-
-    // Submissions through the API wait here and are written together, a batch per transaction (group commit):
-    // what arrives while one batch commits goes into the next. A batch that fails is written again one submission
-    // per transaction, so one bad submission fails alone.
-    const MAX_BATCH = 256
-    const submissions = yield* Queue.unbounded<PendingSubmission>()
-    const flush = (batch: ReadonlyArray<PendingSubmission>) =>
-      sql.withTransaction(writeSubmissions(batch.map((p) => p.submission))).pipe(
-        Effect.flatMap((written) =>
-          Effect.forEach(batch, (p, i) => Deferred.succeed(p.done, written[i] === true), { discard: true })
-        ),
-        Effect.catchAllCause(() =>
-          Effect.forEach(
-            batch,
-            (p) =>
-              sql.withTransaction(writeSubmissions([p.submission])).pipe(
-                Effect.flatMap(([written]) => Deferred.succeed(p.done, written === true)),
-                Effect.catchAllCause((cause) => Deferred.failCause(p.done, cause))
-              ),
-            { discard: true }
-          )
-        ),
-        Effect.zipRight(Effect.forEach(new Set(batch.map((p) => p.submission.queue.id)), wake, { discard: true }))
-      )
-    let carried: Array<PendingSubmission> = []
-    let current: ReadonlyArray<PendingSubmission> = []
-    const submitLoop = Effect.gen(function* () {
-      const taken =
-        carried.length === 0
-          ? yield* Queue.takeBetween(submissions, 1, MAX_BATCH)
-          : yield* Queue.takeUpTo(submissions, MAX_BATCH)
-      const batch: Array<PendingSubmission> = []
-      const later: Array<PendingSubmission> = []
-      const keys = new Set<string>()
-      for (const p of [...carried, ...taken]) {
-        // the same PR twice goes into the next batch, after this one
-        const key = `${p.submission.queue.id}#${p.submission.prNumber}`
-        if (keys.has(key)) later.push(p)
-        else {
-          keys.add(key)
-          batch.push(p)
-        }
-      }
-      carried = later
-      current = batch
-      yield* flush(batch)
-    })
-    yield* Effect.forkScoped(
-      Effect.forever(submitLoop).pipe(
-        Effect.ensuring(
-          // at shutdown, what waits is told so (a submission already answered is not touched)
-          Effect.flatMap(Queue.takeAll(submissions), (left) =>
-            Effect.forEach([...current, ...carried, ...left], (p) => Deferred.interrupt(p.done), { discard: true })
-          )
-        )
-      )
-    )
+    const { writeSubmissions, submitBatched } = yield* makeSubmissionWriter(sql, repo, enqueueEvents, wake)
 
     const engine: EngineShape = {
       queueCreated: (queue) =>
@@ -417,12 +250,7 @@ export const EngineLive = Layer.scopedContext(
           if (written !== true) return yield* queueNotFound(keyOf(queue))
         }),
 
-      submitBatched: (submission) =>
-        Effect.gen(function* () {
-          const done = yield* Deferred.make<boolean, SqlError>()
-          yield* Queue.offer(submissions, { submission, done })
-          return yield* Deferred.await(done)
-        }),
+      submitBatched,
 
       cancel: (queue, prNumber, reason = "API_REQUESTED") =>
         Effect.gen(function* () {
@@ -609,124 +437,7 @@ export const EngineLive = Layer.scopedContext(
         })
     }
 
-    // ---------------------------------------------------------------- runners of this instance
-
-    const layerScope = yield* Effect.scope
-    const owner = `${os.hostname()}-${process.pid}-${crypto.randomUUID().slice(0, 8)}`
-    const signals = new Map<string, Queue.Queue<void>>()
-    const leaseWake = yield* Queue.sliding<void>(1)
-    const runners = yield* FiberMap.make<string>()
-    const fencings = new Map<string, number>()
-
-    const signalOf = (queueId: string) => {
-      let q = signals.get(queueId)
-      if (q === undefined) {
-        q = Effect.runSync(Queue.sliding<void>(1))
-        signals.set(queueId, q)
-      }
-      return q
-    }
-
-    /**
-     * Forgets the token of a runner that ends, unless the queue is already another runner's: the lease loop replaces a
-     * runner found under a new token while the old one still runs, and the old one ends after the new one started.
-     * Without its token the queue's wake-ups would go to the lease loop, which would replace the runner at each one.
-     */
-    const forget = (queueId: string, fencing: number) => {
-      if (fencings.get(queueId) === fencing) fencings.delete(queueId)
-    }
-
-    /**
-     * Queues whose stored runner error may be set: a runner new on this instance may find one another instance
-     * recorded, and a failure records one; the next completed round clears it (one statement, not one per round).
-     */
-    const storedError = new Set<string>()
-
-    const hooks = {
-      observeLag: metrics.observeLag,
-      observeStep: metrics.observeStep,
-      roundDone: (queueId: string) => {
-        health.recovered(queueId)
-        // the stored error (getQueue's runnerError, any instance) is cleared once per runner start or failure
-        if (storedError.delete(queueId)) Effect.runFork(store.clearRunnerError(queueId).pipe(Effect.ignore))
-      },
-      lostLease: (queueId: string, fencing: number) =>
-        Effect.sync(() => forget(queueId, fencing)).pipe(
-          Effect.zipRight(Effect.logWarning(`lost the lease of queue ${queueId}`))
-        )
-    }
-
-    const supervised = (queueId: string, fencing: number) =>
-      Effect.suspend(() => {
-        storedError.add(queueId)
-        return supervise(runQueue(queueId, owner, fencing, signalOf(queueId), hooks), {
-          // a runner that lost its lease ends by interruption: that is no failure, and it is not restarted
-          failed: (cause, attempt, delayMs) =>
-            Effect.gen(function* () {
-              const now = yield* Clock.currentTimeMillis
-              const message = errorMessage(Cause.squash(cause))
-              health.failed(queueId, message, now, now + delayMs)
-              metrics.restarted()
-              storedError.add(queueId)
-              yield* store
-                .recordRunnerError(queueId, message)
-                .pipe(Effect.catchAllCause((c) => Effect.logWarning("could not record a runner's error", c)))
-              yield* Effect.logError(
-                `runner of queue ${queueId} failed (${attempt + 1} in a row); restarting in ${delayMs} ms`,
-                cause
-              )
-            })
-        })
-      }).pipe(Effect.ensuring(Effect.sync(() => forget(queueId, fencing))), Effect.provide(runnerContext))
-
-    const takeLeases = (force: boolean) =>
-      Effect.gen(function* () {
-        const rows = yield* repo.takeLeases(owner, LEASE_SECONDS, force)
-        const held = new Set<string>()
-        for (const row of rows) {
-          const fencing = Number(row.fencing)
-          held.add(row.queue_id)
-          if (fencings.get(row.queue_id) === fencing && (yield* FiberMap.has(runners, row.queue_id))) continue
-          fencings.set(row.queue_id, fencing)
-          yield* FiberMap.run(runners, row.queue_id, supervised(row.queue_id, fencing))
-        }
-        for (const queueId of [...fencings.keys()]) {
-          if (!held.has(queueId)) {
-            fencings.delete(queueId)
-            yield* FiberMap.remove(runners, queueId)
-          }
-        }
-      })
-
-    const start = Effect.gen(function* () {
-      yield* takeLeases(db.kind === "pglite").pipe(Effect.orDie)
-      yield* Effect.forkIn(
-        Effect.forever(
-          Effect.raceFirst(Queue.take(leaseWake), Effect.sleep(LEASE_LOOP_MS)).pipe(
-            Effect.zipRight(takeLeases(false)),
-            Effect.catchAllCause((cause) => Effect.logError("lease loop failed", cause))
-          )
-        ),
-        layerScope
-      )
-      yield* Effect.forkIn(
-        db
-          .listen(WAKE_CHANNEL)
-          .pipe(
-            Stream.runForEach((queueId) =>
-              fencings.has(queueId) ? Queue.offer(signalOf(queueId), undefined) : Queue.offer(leaseWake, undefined)
-            )
-          ),
-        layerScope
-      )
-    })
-
-    yield* Effect.addFinalizer(() =>
-      Effect.gen(function* () {
-        yield* FiberMap.clear(runners)
-        yield* repo.releaseLeases(owner).pipe(Effect.ignore)
-      })
-    )
+    const { start } = yield* makeLeases(repo, store, runnerContext)
 
     return Context.make(Engine, engine).pipe(Context.add(EngineRunner, { start: Effect.provide(start, context) }))
   })

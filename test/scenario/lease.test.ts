@@ -1,6 +1,7 @@
 import { describe, expect, test } from "bun:test"
 import { SQL } from "bun"
 import { createTestRepo } from "../support/git.ts"
+import { openScenario, type Scenario } from "../support/scenario.ts"
 import {
   eventually,
   freshPostgres,
@@ -11,25 +12,18 @@ import {
 } from "../support/server.ts"
 
 /**
- * The lease of a queue (src/queue/EngineLive.ts): when an instance finds its queue under a new fencing token (another
+ * The lease of a queue (src/queue/lease.ts): when an instance finds its queue under a new fencing token (another
  * instance held it in between), it replaces its runner, and the runner it replaced must not take the new one's
  * token with it when it ends: without it wake-ups went to the lease loop, which replaced the runner again at each
  * one, killing its CI jobs every time (a runner that never made progress).
  */
 
-const stateOf = async (post: (op: string, body: unknown) => Promise<{ body: unknown }>, key: object, n: number) =>
-  ((await post("getSubmittedPullRequest", { ...key, pr: { number: n } })).body as { state?: string }).state
-
 /** A server on a fresh PostgreSQL database and repository, `db` a connection of the test's own to that database. */
 const withServer = async (
   name: string,
   options: Partial<TestServerOptions>,
-  body: (s: {
-    server: TestServer
-    db: SQL
-    repo: ReturnType<typeof createTestRepo>
-    key: { repo: { host: string; owner: string; name: string }; targetBranch: string }
-  }) => Promise<void>
+  scenario: { readonly concurrency?: number; readonly requiredStatuses?: ReadonlyArray<string> | null },
+  body: (s: { server: TestServer; db: SQL; s: Scenario }) => Promise<void>
 ) => {
   const repo = createTestRepo({ repo: { host: "local", owner: "acme", name } })
   const pg = await freshPostgres()
@@ -42,9 +36,11 @@ const withServer = async (
     gitPollMs: 60_000,
     ...options
   })
+  const s = await openScenario(server, repo.root, { name, repo, ...scenario })
   try {
-    await body({ server, db, repo, key: { repo: repo.repo, targetBranch: "main" } })
+    await body({ server, db, s })
   } finally {
+    s.close()
     await server.close()
     await db.close()
     await pg.drop()
@@ -54,22 +50,17 @@ const withServer = async (
 
 describe.if(pgUrl !== undefined)("queue lease (PostgreSQL)", () => {
   test("a runner replaced under a new fencing token keeps making progress", async () => {
-    await withServer("lease", { ciCommand: "sleep 0.5" }, async ({ server, db, repo, key }) => {
-      await server.post("createQueue", { ...key, concurrency: 2 })
-      await server.post("updateQueue", { ...key, requiredStatuses: ["ci"] })
-      repo.createPr(1, { files: { "pr-1.txt": "1\n" } })
-      expect((await server.post("submitPullRequest", { ...key, pr: { number: 1 } })).status).toBe(200)
-      await eventually(async () => ((await stateOf(server.post, key, 1)) === "merged" ? true : undefined), 30_000)
-      // another instance held the queue between two rounds of this one's lease loop (5 s apart)
+    await withServer("lease", { ciCommand: "sleep 0.5" }, { concurrency: 2 }, async ({ db, s }) => {
+      s.createPr(1)
+      await s.submit(1)
+      await s.waitState(1, "merged", 30_000)
+      // another instance held the queue between two rounds of this one's lease loop (LEASE_LOOP_MS, 2 s, apart): the
+      // loop runs on its own timer, with no signal to step on, so the test lets it run more than twice
       await db`update queue_runtime set fencing = fencing + 1`
       await Bun.sleep(6_000)
-      repo.createPr(2, { files: { "pr-2.txt": "2\n" } })
-      expect((await server.post("submitPullRequest", { ...key, pr: { number: 2 } })).status).toBe(200)
-      await eventually(
-        async () => ((await stateOf(server.post, key, 2)) === "merged" ? true : undefined),
-        30_000,
-        "#2 merged"
-      )
+      s.createPr(2)
+      await s.submit(2)
+      await s.waitState(2, "merged", 30_000)
       // its CI ran once: the runner was not replaced again (which kills the CI jobs it started)
       const outputs = await db`select run_id from ci_outputs`
       expect(outputs.length).toBe(2)
@@ -77,13 +68,12 @@ describe.if(pgUrl !== undefined)("queue lease (PostgreSQL)", () => {
   }, 90_000)
 
   test("a runner that finds its lease gone stops without counting a failure, and the queue goes on", async () => {
-    await withServer("lease-lost", { metricsToken: "lease-metrics-token" }, async ({ server, db, repo, key }) => {
+    await withServer("lease-lost", { metricsToken: "lease-metrics-token" }, {}, async ({ server, db, s }) => {
       const restarts = async () => {
         const r = await fetch(`${server.url}/metrics`, { headers: { authorization: "Bearer lease-metrics-token" } })
         return /^greenline_queue_runner_restarts_total (\d+)/m.exec(await r.text())?.[1] ?? "0"
       }
-      await server.post("createQueue", key)
-      await server.post("updateQueue", { ...key, state: "paused" })
+      await s.updateQueue({ state: "paused" })
       // once this instance runs the queue, another one takes it: the runner's next round is refused (fenced) and the
       // runner stops
       await eventually(
@@ -94,12 +84,12 @@ describe.if(pgUrl !== undefined)("queue lease (PostgreSQL)", () => {
       )
       await Bun.sleep(200)
       await db`update queue_runtime set fencing = fencing + 1`
-      repo.createPr(1, { files: { "pr-1.txt": "1\n" } })
-      expect((await server.post("submitPullRequest", { ...key, pr: { number: 1 } })).status).toBe(200)
-      // the lease loop (every 5 s) takes the queue back under the new token and a new runner places the PR
+      s.createPr(1)
+      await s.submit(1)
+      // the lease loop (every 2 s) takes the queue back under the new token and a new runner places the PR
       await eventually(
         async () => {
-          const body = (await server.post("getQueue", key)).body as { enqueuedPullRequests?: ReadonlyArray<unknown> }
+          const body = (await s.post("getQueue")).body as { enqueuedPullRequests?: ReadonlyArray<unknown> }
           const placed = await db`select array_length(positions, 1) as n from queue_runtime`
           return body.enqueuedPullRequests?.length === 1 && placed[0]?.n === 1 ? true : undefined
         },

@@ -12,6 +12,13 @@ import { tempDir } from "./tmp.ts"
 let seed: Promise<Blob> | undefined
 
 export const pgliteSeed = (): Promise<Blob> => {
+  // made once for the whole suite by scripts/test.ts, which runs several test processes
+  const file = process.env.GREENLINE_TEST_SEED
+  if (seed === undefined && file !== undefined && fs.existsSync(file)) {
+    seed = Bun.file(file)
+      .arrayBuffer()
+      .then((bytes) => new Blob([bytes]))
+  }
   seed ??= (async () => {
     const dir = tempDir("greenline-seed-")
     try {
@@ -26,4 +33,11 @@ export const pgliteSeed = (): Promise<Blob> => {
     }
   })()
   return seed
+}
+
+// `bun test/support/pgliteSeed.ts <file>` writes the dump to <file> (scripts/test.ts)
+if (import.meta.main) {
+  const target = process.argv[2]
+  if (target === undefined) throw new Error("usage: bun test/support/pgliteSeed.ts <file>")
+  await Bun.write(target, await pgliteSeed())
 }

@@ -297,3 +297,10 @@ export const mergeAllowed = (ctx: Ctx): boolean => ctx.config.state !== "paused"
 
 export const runsAllowed = (ctx: Ctx): boolean =>
   ctx.config.state === "running" && ctx.switching === null && ctx.targetSha !== null
+
+/** An entry may be tested: ready, and in parallel mode its lane known. */
+export const eligible = (ctx: Ctx, e: Entry): boolean => e.ready && (ctx.config.mode !== "parallel" || e.lane !== null)
+
+/** When a not_ready entry's wait runs out (states stored before the setting existed use its default, 24 h). */
+export const notReadyDeadline = (ctx: Ctx, e: Entry): number =>
+  e.stateChangedAt + (ctx.config.notReadyTimeoutHours ?? 24) * 3_600_000

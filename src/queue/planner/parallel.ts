@@ -4,9 +4,10 @@
  * was built on an older tip merges with `rebaseOnto` (the shell combines it with the current tip).
  */
 import { type Ctx, entryIndex, isChainable, runsAllowed, takeId, unmergedItems } from "./context.ts"
+import { mayVouchAhead } from "./failure.ts"
 import { parallelDeps } from "./order.ts"
 import { countActive, createRun } from "./runs.ts"
-import type { MergePlan } from "./single.ts"
+import type { MergePlan } from "./types.ts"
 
 export const createRunsParallel = (ctx: Ctx): void => {
   if (!runsAllowed(ctx)) return
@@ -25,7 +26,7 @@ export const planMergeParallel = (ctx: Ctx): MergePlan | null => {
   for (const run of ctx.runs) {
     if (run.status !== "succeeded") continue
     const items = unmergedItems(run)
-    if (!ctx.config.canOptimisticallyMerge && items.length !== run.testedEntryIds.length) continue
+    if (!mayVouchAhead(ctx, run, items)) continue
     const last = items[items.length - 1]
     if (last === undefined) continue
     const k = run.items.findIndex((it) => it.entryId === last.entryId)

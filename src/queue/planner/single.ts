@@ -3,20 +3,10 @@
  * ahead of it that has not failed; batches and bisection segments are groups of that chain. Merges happen in
  * queue order (or, with optimistic merging, up to the deepest passing run).
  */
-import {
-  type Ctx,
-  entryIndex,
-  getRun,
-  isChainable,
-  itemOf,
-  runsAllowed,
-  takeId,
-  unmergedItems,
-  wakeAt
-} from "./context.ts"
-import { bisectionRunId, failEntry, isSuspect, matchesKnown, splitGroup } from "./failure.ts"
+import { type Ctx, entryIndex, getRun, isChainable, runsAllowed, takeId, unmergedItems, wakeAt } from "./context.ts"
+import { bisectionRunId, isSuspect, optimisticMergeSingle, skipRedundantSegment } from "./failure.ts"
 import { countActive, countPassed, createRun } from "./runs.ts"
-import type { Entry, Run, RunItem } from "./types.ts"
+import type { Entry, MergePlan, Run, RunItem } from "./types.ts"
 
 const startable = (e: Entry): boolean =>
   e.state === "pending" && e.runId === null && !e.merging && e.directMerge !== "trying"
@@ -116,25 +106,9 @@ export const createRunsSingle = (ctx: Ctx): boolean => {
         i = next
         continue
       }
-      const known = e.segment.knownFailure
-      if (known !== null && cfg.optimizationMode === "bisection_skip_redundant_tests") {
-        const items = [...prefix.map(itemOf), ...group.map(itemOf)]
-        if (matchesKnown(ctx, known, items)) {
-          if (group.length === 1) {
-            failEntry(
-              ctx,
-              e.id,
-              known.reason,
-              known.runId,
-              prefix.map((p) => p.id),
-              true
-            )
-            return true
-          }
-          splitGroup(ctx, e.segment.root, group, known)
-          continue // re-read the group at i
-        }
-      }
+      const skipped = skipRedundantSegment(ctx, e, group, prefix)
+      if (skipped === "failed") return true
+      if (skipped === "split") continue // re-read the group at i
       if (bisSlots <= 0) {
         prefix.push(...group)
         suspect = true
@@ -177,36 +151,9 @@ export const createRunsSingle = (ctx: Ctx): boolean => {
   return false
 }
 
-export interface MergePlan {
-  readonly runId: string
-  readonly entryIds: string[]
-  readonly newSha: string
-  readonly rebaseOnto: boolean
-  /** entry id -> the run that verified it, when not `runId` (a prefix of passed runs merged at once) */
-  readonly verifiedBy?: Readonly<Record<string, string>>
-}
-
 /** The next merge in single mode, if any. */
 export const planMergeSingle = (ctx: Ctx): MergePlan | null => {
-  if (ctx.config.canOptimisticallyMerge) {
-    // the deepest passing run merges everything ahead of it in its chain
-    let best: { runId: string; pos: number } | null = null
-    for (const r of ctx.runs) {
-      if (r.status !== "succeeded") continue
-      let pos = -1
-      for (const id of r.testedEntryIds) pos = Math.max(pos, entryIndex(ctx, id))
-      if (best === null || pos > best.pos) best = { runId: r.id, pos }
-    }
-    if (best === null) return null
-    const run = getRun(ctx, best.runId)!
-    const items = unmergedItems(run)
-    const last = items[items.length - 1]
-    if (last === undefined) return null
-    const k = run.items.findIndex((it) => it.entryId === last.entryId)
-    const sha = run.commits[k]
-    if (sha === undefined) return null
-    return { runId: run.id, entryIds: items.map((it) => it.entryId), newSha: sha, rebaseOnto: false }
-  }
+  if (ctx.config.canOptimisticallyMerge) return optimisticMergeSingle(ctx)
   // strictly in order: the head of the chain
   let head: Entry | undefined
   for (const e of ctx.entries) {

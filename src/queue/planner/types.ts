@@ -424,3 +424,13 @@ export const Reasons = {
   mergeRebaseFailed: "MERGE_REBASE_FAILED",
   priorityChanged: "PRIORITY_CHANGED"
 } as const
+
+/** A merge the planner decided on (see `planMergeSingle`, `planMergeParallel`). */
+export interface MergePlan {
+  readonly runId: string
+  readonly entryIds: string[]
+  readonly newSha: string
+  readonly rebaseOnto: boolean
+  /** entry id -> the run that verified it, when not `runId` (a prefix of passed runs merged at once) */
+  readonly verifiedBy?: Readonly<Record<string, string>>
+}

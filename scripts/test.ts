@@ -1,0 +1,85 @@
+/**
+ * `npm test`: the whole suite, its test files run by a few `bun test` processes at once (TEST_WORKERS, default 2),
+ * longest files first. Each file's output is printed in one piece when it ends; the end is Bun's own summary
+ * (" N pass", " N fail"), added up. With arguments, it is plain `bun test` with them (`npm test -- test/unit`).
+ *
+ * Why files in parallel: most of a test's time is spent waiting (for a server to start, git, a runner's round), so
+ * two processes on two cores finish the suite sooner than one. Each process gets the same migrated embedded
+ * database to start its servers from (GREENLINE_TEST_SEED, made once here).
+ */
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+
+const root = path.join(import.meta.dir, "..")
+const bun = process.execPath
+const TIMEOUT = ["--timeout", "120000"]
+
+const args = process.argv.slice(2)
+if (args.length > 0) {
+  const child = Bun.spawn([bun, "test", ...TIMEOUT, ...args], { cwd: root, stdio: ["inherit", "inherit", "inherit"] })
+  process.exit(await child.exited)
+}
+
+const started = performance.now()
+const files = (fs.readdirSync(path.join(root, "test"), { recursive: true }) as Array<string>)
+  .filter((f) => /\.test\.tsx?$/.test(f))
+  .map((f) => path.join("test", f))
+  // longest first: a file's size is a fair guess of its duration, and a long file started last would end last
+  .sort((a, b) => fs.statSync(path.join(root, b)).size - fs.statSync(path.join(root, a)).size)
+
+const workers = Math.max(1, Number(process.env.TEST_WORKERS ?? 2) || 2)
+const seedFile = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "greenline-seed-")), "seed.tar")
+const made = Bun.spawnSync([bun, "test/support/pgliteSeed.ts", seedFile], { cwd: root, stderr: "inherit" })
+const env = { ...process.env, ...(made.exitCode === 0 ? { GREENLINE_TEST_SEED: seedFile } : {}) }
+
+let passed = 0
+let failed = 0
+let ran = 0
+const failures: Array<string> = []
+const queue = [...files]
+
+const runFile = async (file: string) => {
+  // one stream, as a terminal shows it: what a server logged stays next to the test that made it log
+  const child = Bun.spawn(["sh", "-c", 'exec "$0" "$@" 2>&1', bun, "test", ...TIMEOUT, `./${file}`], {
+    cwd: root,
+    env,
+    stdin: "ignore",
+    stdout: "pipe"
+  })
+  const [text, code] = await Promise.all([new Response(child.stdout).text(), child.exited])
+  const count = (word: string) => Number(new RegExp(`^ *(\\d+) ${word}$`, "m").exec(text)?.[1] ?? 0)
+  const filePassed = count("pass")
+  let fileFailed = count("fail")
+  // a process that ended badly without a summary (a crash) counts as a failure of its file
+  if (code !== 0 && fileFailed === 0) {
+    fileFailed = 1
+    failures.push(`(fail) ${file}: bun test exited with ${code} without a summary`)
+  }
+  passed += filePassed
+  failed += fileFailed
+  ran += filePassed + fileFailed
+  for (const line of text.split("\n")) if (line.startsWith("(fail)") && !failures.includes(line)) failures.push(line)
+  // the file's own output, without Bun's banner and per-file summary (the sums follow at the end)
+  const body = text
+    .split("\n")
+    .filter((l) => !/^bun test v|^ *\d+ (pass|fail|expect\(\) calls)$|^Ran \d+ tests? across/.test(l))
+    .filter((l, i, all) => !(l === "" && all[i - 1] === ""))
+    .join("\n")
+    .trim()
+  process.stdout.write(`${body}\n\n`)
+}
+
+await Promise.all(
+  Array.from({ length: Math.min(workers, files.length) }, async () => {
+    for (let file = queue.shift(); file !== undefined; file = queue.shift()) await runFile(file)
+  })
+)
+fs.rmSync(path.dirname(seedFile), { recursive: true, force: true })
+
+if (failures.length > 0) {
+  process.stdout.write(`${failures.length} tests failed:\n${failures.join("\n")}\n\n`)
+}
+const seconds = ((performance.now() - started) / 1000).toFixed(2)
+process.stdout.write(` ${passed} pass\n ${failed} fail\nRan ${ran} tests across ${files.length} files. [${seconds}s]\n`)
+process.exit(failed > 0 ? 1 : 0)

@@ -1,0 +1,161 @@
+import type { OpName } from "../Api.ts"
+import { ENTRY_VIEW_EXAMPLE, entry, key, type OpDoc, RUN_EXAMPLE, repo } from "./examples.ts"
+
+/** What the dashboard reads: queues, their activity and health, a PR's activity, a test's history. */
+export const DASHBOARD_DOCS = {
+  listQueues: {
+    summary: "List the organization's queues with their figures (extension)",
+    description:
+      "Every queue of the caller's organization: state, mode, concurrency, entries waiting, testing and not ready, merged, failed and cancelled in 24 h, the success rate and the p50 time from submission to merge. The dashboard's home page.",
+    request: {},
+    response: {
+      queues: [
+        {
+          repo,
+          targetBranch: "main",
+          state: "running",
+          mode: "single",
+          concurrency: 2,
+          waiting: 3,
+          testing: 2,
+          notReady: 1,
+          merged24h: 41,
+          failed24h: 3,
+          cancelled24h: 2,
+          successRate24h: 0.93,
+          p50TimeInQueueSeconds: 1260
+        }
+      ]
+    }
+  },
+  getQueueActivity: {
+    summary: "Read a queue's runs in flight, active entries and recent conclusions (extension)",
+    description:
+      "The runs being built or tested (what each is built on, which PRs it tests, bisection halves), the active entries with their submission time, and the last 30 merged, failed or cancelled entries with their reason and (failed) the run that failed them. A not_ready entry also says what it waits for (`readiness`): in a parallel queue, the impacted targets of its current head, and when it is cancelled if it stays not ready (notReadyTimeoutHours).",
+    request: key,
+    response: {
+      runs: [RUN_EXAMPLE],
+      active: [
+        ENTRY_VIEW_EXAMPLE,
+        {
+          ...ENTRY_VIEW_EXAMPLE,
+          prNumber: 43,
+          state: "not_ready",
+          runId: null,
+          reason: "NOT_READY",
+          readiness: {
+            headSha: "6064d390e179c0e84933c9c347fee37cb993705d",
+            impactedTargetsRequired: true,
+            impactedTargetsUploaded: false,
+            cancelsAt: "2026-11-27T12:00:00.000Z"
+          }
+        }
+      ],
+      recent: [
+        { ...ENTRY_VIEW_EXAMPLE, prNumber: 7, state: "merged", endedAt: "2026-11-26T12:00:00.000Z", reason: "MERGED" }
+      ]
+    }
+  },
+  getQueueHealth: {
+    summary: "Read a queue's health over time (extension)",
+    description:
+      "Per hour or day over 1 to 90 days (default 7, daily past 2 days): conclusions by reason, time in queue p50/p95/p99, CI runs and restarts per merged PR, queue depth, average batch size, testing slots used, and the PRs that concluded in each bucket.",
+    request: { ...key, days: 7, bucket: "day" },
+    response: {
+      bucketSeconds: 86400,
+      concurrency: 2,
+      batchSize: 4,
+      points: [
+        {
+          start: "2026-11-25T00:00:00.000Z",
+          merged: 12,
+          failed: 1,
+          cancelled: 0,
+          reasons: { merged: 12, TEST_RUN_FAILED: 1 },
+          timeInQueueP50: 1260,
+          timeInQueueP95: 3400,
+          timeInQueueP99: 4100,
+          ciRunsPerMerge: 1.2,
+          restartsPerMerge: 0.1,
+          depth: 3,
+          averageBatchSize: 1,
+          slotsUsed: 2,
+          prs: [{ prNumber: 7, state: "merged", reason: "MERGED" }]
+        }
+      ]
+    }
+  },
+  getPullRequestActivity: {
+    summary: "Read a pull request's runs, CI output and comments (extension)",
+    description:
+      "The PR as getSubmittedPullRequest answers it with its timeline, every test run it was part of (newest first), the built-in CI's output of those runs (the last 64 KiB each) and the comments the queue recorded. Without targetBranch, the queue it was last submitted to.",
+    request: { repo, pr: { number: 42 } },
+    response: {
+      targetBranch: "main",
+      targetBranches: ["main"],
+      pullRequest: {
+        ...entry,
+        state: "testing",
+        readiness: {
+          hasImpactedTargets: false,
+          requiresImpactedTargets: false,
+          doesBaseBranchMatch: true,
+          gitHubMergeability: "unspecified"
+        },
+        forceEnqueued: false,
+        isCurrentlySubmittedToQueue: true
+      },
+      runs: [RUN_EXAMPLE],
+      ciOutputs: [
+        {
+          id: "1d6f3e0a-5c2b-4a8e-9f7d-2b3c4d5e6f70",
+          runId: RUN_EXAMPLE.id,
+          sha: "6064d390e179c0e84933c9c347fee37cb993705d",
+          exitCode: 0,
+          createdAt: "2026-11-26T12:00:00.000Z",
+          output: "npm test\n42 passed\n",
+          truncated: false
+        }
+      ],
+      comments: [{ id: "c1", body: "Queued: waiting for a testing slot", createdAt: "2026-11-26T12:00:00.000Z" }]
+    }
+  },
+  getTestHistory: {
+    summary: "Read a test's daily failure rate, recent results and status history (extension)",
+    description:
+      "Runs, failures and the failure rate per day (UTC) over `days` (1 to 90, default 30), the 30 latest results with commit, branch, PR, outcome and upload id, and its status history: the last 100 changes of its status (healthy, flaky, broken, with the classification's reason), of its quarantine (quarantined, released) and of its quarantine override (with owner and reason, or `expired`), newest first.",
+    request: { repo, test_id: "3f1d2c4b-5a69-4e8f-9b0a-1c2d3e4f5a6b", days: 30 },
+    response: {
+      daily: [{ day: "2026-11-25", runs: 40, failures: 2, failureRate: 0.05 }],
+      recent: [
+        {
+          runAt: "2026-11-26T12:00:00.000Z",
+          sha: "6064d390e179c0e84933c9c347fee37cb993705d",
+          branch: "main",
+          prNumber: null,
+          status: "failed",
+          failureSummary: "expected 2, got 3",
+          uploadId: "9b2e4c1a-7d3f-4e5a-8b6c-0d1e2f3a4b5c"
+        }
+      ],
+      statusHistory: [
+        {
+          at: "2026-11-26T12:00:00.000Z",
+          kind: "quarantine",
+          previous: "released",
+          current: "quarantined",
+          reason: "",
+          actor: null
+        },
+        {
+          at: "2026-11-26T12:00:00.000Z",
+          kind: "status",
+          previous: "healthy",
+          current: "flaky",
+          reason: "passed and failed on the same commit",
+          actor: null
+        }
+      ]
+    }
+  }
+} satisfies Partial<Record<OpName, OpDoc>>
