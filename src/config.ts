@@ -45,6 +45,11 @@ export interface AppConfigShape {
   /** Live event streams (GET /v1/events/stream) open at once per organization and instance (default 20). */
   readonly eventStreamsPerOrg: number
   /**
+   * How often an idle live stream reads the log without a wake-up (EVENT_STREAM_POLL_MS, default 5000): the bound on
+   * the delay of an event whose wake-up was missed (events/StreamWakeups.ts).
+   */
+  readonly eventStreamPollMs: number
+  /**
    * Not from the environment: a dumped data directory (PGlite's `dumpDataDir`) that an in-memory embedded database
    * starts from instead of an empty one. Tests pass a migrated one: a fresh PGlite costs seconds of CPU, a seeded one
    * a tenth of that.
@@ -82,7 +87,8 @@ export const appConfig: Config.Config<AppConfigShape> = Config.all({
   webhookAllowPrivate: Config.boolean("WEBHOOK_ALLOW_PRIVATE").pipe(Config.withDefault(false)),
   webhookWorker: Config.boolean("WEBHOOK_WORKER").pipe(Config.withDefault(true)),
   eventRetentionDays: Config.integer("EVENT_RETENTION_DAYS").pipe(Config.withDefault(30)),
-  eventStreamsPerOrg: Config.integer("EVENT_STREAMS_PER_ORG").pipe(Config.withDefault(20))
+  eventStreamsPerOrg: Config.integer("EVENT_STREAMS_PER_ORG").pipe(Config.withDefault(20)),
+  eventStreamPollMs: Config.integer("EVENT_STREAM_POLL_MS").pipe(Config.withDefault(5000))
 }).pipe(
   Config.map((c) => ({
     ...c,

@@ -5,6 +5,7 @@ import { AppConfig } from "./config.ts"
 import { DatabaseLive } from "./db/Database.ts"
 import { Delivery, DeliveryLive } from "./events/Delivery.ts"
 import { EventLogLive } from "./events/EventLogLive.ts"
+import { StreamWakeupsLive } from "./events/StreamWakeups.ts"
 import { WebhooksLive } from "./events/Webhooks.ts"
 import { FlakyLive } from "./flaky/Flaky.ts"
 import { TestHistoryLive } from "./flaky/history.ts"
@@ -80,7 +81,7 @@ export const AppLayer = <E>(config: Layer.Layer<AppConfig, E>, probe?: RunnerPro
   // a test's probe of the runners (RunnerProbe), when given
   const probed = probe === undefined ? services : Layer.provideMerge(Layer.succeed(RunnerProbe, probe), services)
   // outgoing events: the log the features append to, the webhook endpoints API and the delivery worker
-  const events = Layer.mergeAll(WebhooksLive, DeliveryLive).pipe(
+  const events = Layer.mergeAll(WebhooksLive, DeliveryLive, StreamWakeupsLive).pipe(
     Layer.provideMerge(EventLogLive),
     Layer.provideMerge(probed)
   )
@@ -369,6 +370,8 @@ export const startServer = async <E>(
     run: (effect) => runtime.runPromise(effect),
     stop: () => {
       stopping ??= (async () => {
+        // live streams never finish by themselves: end them, or the graceful stop waits for their clients
+        eventStream.closeAll()
         await server.stop(false)
         for (let waited = 0; inFlight > 0 && waited < 5_000; waited += 10) await Bun.sleep(10)
         await runtime.runPromise(Fiber.interrupt(revocations))

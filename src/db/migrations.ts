@@ -1,7 +1,7 @@
 import * as Migrator from "@effect/sql/Migrator"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { Effect } from "effect"
-import { eventsMigration } from "../events/migration.ts"
+import { eventsMigration, streamPresenceMigration } from "../events/migration.ts"
 import { flakyStatusHistory } from "../flaky/historyMigration.ts"
 import { flakyMigration, flakyQuarantineLifecycle, flakyResultsByTime } from "../flaky/migration.ts"
 import { requestsAndRunnerErrors } from "../queue/migration.ts"
@@ -236,6 +236,9 @@ const runtimeJson = statements(
   `alter table queue_runtime alter column state type json using state::json`
 )
 
+/** The runs that tested a pull request, found by its entry id: batch events look up a pull request's latest batch. */
+const testRunsByEntry = statements(`create index test_runs_tested on test_runs using gin ((record->'testedEntryIds'))`)
+
 export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.SqlClient>> = {
   "0001_foundation": foundation,
   "0002_engine": engine,
@@ -251,6 +254,8 @@ export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.S
   "0040_web_sessions": webSessionsMigration,
   "0050_flaky_quarantine_lifecycle": flakyQuarantineLifecycle,
   "0070_admin_tokens": adminTokensMigration,
+  "0090_test_runs_by_entry": testRunsByEntry,
+  "0091_event_stream_presence": streamPresenceMigration,
   "0100_flaky_status_history": flakyStatusHistory
 }
 

@@ -3,6 +3,7 @@ import type { SqlError } from "@effect/sql/SqlError"
 import { Context, Effect, Layer } from "effect"
 import { Database } from "../kernel/Database.ts"
 import { EventLog, type EventLogShape, type NewEvent } from "../kernel/EventLog.ts"
+import { EVENTS_CHANNEL } from "./StreamWakeups.ts"
 
 /** Tells the delivery workers of every instance (after the commit, with PostgreSQL) that messages are due. */
 export const DELIVERY_CHANNEL = "greenline_webhooks"
@@ -56,6 +57,11 @@ export interface EventReaderShape {
     filter: StreamFilter,
     limit: number
   ) => Effect.Effect<ReadonlyArray<LoggedEvent>, SqlError>
+  /**
+   * Whether the log holds committed events after `after` that `after` (the reader) cannot take yet: their
+   * transaction is not older than every running one.
+   */
+  readonly unsettled: (orgId: string, after: LogPosition, filter: StreamFilter) => Effect.Effect<boolean, SqlError>
   /** Deletes events older than `days` days (with their messages and attempts), a bounded batch at a time. */
   readonly prune: (days: number) => Effect.Effect<number, SqlError>
 }
@@ -88,7 +94,7 @@ export const EventLogLive = Layer.effectContext(
           }
         })
         // the events and, in the same statement, a message for every enabled endpoint that wants each of them
-        const fanned = yield* sql<{ n: number }>`
+        const fanned = yield* sql<{ n: number; streamed: string | null }>`
           with ins as (
             insert into event_log (id, org_id, repo_id, branch, type, ordering_key, dedupe_key, occurred_at, body)
             select v.id, v.org_id, v.repo_id, v.branch, v.type, v.ordering_key, v.dedupe_key, v.occurred_at, v.body
@@ -104,12 +110,24 @@ export const EventLogLive = Layer.effectContext(
               and (w.event_types is null or ins.type = any(w.event_types))
               and (w.repo_id is null or w.repo_id = ins.repo_id)
             returning 1)
-          select count(*)::int as n from msgs`
+          select (select count(*)::int from msgs) as n,
+            (select string_agg(distinct p.org_id::text, ',') from event_stream_presence p
+             where p.until > now() and p.org_id in (select org_id from ins)) as streamed`
         if ((fanned[0]?.n ?? 0) > 0) yield* db.notify(DELIVERY_CHANNEL, "")
+        // organizations someone streams: their streams wake at commit (StreamWakeups.ts)
+        const streamed = fanned[0]?.streamed
+        if (typeof streamed === "string" && streamed !== "") {
+          for (const orgId of streamed.split(",")) yield* db.notify(EVENTS_CHANNEL, orgId)
+        }
       })
 
     const toPosition = (row: { xid: string; seq: string | number } | undefined): LogPosition | undefined =>
       row === undefined ? undefined : { xid: String(row.xid), seq: Number(row.seq) }
+
+    const filtered = (filter: StreamFilter) =>
+      sql`${filter.repoIds !== undefined ? sql`and repo_id = any(${`{${filter.repoIds.join(",")}}`}::uuid[])` : sql``}
+        ${filter.branch !== undefined ? sql`and branch = ${filter.branch}` : sql``}
+        ${filter.types !== undefined ? sql`and type = any(${`{${filter.types.join(",")}}`}::text[])` : sql``}`
 
     const reader: EventReaderShape = {
       head: (orgId) =>
@@ -134,12 +152,17 @@ export const EventLogLive = Layer.effectContext(
           sql<{ seq: string | number; id: string; xid: string; type: string; body: string }>`
             select seq, id, xid::text as xid, type, body from event_log
             where org_id = ${orgId} and xid < pg_snapshot_xmin(pg_current_snapshot())
-              and (xid, seq) > (${after.xid}::xid8, ${after.seq})
-              ${filter.repoIds !== undefined ? sql`and repo_id = any(${`{${filter.repoIds.join(",")}}`}::uuid[])` : sql``}
-              ${filter.branch !== undefined ? sql`and branch = ${filter.branch}` : sql``}
-              ${filter.types !== undefined ? sql`and type = any(${`{${filter.types.join(",")}}`}::text[])` : sql``}
+              and (xid, seq) > (${after.xid}::xid8, ${after.seq}) ${filtered(filter)}
             order by xid, seq limit ${limit}`,
           (rows) => rows.map((r) => ({ seq: Number(r.seq), id: r.id, xid: String(r.xid), type: r.type, body: r.body }))
+        ),
+      unsettled: (orgId, after, filter) =>
+        Effect.map(
+          sql<{ unsettled: boolean }>`
+            select exists (select 1 from event_log
+              where org_id = ${orgId} and xid >= pg_snapshot_xmin(pg_current_snapshot())
+                and (xid, seq) > (${after.xid}::xid8, ${after.seq}) ${filtered(filter)}) as unsettled`,
+          (rows) => rows[0]?.unsettled === true
         ),
       prune: (days) =>
         Effect.map(

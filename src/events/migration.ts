@@ -82,3 +82,16 @@ export const eventsMigration = statements(
    )`,
   `create index webhook_attempts_message on webhook_attempts (endpoint_id, event_seq, id)`
 )
+
+/**
+ * Migration 0091: which organizations' events someone streams (events/StreamWakeups.ts): a row per organization and
+ * instance with open streams, valid until `until`. `append` notifies only organizations found here.
+ */
+export const streamPresenceMigration = statements(
+  `create table event_stream_presence (
+     org_id uuid not null references organizations(id) on delete cascade,
+     instance text not null,
+     until timestamptz not null,
+     primary key (org_id, instance)
+   )`
+)

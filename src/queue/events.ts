@@ -1,6 +1,7 @@
 import type * as SqlClient from "@effect/sql/SqlClient"
 import { Clock, Effect, Option } from "effect"
 import { EventLog, type EventLogShape, type EventType, type NewEvent, type PrAction } from "../kernel/EventLog.ts"
+import { batchEventsOf, endsBatch, isBatch, latestBatches } from "./batchEvents.ts"
 import type { EntryState, QueueState, RunRecord, Transition } from "./planner/index.ts"
 import type { QueueRow } from "./QueueRepo.ts"
 import type { StoredQueueConfig } from "./schemas.ts"
@@ -103,6 +104,8 @@ export interface RoundContext {
   readonly endedRuns: ReadonlyArray<RunRecord>
   /** states of the tested entries of batch runs, after the round */
   readonly entryStates: ReadonlyMap<string, EntryState>
+  /** the latest batch run of each pull request that reached a state a batch may end in (batchEvents.ts) */
+  readonly batchOf: ReadonlyMap<string, RunRecord>
 }
 
 /** The runs a round's events may refer to: the state's, the changed ones, and ended ones (given). */
@@ -146,8 +149,6 @@ export const roundEvents = (
     const id = runIdOf(t, runs)
     return id === undefined ? undefined : runs.get(id)
   }
-  // batches: (run, action) pairs a transition of this round may have completed
-  const batchCandidates = new Map<string, { run: RunRecord; action: PrAction; at: number }>()
   for (const t of round.transitions) {
     const run = runOf(t)
     for (const action of actionsOf(t)) {
@@ -157,33 +158,30 @@ export const roundEvents = (
         ...(WITH_TEST_DETAILS.has(action) ? testDetails(run) : {})
       }
       events.push(base(q, `pull_request.${action}`, t.at, `pr:${q.repoId}:${q.branch}:${t.prNumber}`, data))
-      if (run !== undefined && run.testedEntryIds.length > 1 && action !== "submitted" && action !== "queued") {
-        batchCandidates.set(`${run.id}:${action}`, { run, action, at: t.at })
-      }
     }
   }
   const stateOf = new Map<string, EntryState>(context.entryStates)
   for (const e of round.state.entries) stateOf.set(e.id, e.state)
   for (const t of round.transitions) stateOf.set(t.entryId, t.to)
-  for (const { run, action, at } of batchCandidates.values()) {
-    const tested = run.testedEntryIds
-    // the batch reaches a state when its last pull request does (testing: all start together)
-    const reached =
-      action === "testing" || tested.every((id) => TERMINAL_OR_ACTIVE[stateOf.get(id) ?? "pending"] === action)
-    if (!reached) continue
-    const items = run.items.filter((i) => tested.includes(i.entryId))
+  const batches = batchEventsOf({
+    transitions: round.transitions,
+    runChanges: round.runChanges,
+    actionsOf,
+    batchOf: context.batchOf,
+    stateOf
+  })
+  for (const { type, action, at, run, reason } of batches) {
+    const items = run.items.filter((i) => run.testedEntryIds.includes(i.entryId))
     const first = items[0]
     if (first === undefined) continue
     const data = {
       ...common(action, first.prNumber, first.entryId, at),
+      ...reasonField(action, reason),
       ...(WITH_TEST_DETAILS.has(action) ? testDetails(run) : {}),
       pr_numbers: items.map((i) => i.prNumber),
       pr_numbers_in_batch: items.map((i) => i.prNumber)
     }
-    events.push({
-      ...base(q, `pull_request_batch.${action}`, at, `run:${run.id}`, data),
-      dedupeKey: `pull_request_batch.${action}:${run.id}`
-    })
+    events.push({ ...base(q, type, at, `run:${run.id}`, data), dedupeKey: `${type}:${run.id}` })
   }
   for (const run of round.runChanges) {
     const ended = run.status === "succeeded" || run.status === "failed" || run.status === "cancelled"
@@ -279,13 +277,8 @@ export const makeRoundEventWriter = (sql: SqlClient.SqlClient, log: EventLogShap
       if (round.transitions.length === 0 && round.runChanges.length === 0) return
       const info = yield* infoOf(queueId)
       if (info === undefined) return
-      const ids = [...new Set(round.transitions.map((t) => t.entryId))]
-      const authors = new Map<string, string>()
-      if (ids.length > 0) {
-        const rows = yield* sql<{ id: string; author: string }>`
-          select id, author from entries where id = any(${uuids(ids)}::uuid[])`
-        for (const r of rows) authors.set(r.id, r.author)
-      }
+      const parse = (record: unknown): RunRecord =>
+        typeof record === "string" ? JSON.parse(record) : (record as RunRecord)
       // runs named by transitions that the state no longer holds (a merge verified by an ended run)
       const known = runsOf(round, [])
       const missing = new Set<string>()
@@ -297,24 +290,37 @@ export const makeRoundEventWriter = (sql: SqlClient.SqlClient, log: EventLogShap
       if (missing.size > 0) {
         const rows = yield* sql<{ record: unknown }>`
           select record from test_runs where id = any(${`{${[...missing].join(",")}}`}::text[])`
-        for (const r of rows)
-          endedRuns.push(typeof r.record === "string" ? JSON.parse(r.record) : (r.record as RunRecord))
+        for (const r of rows) endedRuns.push(parse(r.record))
       }
-      // the states (after this round) of the pull requests of the batches the round moved
-      const runs = runsOf(round, endedRuns)
+      // the latest batch of each pull request that reached a state a batch may end in (batchEvents.ts)
+      const ending = [...new Set(round.transitions.filter((t) => actionsOf(t).some(endsBatch)).map((t) => t.entryId))]
+      const batchOf = new Map<string, RunRecord>()
+      if (ending.length > 0) {
+        const rows = yield* sql<{ record: unknown }>`
+          select record from test_runs
+          where queue_id = ${queueId} and record->'testedEntryIds' ?| ${uuids(ending)}::text[]`
+        const latest = latestBatches([...rows.map((r) => parse(r.record)), ...runsOf(round, endedRuns).values()])
+        for (const id of ending) {
+          const run = latest.get(id)
+          if (run !== undefined) batchOf.set(id, run)
+        }
+      }
+      // authors of the pull requests that moved and of the batches' pull requests; the batches' states after the round
       const batchEntries = new Set<string>()
-      for (const t of round.transitions) {
-        const id = runIdOf(t, runs)
-        const run = id === undefined ? undefined : runs.get(id)
-        if (run !== undefined && run.testedEntryIds.length > 1) for (const e of run.testedEntryIds) batchEntries.add(e)
-      }
+      for (const run of batchOf.values()) for (const e of run.testedEntryIds) batchEntries.add(e)
+      for (const run of round.runChanges) if (isBatch(run)) for (const e of run.testedEntryIds) batchEntries.add(e)
+      const ids = [...new Set([...round.transitions.map((t) => t.entryId), ...batchEntries])]
+      const authors = new Map<string, string>()
       const entryStates = new Map<string, EntryState>()
-      if (batchEntries.size > 0) {
-        const rows = yield* sql<{ id: string; state: EntryState }>`
-          select id, state from entries where id = any(${uuids([...batchEntries])}::uuid[])`
-        for (const r of rows) entryStates.set(r.id, r.state)
+      if (ids.length > 0) {
+        const rows = yield* sql<{ id: string; author: string; state: EntryState }>`
+          select id, author, state from entries where id = any(${uuids(ids)}::uuid[])`
+        for (const r of rows) {
+          authors.set(r.id, r.author)
+          entryStates.set(r.id, r.state)
+        }
       }
-      yield* log.append(roundEvents(info, round, { authors, endedRuns, entryStates }, publicUrl))
+      yield* log.append(roundEvents(info, round, { authors, endedRuns, entryStates, batchOf }, publicUrl))
     })
 }
 

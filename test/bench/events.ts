@@ -3,8 +3,9 @@
  * 1. Events per second from the log to a local receiver: N events appended to the log (in the transactions of
  *    batches of 100), delivered by the worker to a receiver on loopback; against a baseline in the same run, the
  *    same bodies POSTed straight to the same receiver with the same concurrency (32).
- * 2. The queue's merged PRs/s (as bench:engine: one queue, concurrency 8, CI answering at once) without and with one
- *    webhook endpoint registered that takes every event.
+ * 2. The queue's merged PRs/s (as bench:engine: one queue, concurrency 8, CI answering at once) without a listener,
+ *    with one webhook endpoint registered that takes every event, and with one live stream open (its wake-ups: a
+ *    NOTIFY per appending transaction with PostgreSQL).
  *   bun test/bench/events.ts   (BENCH_EVENTS=5000, BENCH_PRS=300, BENCH_DATABASE_URL default
  *   postgres://postgres@127.0.0.1:5432/test, BENCH_DB=both|postgres|pglite, BENCH_PART=both|log|queue)
  */
@@ -154,8 +155,37 @@ const deliveryRate = async (kind: string) => {
   }
 }
 
-const mergeRate = async (kind: string, withEndpoint: boolean) => {
-  const repo = createTestRepo({ repo: { host: "local", owner: "bench", name: `events-${kind}-${withEndpoint}` } })
+/** Opens a live event stream and counts the events it gets, until `stop`. */
+const openStream = (url: string) => {
+  const controller = new AbortController()
+  let events = 0
+  const reading = (async () => {
+    const response = await fetch(`${url}/v1/events/stream`, {
+      headers: { "x-api-token": TOKEN },
+      signal: controller.signal
+    })
+    const reader = response.body?.getReader()
+    const decoder = new TextDecoder()
+    for (;;) {
+      const chunk = await reader?.read()
+      if (chunk === undefined || chunk.done) return
+      events += (decoder.decode(chunk.value).match(/^data: /gm) ?? []).length
+    }
+  })().catch(() => undefined)
+  return {
+    count: () => events,
+    stop: async () => {
+      controller.abort()
+      await reading
+    }
+  }
+}
+
+type Listener = "none" | "endpoint" | "stream"
+
+const mergeRate = async (kind: string, listener: Listener) => {
+  const withEndpoint = listener === "endpoint"
+  const repo = createTestRepo({ repo: { host: "local", owner: "bench", name: `events-${kind}-${listener}` } })
   const base = repo.branchSha("main") as string
   const lines: Array<string> = []
   for (let n = 1; n <= PRS; n++) {
@@ -165,8 +195,9 @@ const mergeRate = async (kind: string, withEndpoint: boolean) => {
   Bun.spawnSync(["git", "--git-dir", repo.gitDir, "update-ref", "--stdin"], {
     stdin: new TextEncoder().encode(`${lines.join("\n")}\n`)
   })
-  const app = await start(kind, repo.root, withEndpoint ? "with" : "without")
+  const app = await start(kind, repo.root, listener)
   const r = receiver()
+  const stream = listener === "stream" ? openStream(app.server.url) : undefined
   try {
     if (withEndpoint) await app.post("createWebhookEndpoint", { url: r.url })
     const key = { repo: repo.repo, targetBranch: "main" }
@@ -183,8 +214,9 @@ const mergeRate = async (kind: string, withEndpoint: boolean) => {
     }
     const seconds = (performance.now() - started) / 1000
     await stopCi()
-    return { kind, withEndpoint, merged: PRS, seconds, received: r.count() }
+    return { kind, listener, merged: PRS, seconds, received: stream?.count() ?? r.count() }
   } finally {
+    await stream?.stop()
     await r.stop()
     await app.close()
     repo.cleanup()
@@ -196,8 +228,9 @@ const deliveries: Array<Awaited<ReturnType<typeof deliveryRate>>> = []
 if (PART !== "queue") for (const kind of KINDS) deliveries.push(await deliveryRate(kind as string))
 const merges: Array<Awaited<ReturnType<typeof mergeRate>>> = []
 for (const kind of PART === "log" ? [] : KINDS) {
-  merges.push(await mergeRate(kind as string, false))
-  merges.push(await mergeRate(kind as string, true))
+  merges.push(await mergeRate(kind as string, "none"))
+  merges.push(await mergeRate(kind as string, "endpoint"))
+  merges.push(await mergeRate(kind as string, "stream"))
 }
 
 const lines = [
@@ -214,12 +247,13 @@ const lines = [
   "",
   `Queue throughput: ${PRS} PRs, one queue, concurrency 8, CI answering at once`,
   "",
-  "| database | webhook endpoint | seconds | merged PRs/s | messages received | with / without |",
+  "| database | listening | seconds | merged PRs/s | messages received | with / without |",
   "|---|---|---:|---:|---:|---:|",
   ...merges.map((m) => {
-    const without = merges.find((x) => x.kind === m.kind && !x.withEndpoint)
+    const without = merges.find((x) => x.kind === m.kind && x.listener === "none")
     const ratio = without === undefined ? Number.NaN : without.seconds / m.seconds
-    return `| ${m.kind} | ${m.withEndpoint ? "one" : "none"} | ${m.seconds.toFixed(1)} | ${(m.merged / m.seconds).toFixed(1)} | ${m.received} | ${m.withEndpoint ? ratio.toFixed(2) : "1.00"} |`
+    const what = { none: "nothing", endpoint: "one webhook endpoint", stream: "one live stream" }[m.listener]
+    return `| ${m.kind} | ${what} | ${m.seconds.toFixed(1)} | ${(m.merged / m.seconds).toFixed(1)} | ${m.received} | ${ratio.toFixed(2)} |`
   })
 ]
 process.stdout.write(`${lines.join("\n")}\n`)

@@ -1,9 +1,24 @@
 /**
  * The live stream GET /v1/events/stream (issue #17): Server-Sent Events read from the event log; a client that
  * reconnects with Last-Event-ID gets every event after that one, once, in order; filters; the per-organization bound.
+ * The servers here read the log without a wake-up only every 10 minutes (EVENT_STREAM_POLL_MS), so every event a
+ * stream gets after its first read came through a wake-up: in-process, or from another instance through
+ * PostgreSQL's NOTIFY (events/StreamWakeups.ts).
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test"
-import { databases, startTestServer, type TestServer } from "../support/server.ts"
+import * as fs from "node:fs"
+import { spawnServer } from "../support/process.ts"
+import {
+  databases,
+  freshPostgres,
+  pgUrl,
+  startTestServer,
+  TEST_TOKEN,
+  type TestServer,
+  tempDir
+} from "../support/server.ts"
+
+const NO_POLL_MS = 600_000
 
 interface SseEvent {
   readonly id: string
@@ -12,7 +27,11 @@ interface SseEvent {
 }
 
 /** An open stream: `next` resolves with the next event as it arrives (comments and heartbeats skipped). */
-const openStream = async (server: TestServer, query = "", headers: Record<string, string> = {}) => {
+const openStream = async (
+  server: { readonly url: string; readonly token: string },
+  query = "",
+  headers: Record<string, string> = {}
+) => {
   const controller = new AbortController()
   const response = await fetch(`${server.url}/v1/events/stream${query}`, {
     headers: { "x-api-token": server.token, ...headers },
@@ -58,7 +77,10 @@ for (const db of databases) {
   describe(`live event stream (${db})`, () => {
     let server: TestServer
     beforeAll(async () => {
-      server = await startTestServer({ db, config: { webhookWorker: false, eventStreamsPerOrg: 3 } })
+      server = await startTestServer({
+        db,
+        config: { webhookWorker: false, eventStreamsPerOrg: 3, eventStreamPollMs: NO_POLL_MS }
+      })
     })
     afterAll(async () => {
       await server.close()
@@ -146,3 +168,56 @@ for (const db of databases) {
     })
   })
 }
+
+describe("live event stream and a stopping server", () => {
+  test("stopping ends the open streams instead of waiting for their clients", async () => {
+    const server = await startTestServer({ db: "pglite", config: { webhookWorker: false } })
+    try {
+      const stream = await openStream(server)
+      expect(stream.response.status).toBe(200)
+      await server.stop()
+      await expect(stream.next()).rejects.toThrow("the stream ended")
+    } finally {
+      await server.close()
+    }
+  }, 60_000)
+})
+
+describe.if(pgUrl !== undefined)("live event stream across instances on one PostgreSQL", () => {
+  test("an event appended on another instance wakes the stream", async () => {
+    const pg = await freshPostgres()
+    const dirs = [tempDir("greenline-git-"), tempDir()]
+    const env = {
+      DATABASE_URL: pg.url,
+      GIT_ROOT: dirs[0] as string,
+      DATA_DIR: dirs[1] as string,
+      WEBHOOK_WORKER: "false",
+      EVENT_STREAM_POLL_MS: String(NO_POLL_MS)
+    }
+    // one after the other: the first migrates the database (each may take up to a minute to start under load)
+    const a = await spawnServer(env, TEST_TOKEN)
+    const b = await spawnServer(env, TEST_TOKEN)
+    try {
+      const key = { repo: { host: "local", owner: "acme", name: "across" }, targetBranch: "main" }
+      expect((await a.post("createQueue", key)).status).toBe(200)
+      const stream = await openStream(
+        { url: a.url, token: TEST_TOKEN },
+        `?repo=acme/across&repoHost=local&eventTypes=queue.updated`
+      )
+      // the stream has made its first read (its answer began) before the other instance appends
+      expect(stream.response.status).toBe(200)
+      for (const concurrency of [2, 3, 4]) {
+        expect((await b.post("updateQueue", { ...key, concurrency })).status).toBe(200)
+        const event = await stream.next()
+        expect(event.event).toBe("queue.updated")
+        expect((event.data.data.queue as { concurrency: number }).concurrency).toBe(concurrency)
+      }
+      stream.close()
+    } finally {
+      await a.kill()
+      await b.kill()
+      await pg.drop()
+      for (const dir of dirs) fs.rmSync(dir, { recursive: true, force: true })
+    }
+  }, 240_000)
+})

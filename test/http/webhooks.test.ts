@@ -8,6 +8,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test
 import * as fs from "node:fs"
 import { Clock, type Duration, Effect } from "effect"
 import { Webhook } from "standardwebhooks"
+import { WebhookVerificationError as SvixVerificationError, Webhook as SvixWebhook } from "svix"
 import { Delivery } from "../../src/events/Delivery.ts"
 import { Tenancy } from "../../src/tenancy/Tenancy.ts"
 import { startReceiver } from "../support/receiver.ts"
@@ -408,6 +409,44 @@ for (const db of databases) {
         for (const secret of [endpoint.secret, rotated.secret]) {
           expect(new Webhook(secret).verify(r?.body ?? "", r?.headers ?? {})).toMatchObject({ type: "queue.updated" })
         }
+      } finally {
+        await receiver.stop()
+      }
+    })
+
+    test("svix's own verifier accepts our signature under the svix-* names, and refuses a tampered message", async () => {
+      const receiver = startReceiver()
+      try {
+        const { endpoint, update } = await setup(receiver.url)
+        await update(3)
+        expect(await deliverAt(server)).toBe(1)
+        const [r] = receiver.received
+        const body = r?.body ?? ""
+        const headers = r?.headers ?? {}
+        // only the svix-* headers: what a receiver written for Svix reads
+        const svixHeaders = {
+          "svix-id": headers["svix-id"] ?? "",
+          "svix-timestamp": headers["svix-timestamp"] ?? "",
+          "svix-signature": headers["svix-signature"] ?? ""
+        }
+        const verifier = new SvixWebhook(endpoint.secret)
+        // (svix 2.x's verify returns nothing; it throws when the message does not verify)
+        expect(() => verifier.verify(body, svixHeaders)).not.toThrow()
+        expect(() => verifier.verify(body, headers)).not.toThrow()
+        expect(JSON.parse(body)).toMatchObject({ type: "queue.updated", data: { type: "queue.updated" } })
+        // a changed body, id or timestamp, or another secret, fails
+        const tampered = body.replace('"concurrency":3', '"concurrency":4')
+        expect(tampered).not.toBe(body)
+        expect(() => verifier.verify(tampered, svixHeaders)).toThrow(SvixVerificationError)
+        expect(() => verifier.verify(body, { ...svixHeaders, "svix-id": `${svixHeaders["svix-id"]}x` })).toThrow(
+          SvixVerificationError
+        )
+        const earlier = String(Number(svixHeaders["svix-timestamp"]) - 1)
+        expect(() => verifier.verify(body, { ...svixHeaders, "svix-timestamp": earlier })).toThrow(
+          SvixVerificationError
+        )
+        const other = (await server.post("rotateWebhookSecret", { id: endpoint.id })).body as { secret: string }
+        expect(() => new SvixWebhook(other.secret).verify(body, svixHeaders)).toThrow(SvixVerificationError)
       } finally {
         await receiver.stop()
       }

@@ -1,6 +1,7 @@
 import { Effect, Option, Runtime } from "effect"
 import { AppConfig } from "../../config.ts"
 import { EventReader, eventIdOf, type LogPosition, messageId, type StreamFilter } from "../../events/EventLogLive.ts"
+import { SETTLE_MS, StreamWakeups } from "../../events/StreamWakeups.ts"
 import { EVENT_TYPES } from "../../kernel/EventLog.ts"
 import { type Organization, Tenancy } from "../../tenancy/Tenancy.ts"
 import { ApiError, errorResponse, invalidRequest, notFound } from "../errors.ts"
@@ -11,14 +12,13 @@ import { ApiError, errorResponse, invalidRequest, notFound } from "../errors.ts"
  * `repo=owner/name` with `repoHost`, `targetBranch`, `eventTypes=a,b`. A comment line every 15 s keeps proxies
  * from closing it. At most EVENT_STREAMS_PER_ORG streams per organization and instance.
  *
- * The stream reads the log, it does not subscribe to appends: each stream asks the database for what follows its
- * position (settled rows only, EventLogLive.ts) every half second while it is idle, and as fast as the client reads
- * while there is more.
+ * The stream reads the log (settled rows only, EventLogLive.ts): at once, as fast as the client reads while there is
+ * more, and when idle only when woken by an append of its organization on any instance (events/StreamWakeups.ts),
+ * with a fallback read every EVENT_STREAM_POLL_MS.
  */
 
 export const STREAM_PATH = "/v1/events/stream"
 const HEARTBEAT_MS = 15_000
-const IDLE_POLL_MS = 500
 const BATCH = 200
 
 /** Who may open a stream: the API token's organization now; the dashboard's session joins here (`web`). */
@@ -28,11 +28,13 @@ const sse = (id: string, type: string, body: string) => `id: ${id}\nevent: ${typ
 
 export const makeEventStream = Effect.gen(function* () {
   const reader = yield* EventReader
+  const wakeups = yield* StreamWakeups
   const tenancy = yield* Tenancy
   const config = yield* AppConfig
   const runtime = yield* Effect.runtime<never>()
   const run = Runtime.runPromise(runtime)
   const open = new Map<string, number>()
+  const streams = new Set<() => void>()
   const subscribers = () => {
     let n = 0
     for (const v of open.values()) n += v
@@ -102,43 +104,88 @@ export const makeEventStream = Effect.gen(function* () {
     }
     open.set(org.id, count + 1)
     let closed = false
+    let unsubscribe = () => {}
+    const stopped = new AbortController()
+    let ending: ReadableStreamDefaultController<Uint8Array> | undefined
     const close = () => {
       if (closed) return
       closed = true
+      streams.delete(end)
+      stopped.abort()
+      unsubscribe()
       const n = (open.get(org.id) ?? 1) - 1
       if (n <= 0) open.delete(org.id)
       else open.set(org.id, n)
     }
+    /** ends the answer (the server stops) */
+    const end = () => {
+      close()
+      try {
+        ending?.close()
+      } catch {}
+    }
+    streams.add(end)
+    // from here on, appends of the organization wake this instance (before the first read: nothing falls between)
+    unsubscribe = await wakeups.subscribe(org.id)
     let position: LogPosition = start
     const encoder = new TextEncoder()
     request.signal.addEventListener("abort", close)
+    const read = <A>(effect: Effect.Effect<A, unknown>) => run(Effect.orDie(effect)).catch(() => undefined)
+    // read at once; then when woken, while woken events wait to be settled, and at the fallback poll; a heartbeat
+    // does not read
+    let mustRead = true
+    let settling = false
+    let settleStep = 0
+    let seen = wakeups.version(org.id)
+    let nextPoll = Date.now() + config.eventStreamPollMs
+    let nextHeartbeat = Date.now() + HEARTBEAT_MS
     const body = new ReadableStream<Uint8Array>({
       start: (controller) => {
+        ending = controller
         controller.enqueue(encoder.encode(`retry: 2000\n: connected\n\n`))
       },
       pull: async (controller) => {
-        const deadline = Date.now() + HEARTBEAT_MS
         while (!closed) {
-          const events = await run(Effect.orDie(reader.after(org.id, position, filter, BATCH))).catch(() => undefined)
-          if (events === undefined) {
-            close()
-            controller.close()
-            return
+          let settleWait = Number.POSITIVE_INFINITY
+          if (mustRead) {
+            // a wake-up from now on is seen by the wait below, even if it comes while this reads
+            seen = wakeups.version(org.id)
+            const events = await read(reader.after(org.id, position, filter, BATCH))
+            if (events === undefined) break
+            nextPoll = Date.now() + config.eventStreamPollMs
+            if (events.length > 0) {
+              const text = events.map((e) => sse(messageId(e.id), e.type, e.body)).join("")
+              const last = events[events.length - 1]
+              if (last !== undefined) position = { xid: last.xid, seq: last.seq }
+              controller.enqueue(encoder.encode(text))
+              // there may be more: the next pull reads on
+              return
+            }
+            mustRead = false
+            if (settling) {
+              const unsettled = await read(reader.unsettled(org.id, position, filter))
+              if (unsettled === undefined) break
+              settling = unsettled
+              if (unsettled) settleWait = SETTLE_MS[Math.min(settleStep++, SETTLE_MS.length - 1)] ?? 1000
+            }
           }
-          if (events.length > 0) {
-            const text = events.map((e) => sse(messageId(e.id), e.type, e.body)).join("")
-            const last = events[events.length - 1]
-            if (last !== undefined) position = { xid: last.xid, seq: last.seq }
-            controller.enqueue(encoder.encode(text))
-            return
-          }
-          const left = deadline - Date.now()
-          if (left <= 0) {
+          const now = Date.now()
+          if (now >= nextHeartbeat) {
+            nextHeartbeat = now + HEARTBEAT_MS
             controller.enqueue(encoder.encode(": heartbeat\n\n"))
             return
           }
-          await Bun.sleep(Math.min(IDLE_POLL_MS, left))
+          const due = Math.min(nextPoll - now, nextHeartbeat - now, settleWait)
+          if (await wakeups.wait(org.id, Math.max(0, due), seen, stopped.signal)) {
+            settling = true
+            settleStep = 0
+            mustRead = true
+          } else if (due === settleWait || Date.now() >= nextPoll) mustRead = true
         }
+        close()
+        try {
+          controller.close()
+        } catch {}
       },
       cancel: close
     })
@@ -151,6 +198,10 @@ export const makeEventStream = Effect.gen(function* () {
       }
     })
   }
+  /** Ends every open stream: a stopping server does not wait for its clients to hang up (they reconnect elsewhere). */
+  const closeAll = () => {
+    for (const end of [...streams]) end()
+  }
   /** `subscribers`: streams open on this instance now (GET /metrics). */
-  return { handle, subscribers }
+  return { handle, subscribers, closeAll }
 })
