@@ -254,9 +254,9 @@ export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.S
   "0040_web_sessions": webSessionsMigration,
   "0050_flaky_quarantine_lifecycle": flakyQuarantineLifecycle,
   "0070_admin_tokens": adminTokensMigration,
-  "0090_test_runs_by_entry": testRunsByEntry,
-  "0091_event_stream_presence": streamPresenceMigration,
-  "0100_flaky_status_history": flakyStatusHistory
+  "0100_flaky_status_history": flakyStatusHistory,
+  "0101_test_runs_by_entry": testRunsByEntry,
+  "0102_event_stream_presence": streamPresenceMigration
 }
 
 export const runMigrations = Migrator.make({})({

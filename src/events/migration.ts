@@ -84,7 +84,7 @@ export const eventsMigration = statements(
 )
 
 /**
- * Migration 0091: which organizations' events someone streams (events/StreamWakeups.ts): a row per organization and
+ * Migration 0102: which organizations' events someone streams (events/StreamWakeups.ts): a row per organization and
  * instance with open streams, valid until `until`. `append` notifies only organizations found here.
  */
 export const streamPresenceMigration = statements(
