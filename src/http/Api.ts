@@ -157,6 +157,7 @@ export const ops = {
     D.PullRequestActivity
   ),
   getTestHistory: post("getTestHistory", "/flaky-tests/get-test-history", FH.TestHistoryRequest, FH.TestHistory),
+  getUpload: post("getUpload", "/flaky-tests/get-upload", FH.UploadRequest, FH.UploadView),
   listApiTokens: post("listApiTokens", "/listApiTokens", EmptyObject, D.ListApiTokensResponse),
   createApiToken: post("createApiToken", "/createApiToken", D.CreateApiTokenRequest, D.CreatedApiToken),
   revokeApiToken: post("revokeApiToken", "/revokeApiToken", D.RevokeApiTokenRequest, EmptyObject),
@@ -287,6 +288,7 @@ export const Api = HttpApi.make("greenline")
       "getQueueActivity",
       "getPullRequestActivity",
       "getTestHistory",
+      "getUpload",
       "listApiTokens",
       "createApiToken",
       "revokeApiToken",

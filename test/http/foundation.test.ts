@@ -55,6 +55,7 @@ for (const db of databases) {
         "/v1/getQueueHealth",
         "/v1/getPullRequestActivity",
         "/v1/flaky-tests/get-test-history",
+        "/v1/flaky-tests/get-upload",
         "/v1/listApiTokens",
         "/v1/createApiToken",
         "/v1/revokeApiToken",

@@ -387,6 +387,10 @@ for (const db of databases) {
       await page.click("button >> text=Never quarantine")
       await page.waitForSelector('#status-history tr[data-kind="override"] >> text=never quarantine')
       await shot("flaky-test")
+      // a recent result links to its upload: the commit, the counts, and this test among the failed ones
+      await page.click('section[aria-labelledby="results-h"] tbody tr:has-text("failed") a[href*="/uploads/"]')
+      await page.waitForSelector("#upload-counts >> text=1 failed")
+      await page.waitForSelector("#upload-failures a >> text=test_pay_with_card")
       await page.goto(`${server.url}/repos/local/acme/app/tests`)
       await page.waitForSelector("#tests a >> text=test_pay_with_card")
       await shot("flaky-tests")

@@ -176,5 +176,80 @@ for (const db of databases) {
       expect(after.readiness).toBeUndefined()
       await ok("cancelPullRequest", { ...key, pr: { number: 1 } })
     }, 60_000)
+
+    test("an upload's page data: its commit, counts and failed tests; an id the repository lacks is a 404", async () => {
+      const failing = `<?xml version="1.0"?>
+<testsuite name="checkout" tests="3">
+  <testcase classname="app.checkout" name="test_pays" time="0.1"/>
+  <testcase classname="app.checkout" name="test_refunds" time="0.1"><failure message="expected 2, got 3">AssertionError: expected 2, got 3</failure></testcase>
+  <testcase classname="app.checkout" name="test_later" time="0"><skipped/></testcase>
+</testsuite>`
+      const sha = "c".repeat(40)
+      const form = new FormData()
+      form.append(
+        "metadata",
+        JSON.stringify({
+          ...scope,
+          sha,
+          branch: "feature",
+          pr_number: 7,
+          job_name: "unit",
+          run_at: new Date().toISOString()
+        })
+      )
+      form.append("junit", new File([failing], "junit.xml", { type: "application/xml" }))
+      const sent = await fetch(`${server.url}/v1/flaky-tests/upload`, {
+        method: "POST",
+        headers: { "x-api-token": server.token },
+        body: form
+      })
+      expect(sent.status).toBe(200)
+      const now = Date.now()
+      const listed = await ok<{ tests: ReadonlyArray<{ id: string; name: string }> }>(
+        "flaky-tests/list-failing-tests",
+        {
+          ...scope,
+          start_time: new Date(now - 3_600_000).toISOString(),
+          end_time: new Date(now + 3_600_000).toISOString(),
+          page_query: { page_size: 10, page_token: "" }
+        }
+      )
+      const refunds = listed.tests.find((t) => t.name === "test_refunds")
+      expect(refunds).toBeDefined()
+      const history = await ok<{ recent: ReadonlyArray<{ uploadId: string }> }>("flaky-tests/get-test-history", {
+        repo: repoRef,
+        test_id: refunds!.id
+      })
+      const uploadId = history.recent[0]!.uploadId
+      const view = await ok<Record<string, unknown>>("flaky-tests/get-upload", { repo: repoRef, upload_id: uploadId })
+      expect(view).toMatchObject({
+        id: uploadId,
+        sha,
+        branch: "feature",
+        prNumber: 7,
+        jobName: "unit",
+        tests: 3,
+        passed: 1,
+        failed: 1,
+        skipped: 1,
+        infra: false,
+        failures: [{ testId: refunds!.id, name: "test_refunds" }]
+      })
+      expect(String((view.failures as ReadonlyArray<{ failureSummary: string }>)[0]?.failureSummary)).toContain(
+        "expected 2, got 3"
+      )
+      const missing = await server.post("flaky-tests/get-upload", {
+        repo: repoRef,
+        upload_id: "00000000-0000-4000-8000-000000000000"
+      })
+      expect(missing.status).toBe(404)
+      const otherRepo = await server.post("flaky-tests/get-upload", {
+        repo: { ...repoRef, name: "elsewhere" },
+        upload_id: uploadId
+      })
+      expect(otherRepo.status).toBe(404)
+      const bad = await server.post("flaky-tests/get-upload", { repo: repoRef, upload_id: "nope" })
+      expect(bad.status).toBe(400)
+    })
   })
 }

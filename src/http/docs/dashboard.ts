@@ -157,5 +157,34 @@ export const DASHBOARD_DOCS = {
         }
       ]
     }
+  },
+  getUpload: {
+    summary: "Read one upload of test results: its commit, counts and failed tests (extension)",
+    description:
+      "What CI sent in one upload (`uploadTestResults`): commit, branch, PR, job, variant, when the tests ran and when the upload arrived, its counts, whether it reported an infrastructure failure, and its failed test cases by name with their failure summaries (at most 200). The `uploadId` of a test's recent results names it; an id the repository does not have (or an upload removed by retention) is a 404.",
+    request: { repo, upload_id: "9b2e4c1a-7d3f-4e5a-8b6c-0d1e2f3a4b5c" },
+    response: {
+      id: "9b2e4c1a-7d3f-4e5a-8b6c-0d1e2f3a4b5c",
+      sha: "6064d390e179c0e84933c9c347fee37cb993705d",
+      branch: "main",
+      prNumber: 42,
+      jobName: "unit",
+      variant: "",
+      runAt: "2026-11-26T12:00:00.000Z",
+      receivedAt: "2026-11-26T12:00:05.000Z",
+      tests: 120,
+      passed: 118,
+      failed: 1,
+      skipped: 1,
+      ignored: 0,
+      infra: false,
+      failures: [
+        {
+          testId: "3f1d2c4b-5a69-4e8f-9b0a-1c2d3e4f5a6b",
+          name: "cart adds an item",
+          failureSummary: "expected 2, got 3"
+        }
+      ]
+    }
   }
 } satisfies Partial<Record<OpName, OpDoc>>

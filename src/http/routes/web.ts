@@ -78,6 +78,23 @@ export const webRoutes = [
     })
   ),
 
+  handle(ops.getUpload, (req) =>
+    Effect.gen(function* () {
+      const org = yield* CurrentOrg
+      const tenancy = yield* Tenancy
+      const reader = yield* TestHistoryReader
+      const repo = yield* orDie(tenancy.findRepo(org, req.repo))
+      const r = req.repo
+      if (Option.isNone(repo))
+        return yield* notFound("NOT_FOUND", `repository ${r.host}/${r.owner}/${r.name} not found`)
+      const upload = yield* orDie(reader.upload(repo.value.id, req.upload_id))
+      if (upload === null) {
+        return yield* notFound("NOT_FOUND", `upload ${req.upload_id} of ${r.host}/${r.owner}/${r.name} not found`)
+      }
+      return upload
+    })
+  ),
+
   handle(ops.listApiTokens, () =>
     Effect.gen(function* () {
       const org = yield* CurrentOrg

@@ -37,7 +37,8 @@ const paths: Record<string, string> = {
   setQuarantineOverride: "/flaky-tests/set-quarantine-override",
   getFlakySettings: "/flaky-tests/get-settings",
   updateFlakySettings: "/flaky-tests/update-settings",
-  getTestHistory: "/flaky-tests/get-test-history"
+  getTestHistory: "/flaky-tests/get-test-history",
+  getUpload: "/flaky-tests/get-upload"
 }
 
 export const call = async <N extends OpName>(name: N, body: Body<N>): Promise<Answer<N>> => {

@@ -2,7 +2,18 @@ import { useMemo, useState } from "preact/hooks"
 import { type Answer, ApiFailure, call, orgSlug } from "./api.ts"
 import { Chart } from "./chart.tsx"
 import { useLive } from "./hooks.ts"
-import { Badge, Crumbs, ErrorView, Loading, type RepoKey, repoPath, testPath, testsPath, when } from "./ui.tsx"
+import {
+  Badge,
+  Crumbs,
+  ErrorView,
+  Loading,
+  type RepoKey,
+  repoPath,
+  testPath,
+  testsPath,
+  uploadPath,
+  when
+} from "./ui.tsx"
 
 /** Flaky tests: the list (by status, searchable, sorted by impact) and a test's page with its failure chart. */
 
@@ -352,12 +363,74 @@ export const TestPage = ({ repo, id }: { repo: RepoKey; id: string }) => {
                   <Badge kind={r.status}>{r.status}</Badge> {r.failureSummary ?? ""}
                 </td>
                 <td>
-                  <code title={r.uploadId}>{r.uploadId.slice(0, 8)}</code>
+                  <a href={uploadPath(repo, r.uploadId)} title={r.uploadId}>
+                    <code>{r.uploadId.slice(0, 8)}</code>
+                  </a>
                 </td>
               </tr>
             ))}
           </tbody>
         </table>
+      </section>
+    </>
+  )
+}
+
+/** One upload of test results: what CI sent, its counts and the tests that failed in it. */
+export const UploadPage = ({ repo, id }: { repo: RepoKey; id: string }) => {
+  const live = useLive(() => call("getUpload", { repo, upload_id: id }), uploadPath(repo, id), 60_000)
+  if (live.error !== undefined && live.data === undefined) return <ErrorView error={live.error} />
+  if (live.data === undefined) return <Loading />
+  const u = live.data
+  return (
+    <>
+      <Crumbs
+        items={[
+          ["Queues", "/"],
+          [`${repo.owner}/${repo.name}`, repoPath(repo)],
+          ["Flaky tests", testsPath(repo)],
+          [`Upload ${u.id.slice(0, 8)}`, undefined]
+        ]}
+      />
+      <header class="page-head">
+        <h1>
+          Upload <code>{u.id.slice(0, 8)}</code>
+        </h1>
+        <p class="facts" id="upload-facts">
+          commit <code>{u.sha.slice(0, 12)}</code> on {u.branch}
+          {u.prNumber !== null && (
+            <>
+              {" "}
+              (<a href={`${repoPath(repo)}/pull/${u.prNumber}`}>#{u.prNumber}</a>)
+            </>
+          )}
+          {u.jobName !== null && <> · job {u.jobName}</>}
+          {u.variant !== "" && <> · variant {u.variant}</>} · ran {when(u.runAt)} · received {when(u.receivedAt)}
+        </p>
+        <p id="upload-counts">
+          {u.tests} tests: {u.passed} passed, {u.failed} failed, {u.skipped} skipped, {u.ignored} ignored
+          {u.infra && (
+            <>
+              {" "}
+              · <Badge kind="broken">infrastructure failure</Badge>
+            </>
+          )}
+        </p>
+      </header>
+      <section aria-labelledby="upload-failures-h">
+        <h2 id="upload-failures-h">Failed tests</h2>
+        {u.failures.length === 0 ? (
+          <p class="muted">None.</p>
+        ) : (
+          <ul class="plain" id="upload-failures">
+            {u.failures.map((f, i) => (
+              <li key={`${f.testId}-${i}`}>
+                <a href={testPath(repo, f.testId)}>{f.name}</a>
+                {f.failureSummary !== null && <pre class="failure-summary">{f.failureSummary}</pre>}
+              </li>
+            ))}
+          </ul>
+        )}
       </section>
     </>
   )

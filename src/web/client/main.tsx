@@ -1,6 +1,6 @@
 import { render } from "preact"
 import { csrf, orgSlug } from "./api.ts"
-import { FlakyListPage, TestPage } from "./flaky.tsx"
+import { FlakyListPage, TestPage, UploadPage } from "./flaky.tsx"
 import { HealthPage } from "./health.tsx"
 import { HomePage, RepoPage } from "./home.tsx"
 import { interceptLinks, useLocation } from "./hooks.ts"
@@ -39,6 +39,8 @@ const route = (pathname: string, search: string) => {
   if (rest === "/tests") return <FlakyListPage repo={repo} />
   const test = /^\/tests\/([^/]+)$/.exec(rest)
   if (test !== null) return <TestPage key={rest} repo={repo} id={decode(test[1]!)} />
+  const upload = /^\/uploads\/([^/]+)$/.exec(rest)
+  if (upload !== null) return <UploadPage key={rest} repo={repo} id={decode(upload[1]!)} />
   if (rest === "/health" && branch !== undefined) return <HealthPage repo={repo} branch={branch} />
   if (rest === "/settings" && branch !== undefined) return <QueueSettingsPage repo={repo} branch={branch} />
   return <NotFound />

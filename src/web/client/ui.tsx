@@ -18,6 +18,7 @@ export const runPath = (r: RepoKey, branch: string, id: string) =>
   `${repoPath(r)}/runs/${seg(id)}?branch=${seg(branch)}`
 export const testsPath = (r: RepoKey) => `${repoPath(r)}/tests`
 export const testPath = (r: RepoKey, id: string) => `${repoPath(r)}/tests/${seg(id)}`
+export const uploadPath = (r: RepoKey, id: string) => `${repoPath(r)}/uploads/${seg(id)}`
 export const healthPath = (r: RepoKey, branch: string) => `${repoPath(r)}/health?branch=${seg(branch)}`
 export const settingsPath = (r: RepoKey, branch: string) => `${repoPath(r)}/settings?branch=${seg(branch)}`
 
