@@ -7,7 +7,7 @@ import type { CommandCi } from "./CiRunner.ts"
 import { Engine, EngineRunner, type EngineShape, type QueueKey } from "./Engine.ts"
 import { makeEngineRepo } from "./engineRepo.ts"
 import { PrNotActive, PrTestsNotRestartable, PullRequestNotFound, QueueNotFound, TestRunNotFound } from "./errors.ts"
-import { estimateFields, estimateOf, needsPrior } from "./estimates.ts"
+import { cachedEstimate, estimateFields, estimateOf, needsPrior } from "./estimates.ts"
 import { PrFeedback } from "./Feedback.ts"
 import { GitHost } from "./GitHost.ts"
 import { makeLeases } from "./lease.ts"
@@ -98,7 +98,14 @@ export const EngineLive = Layer.scopedContext(
       Effect.gen(function* () {
         const now = yield* Clock.currentTimeMillis
         let estimates = {}
-        if (active) {
+        // an unchanged queue's estimate is cached by its runtime version: then its state is not read again
+        const current = active
+          ? yield* sql<{ version: string | number }>`select version from queue_runtime where queue_id = ${queue.id}`
+          : []
+        const hit = current[0] === undefined ? undefined : cachedEstimate(queue.id, Number(current[0].version))
+        if (hit !== undefined) {
+          estimates = estimateFields(hit.estimate, entryId, { place: 1, depth: hit.depth, now })
+        } else if (active) {
           const rt = yield* sql<{ state: unknown; version: string | number }>`
             select state, version from queue_runtime where queue_id = ${queue.id}`
           const found = rt[0]
@@ -232,7 +239,9 @@ export const EngineLive = Layer.scopedContext(
               : upgradeState(parseJson<QueueState>(row.runtime_state))
           const version = row.runtime_version === null ? null : Number(row.runtime_version)
           const now = yield* Clock.currentTimeMillis
-          const prior = yield* priorFor(queue, state)
+          // the prior only feeds the estimate: not read when the estimate of this version is cached
+          const cached = version !== null && cachedEstimate(queue.id, version) !== undefined
+          const prior = cached ? undefined : yield* priorFor(queue, state)
           const runnerError =
             row.runner_error === null
               ? null

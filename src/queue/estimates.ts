@@ -8,7 +8,19 @@ import type { AdaptiveChoiceView } from "./schemas.ts"
 type AdaptiveChoice = typeof AdaptiveChoiceView.Type
 
 const CACHE_SIZE = 256
-const cache = new Map<string, { readonly version: number; readonly estimate: QueueEstimate }>()
+interface Cached {
+  readonly version: number
+  readonly estimate: QueueEstimate
+  /** the state's speculation depth (concurrency), for entries the planner has not placed yet */
+  readonly depth: number
+}
+const cache = new Map<string, Cached>()
+
+/** The estimate cached for this runtime version of the queue, if any: a read needs neither the state nor a prior. */
+export const cachedEstimate = (queueId: string, version: number): Cached | undefined => {
+  const hit = cache.get(queueId)
+  return hit !== undefined && hit.version === version ? hit : undefined
+}
 
 /**
  * The estimate of a queue's state; `version` (the runtime row's) keys the cache, null: not cached. `prior`: the
@@ -26,7 +38,7 @@ export const estimateOf = (
   const estimate = estimateQueue(state, now, prior)
   if (version !== null) {
     cache.delete(queueId)
-    cache.set(queueId, { version, estimate })
+    cache.set(queueId, { version, estimate, depth: state.config.concurrency })
     if (cache.size > CACHE_SIZE) cache.delete(cache.keys().next().value!)
   }
   return estimate
