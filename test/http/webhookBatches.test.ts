@@ -10,32 +10,9 @@ import { Webhook } from "standardwebhooks"
 import { type Received, startReceiver } from "../support/receiver.ts"
 import { openScenario } from "../support/scenario.ts"
 import { databases, startTestServer, type TestServer, tempDir } from "../support/server.ts"
+import { BATCH_KEYS, sorted } from "../support/trunkPayloads.ts"
 
 const TIMEOUT = 120_000
-
-const PR_COMMON = [
-  "type",
-  "action",
-  "status",
-  "author",
-  "http_details_url",
-  "pr_number",
-  "repository",
-  "target_branch",
-  "timestamp"
-]
-const TEST_FIELDS = ["test_branch", "test_branch_sha", "test_pr_number", "batched", "is_bisection"]
-const BATCH = ["pr_numbers", "pr_numbers_in_batch"]
-const BATCH_KEYS: Record<string, ReadonlyArray<string>> = {
-  submitted: [...PR_COMMON, ...BATCH, "submitted_reason"],
-  queued: [...PR_COMMON, ...BATCH, "queued_reason"],
-  testing: [...PR_COMMON, ...BATCH, ...TEST_FIELDS],
-  pending_failure: [...PR_COMMON, ...BATCH, "failure_reason"],
-  failed: [...PR_COMMON, ...BATCH, "failure_reason", ...TEST_FIELDS],
-  merged: [...PR_COMMON, ...BATCH, "merged_reason"],
-  canceled: [...PR_COMMON, ...BATCH, "cancellation_reason", ...TEST_FIELDS]
-}
-const sorted = (keys: Iterable<string>) => [...keys].sort()
 
 for (const db of databases) {
   describe(`batch webhooks (${db})`, () => {

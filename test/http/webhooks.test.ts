@@ -14,6 +14,7 @@ import { Tenancy } from "../../src/tenancy/Tenancy.ts"
 import { startReceiver } from "../support/receiver.ts"
 import { openScenario } from "../support/scenario.ts"
 import { databases, eventually, startTestServer, type TestServer, tempDir } from "../support/server.ts"
+import { PR_KEYS, sorted } from "../support/trunkPayloads.ts"
 
 const TIMEOUT = 90_000
 
@@ -33,29 +34,6 @@ const clockAhead = (offsetMs: number): Clock.Clock => {
 /** One delivery pass at real time + `offsetMs`; the number of messages sent. */
 const deliverAt = (server: TestServer, offsetMs = 0) =>
   server.run(Effect.flatMap(Delivery, (d) => d.deliverDue).pipe(Effect.withClock(clockAhead(offsetMs))))
-
-const PR_COMMON = [
-  "type",
-  "action",
-  "status",
-  "author",
-  "http_details_url",
-  "pr_number",
-  "repository",
-  "target_branch",
-  "timestamp"
-]
-const TEST_FIELDS = ["test_branch", "test_branch_sha", "test_pr_number", "batched", "is_bisection"]
-const PR_KEYS: Record<string, ReadonlyArray<string>> = {
-  submitted: [...PR_COMMON, "submitted_reason"],
-  queued: [...PR_COMMON, "queued_reason"],
-  testing: [...PR_COMMON, ...TEST_FIELDS],
-  pending_failure: [...PR_COMMON, "failure_reason"],
-  failed: [...PR_COMMON, "failure_reason", ...TEST_FIELDS],
-  merged: [...PR_COMMON, "merged_reason"],
-  canceled: [...PR_COMMON, "cancellation_reason", ...TEST_FIELDS]
-}
-const sorted = (keys: Iterable<string>) => [...keys].sort()
 
 for (const db of databases) {
   describe(`webhooks (${db})`, () => {
