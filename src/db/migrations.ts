@@ -1,7 +1,7 @@
 import * as Migrator from "@effect/sql/Migrator"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { Effect } from "effect"
-import { eventsMigration, streamPresenceMigration } from "../events/migration.ts"
+import { eventsMigration, streamPresenceMigration, timelineInLogMigration } from "../events/migration.ts"
 import { flakyStatusHistory } from "../flaky/historyMigration.ts"
 import { flakyMigration, flakyQuarantineLifecycle, flakyResultsByTime } from "../flaky/migration.ts"
 import { requestsAndRunnerErrors } from "../queue/migration.ts"
@@ -256,7 +256,8 @@ export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.S
   "0070_admin_tokens": adminTokensMigration,
   "0100_flaky_status_history": flakyStatusHistory,
   "0101_test_runs_by_entry": testRunsByEntry,
-  "0102_event_stream_presence": streamPresenceMigration
+  "0102_event_stream_presence": streamPresenceMigration,
+  "0103_timeline_in_event_log": timelineInLogMigration
 }
 
 export const runMigrations = Migrator.make({})({

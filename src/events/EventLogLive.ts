@@ -62,7 +62,10 @@ export interface EventReaderShape {
    * transaction is not older than every running one.
    */
   readonly unsettled: (orgId: string, after: LogPosition, filter: StreamFilter) => Effect.Effect<boolean, SqlError>
-  /** Deletes events older than `days` days (with their messages and attempts), a bounded batch at a time. */
+  /**
+   * Deletes events older than `days` days (with their messages and attempts), a bounded batch at a time; the records
+   * of a queue entry's timeline only once the entry ended more than `days` ago (or is gone).
+   */
   readonly prune: (days: number) => Effect.Effect<number, SqlError>
 }
 
@@ -90,29 +93,37 @@ export const EventLogLive = Layer.effectContext(
             ordering_key: e.orderingKey,
             dedupe_key: e.dedupeKey ?? null,
             occurred_at: timestamp,
-            body: JSON.stringify({ type: e.type, timestamp, data: { type: e.type, ...e.data } })
+            body:
+              e.type === null ? null : JSON.stringify({ type: e.type, timestamp, data: { type: e.type, ...e.data } }),
+            entry_id: e.transition?.entryId ?? null,
+            state: e.transition?.state ?? null,
+            reason: e.transition?.reason ?? null
           }
         })
-        // the events and, in the same statement, a message for every enabled endpoint that wants each of them
+        // the events and, in the same statement, a message for every enabled endpoint that wants each of them (records
+        // without a type are never delivered nor streamed)
         const fanned = yield* sql<{ n: number; streamed: string | null }>`
           with ins as (
-            insert into event_log (id, org_id, repo_id, branch, type, ordering_key, dedupe_key, occurred_at, body)
-            select v.id, v.org_id, v.repo_id, v.branch, v.type, v.ordering_key, v.dedupe_key, v.occurred_at, v.body
+            insert into event_log (id, org_id, repo_id, branch, type, ordering_key, dedupe_key, occurred_at, body,
+                                   entry_id, state, reason)
+            select v.id, v.org_id, v.repo_id, v.branch, v.type, v.ordering_key, v.dedupe_key, v.occurred_at, v.body,
+                   v.entry_id, v.state, v.reason
             from jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) as v(i int, id uuid, org_id uuid, repo_id uuid,
-              branch text, type text, ordering_key text, dedupe_key text, occurred_at timestamptz, body text)
+              branch text, type text, ordering_key text, dedupe_key text, occurred_at timestamptz, body text,
+              entry_id uuid, state text, reason text)
             order by v.i
             on conflict (org_id, dedupe_key) where dedupe_key is not null do nothing
             returning seq, org_id, repo_id, type, ordering_key),
           msgs as (
             insert into webhook_messages (endpoint_id, event_seq, org_id, ordering_key)
             select w.id, ins.seq, ins.org_id, ins.ordering_key
-            from ins join webhook_endpoints w on w.org_id = ins.org_id and not w.disabled
+            from ins join webhook_endpoints w on w.org_id = ins.org_id and not w.disabled and ins.type is not null
               and (w.event_types is null or ins.type = any(w.event_types))
               and (w.repo_id is null or w.repo_id = ins.repo_id)
             returning 1)
           select (select count(*)::int from msgs) as n,
             (select string_agg(distinct p.org_id::text, ',') from event_stream_presence p
-             where p.until > now() and p.org_id in (select org_id from ins)) as streamed`
+             where p.until > now() and p.org_id in (select org_id from ins where type is not null)) as streamed`
         if ((fanned[0]?.n ?? 0) > 0) yield* db.notify(DELIVERY_CHANNEL, "")
         // organizations someone streams: their streams wake at commit (StreamWakeups.ts)
         const streamed = fanned[0]?.streamed
@@ -124,8 +135,9 @@ export const EventLogLive = Layer.effectContext(
     const toPosition = (row: { xid: string; seq: string | number } | undefined): LogPosition | undefined =>
       row === undefined ? undefined : { xid: String(row.xid), seq: Number(row.seq) }
 
+    // records without a type (timeline only) are never streamed
     const filtered = (filter: StreamFilter) =>
-      sql`${filter.repoIds !== undefined ? sql`and repo_id = any(${`{${filter.repoIds.join(",")}}`}::uuid[])` : sql``}
+      sql`and type is not null ${filter.repoIds !== undefined ? sql`and repo_id = any(${`{${filter.repoIds.join(",")}}`}::uuid[])` : sql``}
         ${filter.branch !== undefined ? sql`and branch = ${filter.branch}` : sql``}
         ${filter.types !== undefined ? sql`and type = any(${`{${filter.types.join(",")}}`}::text[])` : sql``}`
 
@@ -134,7 +146,7 @@ export const EventLogLive = Layer.effectContext(
         Effect.map(
           sql<{ xid: string; seq: string | number }>`
             select xid::text as xid, seq from event_log
-            where org_id = ${orgId} and xid < pg_snapshot_xmin(pg_current_snapshot())
+            where org_id = ${orgId} and xid < pg_snapshot_xmin(pg_current_snapshot()) and type is not null
             order by xid desc, seq desc limit 1`,
           (rows) => toPosition(rows[0]) ?? ORIGIN
         ),
@@ -164,11 +176,18 @@ export const EventLogLive = Layer.effectContext(
                 and (xid, seq) > (${after.xid}::xid8, ${after.seq}) ${filtered(filter)}) as unsettled`,
           (rows) => rows[0]?.unsettled === true
         ),
+      // a record of a pull request's timeline stays while its entry is in a queue and for `days` after it ended: a
+      // timeline is never cut while it is read, and goes whole (docs/decisions.md, "Retention")
       prune: (days) =>
         Effect.map(
           sql<{ seq: string }>`
             delete from event_log where seq in (
-              select seq from event_log where created_at < now() - make_interval(days => ${days}) order by seq limit 5000)
+              select l.seq from event_log l
+              where l.created_at < now() - make_interval(days => ${days})
+                and (l.entry_id is null or not exists (
+                  select 1 from entries e where e.id = l.entry_id
+                    and (e.ended_at is null or e.ended_at >= now() - make_interval(days => ${days}))))
+              order by l.seq limit 5000)
             returning seq`,
           (rows) => rows.length
         )

@@ -266,7 +266,7 @@ export const WebhooksLive = Layer.effect(
           const rows = yield* sql<{ n: number }>`
             with picked as (
               select e.seq, e.org_id, e.ordering_key from event_log e join webhook_endpoints w on w.id = ${req.endpointId}
-              where e.org_id = ${org.id}
+              where e.org_id = ${org.id} and e.type is not null
                 and (w.event_types is null or e.type = any(w.event_types))
                 and (w.repo_id is null or w.repo_id = e.repo_id)
                 ${req.since !== undefined ? sql`and e.occurred_at >= ${new Date(req.since).toISOString()}` : sql``}

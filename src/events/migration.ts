@@ -95,3 +95,34 @@ export const streamPresenceMigration = statements(
      primary key (org_id, instance)
    )`
 )
+
+/**
+ * Migration 0103: one model. Every state change of a queue entry is a record of the log: `entry_id`, `state` and
+ * the raw `reason` (what the timeline of getSubmittedPullRequest shows), on the Trunk event it is told as, or on a
+ * record of its own when Trunk has no event for it (`type` and `body` null: never delivered nor streamed). The
+ * timeline rows written so far (`entry_timeline`) move into the log as such records, in their order, dated when they
+ * happened; then that table goes. `event_log_entry` reads a timeline; `event_log_ends_at`, by time, the
+ * transitions that end a pull request or restart its tests, and pending failures (getMergeQueueMetrics' last hour,
+ * the causes of restarts): only those, so a range reads about a third of the records it would otherwise (the log's
+ * rows are wider than the timeline's were).
+ */
+export const timelineInLogMigration = statements(
+  `alter table event_log alter column type drop not null`,
+  `alter table event_log alter column body drop not null`,
+  `alter table event_log add column entry_id uuid, add column state text, add column reason text`,
+  `alter table event_log add constraint event_log_transition
+     check ((entry_id is null) = (state is null) and (state is null) = (reason is null)
+            and (type is not null or entry_id is not null) and (type is null) = (body is null))`,
+  `insert into event_log (id, org_id, repo_id, branch, type, ordering_key, occurred_at, created_at, body,
+                          entry_id, state, reason)
+   select gen_random_uuid(), r.org_id, r.id, q.branch, null, 'pr:' || r.id || ':' || q.branch || ':' || e.pr_number,
+          t.at, t.at, null, t.entry_id, t.state, t.reason
+   from entry_timeline t join entries e on e.id = t.entry_id join queues q on q.id = e.queue_id
+   join repositories r on r.id = q.repo_id
+   order by t.id`,
+  `create index event_log_entry on event_log (entry_id, seq) where entry_id is not null`,
+  `create index event_log_ends_at on event_log (occurred_at)
+     where entry_id is not null
+       and (state in ('merged', 'failed', 'cancelled', 'pending_failure') or reason = 'RESTART_REQUESTED')`,
+  `drop table entry_timeline`
+)

@@ -94,7 +94,7 @@ export const GitHubFeedbackLive = Layer.effect(
       Effect.map(
         sql<{ state: EntryState; head_sha: string; reason: string | null }>`
           select e.state, e.head_sha,
-                 (select t.reason from entry_timeline t where t.entry_id = e.id order by t.id desc limit 1) as reason
+                 (select t.reason from event_log t where t.entry_id = e.id order by t.seq desc limit 1) as reason
           from entries e where e.queue_id = ${queue.id} and e.pr_number = ${prNumber}`,
         (rows): Option.Option<EntryNow> =>
           Option.map(Option.fromNullable(rows[0]), (r) => ({

@@ -24,10 +24,25 @@ export const EVENT_TYPES = [
 ] as const
 export type EventType = (typeof EVENT_TYPES)[number]
 
+/**
+ * A queue entry's change of state: the record that carries it is a row of the entry's timeline (what
+ * getSubmittedPullRequest shows), with the planner's own state and reason (`tests_passed`, `not_ready`: states Trunk
+ * has no event for).
+ */
+export interface Transition {
+  readonly entryId: string
+  readonly state: string
+  readonly reason: string
+}
+
 /** One domain event, as a feature hands it to the log. */
 export interface NewEvent {
   readonly orgId: string
-  readonly type: EventType
+  /**
+   * The webhook and stream type; null for a record that only carries a `transition` Trunk has no event for: kept in
+   * the log, never delivered nor streamed.
+   */
+  readonly type: EventType | null
   /** When it happened (epoch ms): the message's `timestamp`. */
   readonly at: number
   /** The webhook payload (`data` of the message), field names exactly as Trunk's. */
@@ -39,6 +54,8 @@ export interface NewEvent {
   readonly orderingKey: string
   /** When set, a second event with the same key in the organization is dropped (a fact told once, e.g. a run's start). */
   readonly dedupeKey?: string | undefined
+  /** The entry state change this record stands for (at most one record per change carries it). */
+  readonly transition?: Transition | undefined
 }
 
 export interface EventLogShape {

@@ -61,9 +61,8 @@ export const EngineLive = Layer.scopedContext(
     // the Git host's view of a PR (GitHub: comment and status check), when the application provides one
     const feedback = yield* Effect.serviceOption(PrFeedback)
     const withFeedback = Option.isSome(feedback) ? Context.add(context, PrFeedback, feedback.value) : context
-    // the event log the runners append their rounds' events to, when the application has one
-    const eventLog = yield* Effect.serviceOption(EventLog)
-    const runnerContext = Option.isSome(eventLog) ? Context.add(withFeedback, EventLog, eventLog.value) : withFeedback
+    // the event log the runners append their rounds' transitions (the timelines) and events to
+    const runnerContext = Context.add(withFeedback, EventLog, yield* EventLog)
     const store = makeStore(sql)
     const repo = makeEngineRepo(sql)
     const { activeEntries, enqueueEvent, enqueueEvents, insertRuntime, loadRuntime, readTargets, timeline } = store
@@ -133,10 +132,10 @@ export const EngineLive = Layer.scopedContext(
           b.restarts.length === 0
             ? []
             : yield* sql<{ pr_number: string | number; at: Date | string }>`
-                select e.pr_number, t.at from entry_timeline t join entries e on e.id = t.entry_id
-                where e.queue_id = ${queue.id} and e.id <> ${entryId}
+                select e.pr_number, t.occurred_at as at from event_log t join entries e on e.id = t.entry_id
+                where t.entry_id is not null and e.queue_id = ${queue.id} and e.id <> ${entryId}
                   and t.state in ('failed', 'pending_failure')
-                  and t.at in ${sql.in(b.restarts.map((r) => iso(r.at)))}`
+                  and t.occurred_at in ${sql.in(b.restarts.map((r) => iso(r.at)))}`
         const causeAt = new Map(causes.map((c) => [new Date(c.at).getTime(), Number(c.pr_number)]))
         return {
           ...estimates,

@@ -230,7 +230,7 @@ export const QueueActivityLive = Layer.effect(
     const entryColumns = sql`e.pr_number, e.title, e.author, e.state, e.priority, e.submitted_at, e.state_changed_at,
       e.ended_at, e.run_id,
       case when e.state in ('not_ready', 'merged', 'failed', 'cancelled') then
-        (select t.reason from entry_timeline t where t.entry_id = e.id order by t.id desc limit 1) end as reason`
+        (select t.reason from event_log t where t.entry_id = e.id order by t.seq desc limit 1) end as reason`
 
     return {
       listQueues: (orgId) =>
@@ -419,7 +419,7 @@ export const queueHealth = (queue: QueueRow, days: number, bucket: "hour" | "day
       reason: string | null
     }>`
       select e.pr_number, e.state, e.submitted_at, e.ended_at, e.restarts,
-        (select t.reason from entry_timeline t where t.entry_id = e.id order by t.id desc limit 1) as reason
+        (select t.reason from event_log t where t.entry_id = e.id order by t.seq desc limit 1) as reason
       from entries e
       where e.queue_id = ${queue.id} and (e.ended_at is null or e.ended_at >= ${new Date(from)})`
     const runs = yield* sql<{ created_at: Date | string; ended_at: Date | string | null; tested: number | string }>`

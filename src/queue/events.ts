@@ -8,8 +8,9 @@ import type { StoredQueueConfig } from "./schemas.ts"
 
 /**
  * The merge queue's domain events (contract.md §8): the pull request and batch state changes of a runner round, the
- * test runs' starts and ends, and configuration changes. Built here, from the same transitions the timeline of
- * getSubmittedPullRequest is written from, and appended to the event log in the same transaction.
+ * test runs' starts and ends, and configuration changes, appended to the event log in the round's transaction. Every
+ * pull request transition of a round is one record of the log (the timeline of getSubmittedPullRequest reads them):
+ * carried by the first Trunk event it is told as, or a record without a type when Trunk has none for it.
  */
 
 export interface QueueInfo {
@@ -84,7 +85,7 @@ const testDetails = (run: RunRecord | undefined) => ({
 export const prUrl = (publicUrl: string, q: QueueInfo, prNumber: number) =>
   `${publicUrl}/repos/${q.host}/${q.owner}/${q.name}/pull/${prNumber}`
 
-const base = (q: QueueInfo, type: EventType, at: number, orderingKey: string, data: Record<string, unknown>) =>
+const base = (q: QueueInfo, type: EventType | null, at: number, orderingKey: string, data: Record<string, unknown>) =>
   ({ orgId: q.orgId, type, at, data, repoId: q.repoId, branch: q.branch, orderingKey }) satisfies NewEvent
 
 export interface Round {
@@ -151,13 +152,19 @@ export const roundEvents = (
   }
   for (const t of round.transitions) {
     const run = runOf(t)
-    for (const action of actionsOf(t)) {
+    const key = `pr:${q.repoId}:${q.branch}:${t.prNumber}`
+    // the transition itself rides on its first event, or on a record of its own when Trunk tells it not at all
+    const transition = { entryId: t.entryId, state: t.to, reason: t.reason }
+    const actions = actionsOf(t)
+    if (actions.length === 0) events.push({ ...base(q, null, t.at, key, {}), transition })
+    for (const [i, action] of actions.entries()) {
       const data = {
         ...common(action, t.prNumber, t.entryId, t.at),
         ...reasonField(action, t.reason),
         ...(WITH_TEST_DETAILS.has(action) ? testDetails(run) : {})
       }
-      events.push(base(q, `pull_request.${action}`, t.at, `pr:${q.repoId}:${q.branch}:${t.prNumber}`, data))
+      const event = base(q, `pull_request.${action}`, t.at, key, data)
+      events.push(i === 0 ? { ...event, transition } : event)
     }
   }
   const stateOf = new Map<string, EntryState>(context.entryStates)

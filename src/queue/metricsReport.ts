@@ -5,7 +5,7 @@ import { formatLabels, formatNumber, renderFamily } from "../kernel/prometheusTe
 
 /**
  * `GET /v1/getMergeQueueMetrics`: the hosted product's queue metrics (contract.md §2), computed from the stored
- * entries, timelines and test runs, so every instance answers the same and a restart loses nothing.
+ * entries, timelines (the event log's transition records) and test runs, so every instance answers the same and a restart loses nothing.
  */
 
 export const BUCKETS = [60, 300, 600, 900, 1800, 3600, 5400, 7200] as const
@@ -61,10 +61,10 @@ const CUMULATIVE = (prefix: string) =>
  * and per series the gauges and the histograms' bucket counts, aggregated in the database, so the answer's size and
  * the work here depend on the number of queues, not on the number of entries (a histogram is counted per bucket
  * first, then made cumulative over those few rows: cheaper than one filtered count per bucket over every row).
- * The time-bounded parts read the indexes on `entry_timeline (at)`, `entries (state_changed_at)`,
- * `entries (first_tested_at)`, `entries (ended_at)` and `test_runs (ended_at)`. Durations are taken with
- * `date_part('epoch', …)`, a float: `extract` answers a numeric since PostgreSQL 14, and computing and summing those
- * took a third of the statement's time.
+ * The time-bounded parts read the indexes on the event log's ends and restarts by time (`event_log_ends_at`),
+ * `entries (state_changed_at)`, `entries (first_tested_at)`, `entries (ended_at)` and `test_runs (ended_at)`.
+ * Durations are taken with `date_part('epoch', …)`, a float: `extract` answers a numeric since PostgreSQL 14, and
+ * computing and summing those took a third of the statement's time.
  */
 export const renderQueueMetrics = (
   scope: MetricsScope,
@@ -73,8 +73,8 @@ export const renderQueueMetrics = (
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
     const since = new Date(now - HOUR_MS)
-    // An entry's state_changed_at is written with each of its timeline rows (same time, same transaction), so the
-    // entries with timeline rows in the last hour changed in the last hour: looking among those only keeps the join
+    // An entry's state_changed_at is written with each of its timeline records (same time, same transaction), so the
+    // entries with timeline records in the last hour changed in the last hour: looking among those only keeps the join
     // as small as the last hour, whatever the history; the margin covers clocks of instances that differ a little.
     const changedSince = new Date(now - HOUR_MS - CLOCK_MARGIN_MS)
     const repoFilter = scope.repoId === undefined ? sql`true` : sql`r.id = ${scope.repoId}`
@@ -106,8 +106,8 @@ export const renderQueueMetrics = (
                count(*) filter (where t.state = 'failed')::int as failed,
                count(*) filter (where t.state = 'cancelled')::int as cancelled,
                count(*) filter (where t.reason = 'RESTART_REQUESTED')::int as restarts
-        from entry_timeline t join entries e on e.id = t.entry_id
-        where t.at >= ${since} and e.state_changed_at >= ${changedSince} and e.queue_id in (select id from q)
+        from event_log t join entries e on e.id = t.entry_id
+        where t.entry_id is not null and t.occurred_at >= ${since} and e.state_changed_at >= ${changedSince} and e.queue_id in (select id from q)
           and (t.state in ('merged','failed','cancelled') or t.reason = 'RESTART_REQUESTED')
         group by e.queue_id
       ),

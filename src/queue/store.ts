@@ -6,7 +6,8 @@ import { ACTIVE_STATES } from "./QueueRepo.ts"
 
 /**
  * The engine's storage: the planner state of each queue (one JSON document with its outbox of commands and its
- * lease), the inbox of events, and the projections the API reads (entries with their timelines, test runs).
+ * lease), the inbox of events, and the projections the API reads (entries, test runs; the entries' timelines are
+ * records of the event log, written by the round's `onRound`).
  */
 
 /** An event in a queue's inbox: a planner event, or something the runner turns into one. */
@@ -233,8 +234,9 @@ export const upgradeState = (state: QueueState): QueueState => {
 }
 
 /**
- * `onRound`, when given, runs in each persisted round's transaction after its rows are written: the round's domain
- * events go to the event log there (queue/events.ts), from the same transitions as the timeline.
+ * `onRound` runs in each persisted round's transaction after its rows are written: the round's transitions and
+ * domain events go to the event log there (queue/events.ts). The log is where the entries' timelines are kept
+ * (`timeline`), so a store without it (reads, the inbox) dies rather than persist a round that moved an entry.
  */
 export const makeStore = (
   sql: SqlClient.SqlClient,
@@ -318,17 +320,6 @@ export const makeStore = (
                        id uuid, state text, at timestamptz, run_id_set boolean, run_id text, verified_by_test_run text,
                        first_tested_at timestamptz, ended_at timestamptz)
                      where e.id = v.id and (e.request_seq is null or e.request_seq = any(${processed}::bigint[]))`
-          const timeline = out.transitions.map((t, i) => ({
-            i,
-            id: t.entryId,
-            at: iso(t.at),
-            state: t.to,
-            reason: t.reason
-          }))
-          yield* sql`insert into entry_timeline (entry_id, at, state, reason)
-                     select v.id, v.at, v.state, v.reason
-                     from jsonb_to_recordset(${JSON.stringify(timeline)}::jsonb) as v(i int, id uuid, at timestamptz, state text, reason text)
-                     order by v.i`
         }
         if (out.runChanges.length > 0) {
           const runs = out.runChanges.map((run) => ({
@@ -346,7 +337,9 @@ export const makeStore = (
                      on conflict (id) do update set record = excluded.record, status = excluded.status,
                        test_branch_sha = excluded.test_branch_sha, ended_at = excluded.ended_at`
         }
+        // the round's records in the event log: its transitions (the entries' timelines) and its events
         if (onRound !== undefined) yield* onRound(queueId, out)
+        else if (out.transitions.length > 0) return yield* Effect.dieMessage("a round persisted without its event log")
         if (out.processed.length > 0) {
           // the requests this round read are in its state now
           yield* sql`update entries set request_seq = null, request_new = false
@@ -517,9 +510,10 @@ export const makeStore = (
   const activeEntries = (queueId: string): Effect.Effect<ReadonlyArray<EntryRow>, SqlError> =>
     sql<EntryRow>`select * from entries where queue_id = ${queueId} and state in ${sql.in(ACTIVE_STATES)}`
 
+  /** An entry's timeline: the records of its transitions in the event log, in log order. */
   const timeline = (entryId: string) =>
     sql<{ at: Date | string; state: string; reason: string }>`
-        select at, state, reason from entry_timeline where entry_id = ${entryId} order by id`
+        select occurred_at as at, state, reason from event_log where entry_id = ${entryId} order by seq`
 
   /**
    * The impacted targets stored for a PR's head, null when none were. Kept as JSON text (a list may hold 100,000s

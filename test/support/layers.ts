@@ -2,6 +2,7 @@ import { createHash } from "node:crypto"
 import { Effect, Layer, Option } from "effect"
 import { type AppConfigShape, makeAppConfig } from "../../src/config.ts"
 import { layerPgliteMemory } from "../../src/db/Database.ts"
+import { EventLogLive } from "../../src/events/EventLogLive.ts"
 import { CommandCi, type CommandCiService } from "../../src/queue/CiRunner.ts"
 import { EngineLive } from "../../src/queue/EngineLive.ts"
 import {
@@ -23,7 +24,7 @@ import { TenancyLive } from "../../src/tenancy/Tenancy.ts"
 /**
  * Test layers of the engine's outward ports, in memory (docs/architecture.md, "Testing"): a Git host whose
  * repositories are maps of commits, and a built-in CI whose verdict is a function of the commit's files. Storage stays
- * real (in-memory PGlite, migrated); `engineTestLayer` provides `Engine` over them without HTTP, GitHub or events.
+ * real (in-memory PGlite, migrated); `engineTestLayer` provides `Engine` over them without HTTP, GitHub or webhooks.
  */
 
 export type Files = Readonly<Record<string, string>>
@@ -354,7 +355,8 @@ export interface EngineTestOptions {
 /**
  * `Engine` and `EngineRunner` (EngineLive) with what they need: the real storage services (queues, statuses, tenancy
  * for the test's organizations and repositories) on an in-memory PGlite, the memory Git host and CI, the runner's
- * health, no metrics, and the test's probe. No HTTP server, no GitHub adapter, no event log or webhooks.
+ * health, no metrics, and the test's probe, with the event log the runners write the timelines to (no webhook
+ * endpoints nor delivery). No HTTP server, no GitHub adapter.
  */
 export const engineTestLayer = (options: EngineTestOptions) => {
   const config = makeAppConfig({
@@ -371,7 +373,7 @@ export const engineTestLayer = (options: EngineTestOptions) => {
     RunnerHealthLive,
     config
   )
-  const storage = Layer.mergeAll(QueueRepoLive, StatusesLive, TenancyLive).pipe(
+  const storage = Layer.mergeAll(QueueRepoLive, StatusesLive, TenancyLive, EventLogLive).pipe(
     Layer.provideMerge(layerPgliteMemory(options.seed))
   )
   return EngineLive.pipe(Layer.provideMerge(storage), Layer.provideMerge(ports))

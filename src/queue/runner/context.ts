@@ -70,13 +70,11 @@ export const reloadQueue = (ctx: RunnerCtx) =>
 export const makeRunnerCtx = (queueId: string) =>
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
-    // each persisted round's events (PR, batch and test run changes) go to the event log in the round's transaction
-    const eventLog = yield* Effect.serviceOption(EventLog)
+    // each persisted round's transitions (the entries' timelines) and events (PR, batch and test run changes) go to
+    // the event log in the round's transaction
+    const eventLog = yield* EventLog
     const publicUrl = (yield* AppConfig).publicUrl
-    const store = makeStore(
-      sql,
-      Option.isSome(eventLog) ? makeRoundEventWriter(sql, eventLog.value, publicUrl) : undefined
-    )
+    const store = makeStore(sql, makeRoundEventWriter(sql, eventLog, publicUrl))
     const loaded = yield* store.loadRuntime(queueId)
     if (Option.isNone(loaded)) return Option.none<RunnerCtx>()
     const queues = yield* QueueRepo
