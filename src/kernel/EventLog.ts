@@ -68,5 +68,8 @@ export interface EventLogShape {
 
 export class EventLog extends Context.Tag("greenline/EventLog")<EventLog, EventLogShape>() {}
 
-/** A log that keeps nothing: for code run without the events feature (tools, unit tests). */
+/**
+ * A log that keeps nothing: for code run without the events feature (tools, unit tests). Not for the queue engine:
+ * its timelines are records of the log.
+ */
 export const noEventLog: EventLogShape = { append: () => Effect.void }
