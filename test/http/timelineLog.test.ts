@@ -131,6 +131,32 @@ for (const db of databases) {
     )
 
     test(
+      "a restart names the pull request whose failure caused it, read from the log",
+      async () => {
+        const s = await openScenario(server, root, { name: `cause-${db}`, concurrency: 2 })
+        try {
+          // #2 is tested on top of #1; #1 fails, so #2 is tested again without it
+          s.createPr(1)
+          s.createPr(2)
+          await s.submit(1)
+          await s.submit(2)
+          await s.waitState(2, "testing")
+          await s.ciFail(1)
+          await s.waitState(1, "failed")
+          const pr = await s.ok<{
+            timeBreakdown?: { restarts: ReadonlyArray<{ at: string; reason: string; causedByPr: number | null }> }
+          }>("getSubmittedPullRequest", { pr: { number: 2 } })
+          const restarts = pr.timeBreakdown?.restarts ?? []
+          expect(restarts.length).toBe(1)
+          expect(restarts[0]?.causedByPr).toBe(1)
+        } finally {
+          s.close()
+        }
+      },
+      TIMEOUT
+    )
+
+    test(
       "retention keeps the whole timeline of a pull request in a queue or ended within it, and drops older ones whole",
       async () => {
         const s = await openScenario(server, root, { name: `retention-${db}`, concurrency: 1 })
