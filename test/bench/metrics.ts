@@ -1,7 +1,8 @@
 /**
  * bench:metrics — how long `GET /v1/getMergeQueueMetrics` takes for an organization with 100 queues and 10,000
  * entries (with their timelines and test runs) in the last hour, on PostgreSQL, against a baseline in the same run:
- * a plain `select count(*)` over the same timeline rows through the same driver (`pg`), from this process.
+ * a plain `select count(*)` over the timeline records the endpoint reads (the last hour's ends and restarts, through
+ * the same index) through the same driver (`pg`), from this process.
  * The rows are made in bulk in SQL (generate_series), beside older history (entries of the past weeks) that the
  * endpoint must not read.
  *   bun test/bench/metrics.ts        (BENCH_DATABASE_URL, default postgres://postgres@127.0.0.1:5432/test)
@@ -188,7 +189,8 @@ try {
     db.query(
       `select count(*) from event_log t join entries e on e.id = t.entry_id
        join queues q on q.id = e.queue_id join repositories r on r.id = q.repo_id
-       where r.org_id = $1 and t.entry_id is not null and t.occurred_at >= now() - interval '1 hour'`,
+       where r.org_id = $1 and t.entry_id is not null and t.occurred_at >= now() - interval '1 hour'
+         and (t.state in ('merged', 'failed', 'cancelled') or t.reason = 'RESTART_REQUESTED')`,
       [orgId]
     )
   )
@@ -201,7 +203,7 @@ try {
       `${REQUESTS} sequential requests after 5 warm-up, ${os.cpus().length} cores\n\n` +
       "| what | p50 ms | p95 ms | max ms | notes |\n|---|---:|---:|---:|---|\n" +
       `| GET /v1/getMergeQueueMetrics | ${f(ours.p50)} | ${f(ours.p95)} | ${f(ours.max)} | ${series} series, ${(text.length / 1024).toFixed(0)} KiB; mean in the server ${f(serverMs)} ms; target p95 < ${TARGET_MS} ms: ${ours.p95 < TARGET_MS ? "met" : "missed"} |\n` +
-      `| baseline: select count(*) over the last hour's timeline (pg, same database) | ${f(baseline.p50)} | ${f(baseline.p95)} | ${f(baseline.max)} | ratio p50 ${(ours.p50 / baseline.p50).toFixed(1)}× |\n`
+      `| baseline: select count(*) over the last hour's ends and restarts in the log (pg, same database) | ${f(baseline.p50)} | ${f(baseline.p95)} | ${f(baseline.max)} | ratio p50 ${(ours.p50 / baseline.p50).toFixed(1)}× |\n`
   )
 } finally {
   await db.end()
