@@ -50,6 +50,11 @@ export interface AppConfigShape {
    */
   readonly eventStreamPollMs: number
   /**
+   * Check every answer against its operation's schema (CHECK_ANSWERS, default false; the tests turn it on). Answers
+   * whose schema transforms values are always encoded; the others are plain JSON that the compiler already checked.
+   */
+  readonly checkAnswers: boolean
+  /**
    * Not from the environment: a dumped data directory (PGlite's `dumpDataDir`) that an in-memory embedded database
    * starts from instead of an empty one. Tests pass a migrated one: a fresh PGlite costs seconds of CPU, a seeded one
    * a tenth of that.
@@ -88,7 +93,8 @@ export const appConfig: Config.Config<AppConfigShape> = Config.all({
   webhookWorker: Config.boolean("WEBHOOK_WORKER").pipe(Config.withDefault(true)),
   eventRetentionDays: Config.integer("EVENT_RETENTION_DAYS").pipe(Config.withDefault(30)),
   eventStreamsPerOrg: Config.integer("EVENT_STREAMS_PER_ORG").pipe(Config.withDefault(20)),
-  eventStreamPollMs: Config.integer("EVENT_STREAM_POLL_MS").pipe(Config.withDefault(5000))
+  eventStreamPollMs: Config.integer("EVENT_STREAM_POLL_MS").pipe(Config.withDefault(5000)),
+  checkAnswers: Config.boolean("CHECK_ANSWERS").pipe(Config.withDefault(false))
 }).pipe(
   Config.map((c) => ({
     ...c,
