@@ -5,6 +5,11 @@ export interface AppConfigShape {
   readonly port: number
   readonly host: string
   readonly databaseUrl: Option.Option<Redacted.Redacted<string>>
+  /**
+   * PostgreSQL connections one instance opens at most (DATABASE_POOL_MAX, default 20). Instances on one database
+   * together must stay below its `max_connections` (100 by default).
+   */
+  readonly databasePoolMax: number
   readonly dataDir: string
   readonly gitRoot: string
   readonly ciCommand: Option.Option<string>
@@ -62,12 +67,19 @@ export interface AppConfigShape {
   readonly embeddedSeed?: Blob
 }
 
+/** The default of DATABASE_POOL_MAX. */
+export const DEFAULT_POOL_MAX = 20
+
 export class AppConfig extends Context.Tag("greenline/AppConfig")<AppConfig, AppConfigShape>() {}
 
 export const appConfig: Config.Config<AppConfigShape> = Config.all({
   port: Config.integer("PORT").pipe(Config.withDefault(8080)),
   host: Config.string("HOST").pipe(Config.withDefault("0.0.0.0")),
   databaseUrl: Config.option(Config.redacted("DATABASE_URL")),
+  databasePoolMax: Config.integer("DATABASE_POOL_MAX").pipe(
+    Config.validate({ message: "DATABASE_POOL_MAX must be at least 1", validation: (n) => n >= 1 }),
+    Config.withDefault(DEFAULT_POOL_MAX)
+  ),
   dataDir: Config.string("DATA_DIR").pipe(Config.withDefault("./data")),
   gitRoot: Config.option(Config.string("GIT_ROOT")),
   ciCommand: Config.option(Config.string("CI_COMMAND")),
