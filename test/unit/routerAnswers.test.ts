@@ -13,7 +13,7 @@ import type { Organization } from "../../src/tenancy/Tenancy.ts"
 const TOKEN = "glt_router_answers_0123456789"
 const org = { id: "00000000-0000-0000-0000-000000000001", slug: "acme" } as unknown as Organization
 
-// real operation names (the router looks up the ignored request fields by name), with schemas of this test's own
+// two of the API's operation names, with schemas of this test's own
 const plain = post("getQueue", "/getQueue", Schema.Struct({}), Schema.Struct({ n: Schema.Int }))
 const counted = post("listQueues", "/listQueues", Schema.Struct({}), Schema.Struct({ n: Schema.NumberFromString }))
 
