@@ -233,11 +233,20 @@ export const upgradeState = (state: QueueState): QueueState => {
   return { ...state, entries: upgraded }
 }
 
+/** One transition of an entry's timeline, as stored (`at` as the driver gives it, or ISO text from JSON). */
+export interface TimelineItem {
+  readonly at: Date | string
+  readonly state: string
+  readonly reason: string
+}
+
 /**
  * `onRound` runs in each persisted round's transaction after its rows are written: the round's transitions and
  * domain events go to the event log there (queue/events.ts). The log is where the entries' timelines are kept
- * (`timeline`), so a store without it (reads, the inbox) dies rather than persist a round that moved an entry.
+ * (engineRepo.ts reads them), so a store without it (reads, the inbox) dies rather than persist a round that moved
+ * an entry.
  */
+
 export const makeStore = (
   sql: SqlClient.SqlClient,
   onRound?: (queueId: string, out: StepOutput) => Effect.Effect<void, SqlError>
@@ -510,11 +519,6 @@ export const makeStore = (
   const activeEntries = (queueId: string): Effect.Effect<ReadonlyArray<EntryRow>, SqlError> =>
     sql<EntryRow>`select * from entries where queue_id = ${queueId} and state in ${sql.in(ACTIVE_STATES)}`
 
-  /** An entry's timeline: the records of its transitions in the event log, in log order. */
-  const timeline = (entryId: string) =>
-    sql<{ at: Date | string; state: string; reason: string }>`
-        select occurred_at as at, state, reason from event_log where entry_id = ${entryId} order by seq`
-
   /**
    * The impacted targets stored for a PR's head, null when none were. Kept as JSON text (a list may hold 100,000s
    * of names): one string to store and to read back.
@@ -554,7 +558,6 @@ export const makeStore = (
     recordRunnerError,
     clearRunnerError,
     activeEntries,
-    timeline,
     readTargets
   }
 }
