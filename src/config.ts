@@ -5,6 +5,11 @@ export interface AppConfigShape {
   readonly port: number
   readonly host: string
   readonly databaseUrl: Option.Option<Redacted.Redacted<string>>
+  /**
+   * PostgreSQL connections one instance opens at most (DATABASE_POOL_MAX, default 20). Instances on one database
+   * together must stay below its `max_connections` (100 by default).
+   */
+  readonly databasePoolMax: number
   readonly dataDir: string
   readonly gitRoot: string
   readonly ciCommand: Option.Option<string>
@@ -50,6 +55,11 @@ export interface AppConfigShape {
    */
   readonly eventStreamPollMs: number
   /**
+   * Check every answer against its operation's schema (CHECK_ANSWERS, default false; the tests turn it on). Answers
+   * whose schema transforms values are always encoded; the others are plain JSON that the compiler already checked.
+   */
+  readonly checkAnswers: boolean
+  /**
    * Not from the environment: a dumped data directory (PGlite's `dumpDataDir`) that an in-memory embedded database
    * starts from instead of an empty one. Tests pass a migrated one: a fresh PGlite costs seconds of CPU, a seeded one
    * a tenth of that.
@@ -57,12 +67,19 @@ export interface AppConfigShape {
   readonly embeddedSeed?: Blob
 }
 
+/** The default of DATABASE_POOL_MAX. */
+export const DEFAULT_POOL_MAX = 20
+
 export class AppConfig extends Context.Tag("greenline/AppConfig")<AppConfig, AppConfigShape>() {}
 
 export const appConfig: Config.Config<AppConfigShape> = Config.all({
   port: Config.integer("PORT").pipe(Config.withDefault(8080)),
   host: Config.string("HOST").pipe(Config.withDefault("0.0.0.0")),
   databaseUrl: Config.option(Config.redacted("DATABASE_URL")),
+  databasePoolMax: Config.integer("DATABASE_POOL_MAX").pipe(
+    Config.validate({ message: "DATABASE_POOL_MAX must be at least 1", validation: (n) => n >= 1 }),
+    Config.withDefault(DEFAULT_POOL_MAX)
+  ),
   dataDir: Config.string("DATA_DIR").pipe(Config.withDefault("./data")),
   gitRoot: Config.option(Config.string("GIT_ROOT")),
   ciCommand: Config.option(Config.string("CI_COMMAND")),
@@ -88,7 +105,8 @@ export const appConfig: Config.Config<AppConfigShape> = Config.all({
   webhookWorker: Config.boolean("WEBHOOK_WORKER").pipe(Config.withDefault(true)),
   eventRetentionDays: Config.integer("EVENT_RETENTION_DAYS").pipe(Config.withDefault(30)),
   eventStreamsPerOrg: Config.integer("EVENT_STREAMS_PER_ORG").pipe(Config.withDefault(20)),
-  eventStreamPollMs: Config.integer("EVENT_STREAM_POLL_MS").pipe(Config.withDefault(5000))
+  eventStreamPollMs: Config.integer("EVENT_STREAM_POLL_MS").pipe(Config.withDefault(5000)),
+  checkAnswers: Config.boolean("CHECK_ANSWERS").pipe(Config.withDefault(false))
 }).pipe(
   Config.map((c) => ({
     ...c,

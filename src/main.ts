@@ -1,4 +1,6 @@
+import { Runtime } from "effect"
 import { AppConfigLive } from "./config.ts"
+import { describeCause } from "./kernel/errors.ts"
 import { type RunningServer, startServer } from "./server.ts"
 
 /** `bun src/main.ts`: the server, configured from the environment (contract.md §5). */
@@ -38,7 +40,15 @@ process.on("SIGINT", () => shutdown("SIGINT"))
 process.on("SIGHUP", () => shutdown("SIGHUP"))
 
 server = await startServer(AppConfigLive).catch((error: unknown) => {
-  log("ERROR", "greenline could not start", { cause: String(error instanceof Error ? error.message : error) })
+  // with what caused it (a driver's "too many clients already" under a generic "Failed to acquire connection"),
+  // without the stack traces
+  const cause = Runtime.isFiberFailure(error)
+    ? describeCause(error[Runtime.FiberFailureCauseId])
+        .split("\n")
+        .filter((line) => line.trim() !== "" && !/^\s+at /.test(line))
+        .join("; ")
+    : String(error instanceof Error ? error.message : error)
+  log("ERROR", "greenline could not start", { cause })
   process.exit(1)
 })
 if (stopping) void stop(server)

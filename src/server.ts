@@ -316,6 +316,7 @@ export const startServer = async <E>(
     observer: { observe: metrics.observeRequest },
     tracer: Option.isSome(config.otlpEndpoint) ? makeRequestTracer(rt) : undefined,
     logError,
+    checkAnswers: config.checkAnswers,
     extra
   })
 

@@ -5,7 +5,7 @@ import { SqlError } from "@effect/sql/SqlError"
 import * as PgClient from "@effect/sql-pg/PgClient"
 import { Duration, Effect, Layer, Option, PubSub, Redacted, Stream } from "effect"
 import Pg from "pg"
-import { AppConfig } from "../config.ts"
+import { AppConfig, DEFAULT_POOL_MAX } from "../config.ts"
 import { Database, type PoolUse } from "../kernel/Database.ts"
 import { runMigrations } from "./migrations.ts"
 import { layerPglite, type PgliteUse } from "./pglite.ts"
@@ -79,18 +79,16 @@ const pgliteLayer = (dataDir: string | undefined, seed?: Blob) =>
     })
   )
 
-const MAX_CONNECTIONS = 20
-
 /**
  * The `pg` pool, made here rather than inside `PgClient.layer` (the same settings and start-up check), so that its
  * counts can be read for `GET /metrics` and its connections prepare the statements they send repeatedly.
  */
-const makePool = (url: Redacted.Redacted<string>) =>
+const makePool = (url: Redacted.Redacted<string>, max: number) =>
   Effect.acquireRelease(
     Effect.sync(() => {
       const pool = new Pg.Pool({
         connectionString: Redacted.value(url),
-        max: MAX_CONNECTIONS,
+        max,
         application_name: "greenline"
       })
       pool.on("error", () => {})
@@ -115,12 +113,12 @@ const makePool = (url: Redacted.Redacted<string>) =>
     )
   )
 
-const postgresLayer = (url: Redacted.Redacted<string>) =>
+const postgresLayer = (url: Redacted.Redacted<string>, max = DEFAULT_POOL_MAX) =>
   Layer.unwrapEffect(
     Effect.sync(() => {
       let current: Pg.Pool | undefined
       const client = PgClient.layerFromPool({
-        acquire: Effect.tap(makePool(url), (pool) => {
+        acquire: Effect.tap(makePool(url, max), (pool) => {
           current = pool
         }),
         applicationName: "greenline"
@@ -128,7 +126,7 @@ const postgresLayer = (url: Redacted.Redacted<string>) =>
       const pool = (): PoolUse => {
         const open = current?.totalCount ?? 0
         const idle = current?.idleCount ?? 0
-        return { open, idle, inUse: open - idle, waiting: current?.waitingCount ?? 0, max: MAX_CONNECTIONS }
+        return { open, idle, inUse: open - idle, waiting: current?.waitingCount ?? 0, max }
       }
       const info = Layer.effect(
         Database,
@@ -156,7 +154,7 @@ export const DatabaseLive: Layer.Layer<SqlClient.SqlClient | Database, SqlError 
         // DATA_DIR=":memory:" keeps the embedded database in memory (tests, throw-away trials)
         onNone: () =>
           config.dataDir === ":memory:" ? pgliteLayer(undefined, config.embeddedSeed) : pgliteLayer(config.dataDir),
-        onSome: (url) => postgresLayer(url)
+        onSome: (url) => postgresLayer(url, config.databasePoolMax)
       })
       return migrated(base)
     })

@@ -18,7 +18,16 @@ import { plannerConfig, repoRefOf } from "./Runner.ts"
 import type { RunnerHealth } from "./runner/health.ts"
 import { Statuses, type StoredCheckRun, WAKE_CHANNEL } from "./Statuses.ts"
 import type { EnqueuedPullRequest, SubmittedPullRequest, TestingDetails } from "./schemas.ts"
-import { type EntryRow, type InboxEvent, iso, makeStore, parseJson, TERMINAL, upgradeState } from "./store.ts"
+import {
+  type EntryRow,
+  type InboxEvent,
+  iso,
+  makeStore,
+  parseJson,
+  TERMINAL,
+  type TimelineItem,
+  upgradeState
+} from "./store.ts"
 import { makeSubmissionWriter } from "./submissions.ts"
 import { breakdownOf } from "./timeBreakdown.ts"
 
@@ -66,7 +75,7 @@ export const EngineLive = Layer.scopedContext(
     const runnerContext = Option.isSome(eventLog) ? Context.add(withFeedback, EventLog, eventLog.value) : withFeedback
     const store = makeStore(sql)
     const repo = makeEngineRepo(sql)
-    const { activeEntries, enqueueEvent, enqueueEvents, insertRuntime, loadRuntime, readTargets, timeline } = store
+    const { activeEntries, enqueueEvent, enqueueEvents, insertRuntime, loadRuntime, readTargets } = store
 
     const runtimeOf = (queue: QueueRow) =>
       Effect.map(loadRuntime(queue.id), (r) =>
@@ -93,16 +102,22 @@ export const EngineLive = Layer.scopedContext(
           )
         : Effect.succeed(undefined)
 
-    /** getSubmittedPullRequest's extension fields (issue #18): the estimates and the time breakdown. */
-    const extensionsOf = (queue: QueueRow, entryId: string, active: boolean) =>
+    /**
+     * getSubmittedPullRequest's extension fields (issue #18): the estimates and the time breakdown, from the
+     * runtime's version and the entry's timeline that the caller read with the entry.
+     */
+    const extensionsOf = (
+      queue: QueueRow,
+      entryId: string,
+      active: boolean,
+      version: number | null,
+      items: ReadonlyArray<TimelineItem>
+    ) =>
       Effect.gen(function* () {
         const now = yield* Clock.currentTimeMillis
         let estimates = {}
         // an unchanged queue's estimate is cached by its runtime version: then its state is not read again
-        const current = active
-          ? yield* sql<{ version: string | number }>`select version from queue_runtime where queue_id = ${queue.id}`
-          : []
-        const hit = current[0] === undefined ? undefined : cachedEstimate(queue.id, Number(current[0].version))
+        const hit = active && version !== null ? cachedEstimate(queue.id, version) : undefined
         if (hit !== undefined) {
           estimates = estimateFields(hit.estimate, entryId, { place: 1, depth: hit.depth, now })
         } else if (active) {
@@ -113,13 +128,13 @@ export const EngineLive = Layer.scopedContext(
             found === undefined
               ? initialState(plannerConfig(queue.config), null)
               : upgradeState(parseJson<QueueState>(found.state))
-          const version = found === undefined ? null : Number(found.version)
+          const at = found === undefined ? null : Number(found.version)
           // an entry the runner has not placed yet: right behind the placed ones
           const fresh = { place: 1, depth: state.config.concurrency, now }
           const prior = yield* priorFor(queue, state)
-          estimates = estimateFields(estimateOf(queue.id, version, state, now, prior), entryId, fresh)
+          estimates = estimateFields(estimateOf(queue.id, at, state, now, prior), entryId, fresh)
         }
-        const rows = (yield* timeline(entryId)).map((t) => ({
+        const rows = items.map((t) => ({
           at: new Date(t.at).getTime(),
           state: t.state,
           reason: t.reason
@@ -299,6 +314,9 @@ export const EngineLive = Layer.scopedContext(
             })
           const row = { ...found.value, id: found.value.id } as EntryRow & typeof found.value
           const active = !TERMINAL.has(row.state)
+          const version = found.value.runtime_version === null ? null : Number(found.value.runtime_version)
+          const items =
+            found.value.timeline === null ? [] : parseJson<ReadonlyArray<TimelineItem>>(found.value.timeline)
           // requests the runner has not stepped yet move places: the view's order then (the state is read whole)
           const place =
             active && row.unsettled
@@ -328,10 +346,9 @@ export const EngineLive = Layer.scopedContext(
             },
             forceEnqueued: false,
             isCurrentlySubmittedToQueue: active,
-            ...(yield* extensionsOf(queue, row.id, active))
+            ...(yield* extensionsOf(queue, row.id, active, version, items))
           }
           if (!includeTimeline) return record
-          const items = yield* timeline(row.id)
           return {
             ...record,
             timeline: items.map((t) => ({

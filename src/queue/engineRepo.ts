@@ -15,13 +15,24 @@ export const makeEngineRepo = (sql: SqlClient.SqlClient) => {
   /**
    * The queue `key` names with the PR submitted to it, in one statement: the entry (null columns when the PR was
    * never submitted), whether targets exist for its head, and its position among the active entries that are not
-   * not_ready, in testing order (from the runner's state, computed in the database: the state is not shipped).
-   * No row: no such queue in the caller's organization.
+   * not_ready, in testing order (from the runner's state, computed in the database: the state is not shipped),
+   * the runtime's version (what a cached estimate is keyed by) and the entry's timeline as JSON text. No row: no such queue in the caller's organization.
    */
   const findSubmitted = (key: QueueKey, prNumber: number) =>
     Effect.map(
-      sql<QueueColumns & NullableEntryRow & { position: number | null; has_targets: boolean; unsettled: boolean }>`
-        select ${sql.unsafe(QUEUE_COLUMNS)}, e.*,
+      sql<
+        QueueColumns &
+          NullableEntryRow & {
+            position: number | null
+            has_targets: boolean
+            unsettled: boolean
+            runtime_version: string | number | null
+            timeline: string | null
+          }
+      >`
+        select ${sql.unsafe(QUEUE_COLUMNS)}, e.*, rt.version as runtime_version,
+          (select json_agg(json_build_object('at', t.at, 'state', t.state, 'reason', t.reason) order by t.id)::text
+           from entry_timeline t where t.entry_id = e.id) as timeline,
           exists (select 1 from impacted_targets t
                   where t.repo_id = r.id and t.pr_number = e.pr_number and t.sha = e.head_sha) as has_targets,
           exists (select 1 from entries u where u.queue_id = q.id and u.request_seq is not null) as unsettled,

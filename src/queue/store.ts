@@ -236,6 +236,13 @@ export const upgradeState = (state: QueueState): QueueState => {
  * `onRound`, when given, runs in each persisted round's transaction after its rows are written: the round's domain
  * events go to the event log there (queue/events.ts), from the same transitions as the timeline.
  */
+/** One transition of an entry's timeline, as stored (`at` as the driver gives it, or ISO text from JSON). */
+export interface TimelineItem {
+  readonly at: Date | string
+  readonly state: string
+  readonly reason: string
+}
+
 export const makeStore = (
   sql: SqlClient.SqlClient,
   onRound?: (queueId: string, out: StepOutput) => Effect.Effect<void, SqlError>
@@ -517,10 +524,6 @@ export const makeStore = (
   const activeEntries = (queueId: string): Effect.Effect<ReadonlyArray<EntryRow>, SqlError> =>
     sql<EntryRow>`select * from entries where queue_id = ${queueId} and state in ${sql.in(ACTIVE_STATES)}`
 
-  const timeline = (entryId: string) =>
-    sql<{ at: Date | string; state: string; reason: string }>`
-        select at, state, reason from entry_timeline where entry_id = ${entryId} order by id`
-
   /**
    * The impacted targets stored for a PR's head, null when none were. Kept as JSON text (a list may hold 100,000s
    * of names): one string to store and to read back.
@@ -560,7 +563,6 @@ export const makeStore = (
     recordRunnerError,
     clearRunnerError,
     activeEntries,
-    timeline,
     readTargets
   }
 }

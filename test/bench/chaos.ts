@@ -141,8 +141,11 @@ const runRound = async (round: number, seed: number): Promise<RoundResult> => {
       const onLine = (line: string) => {
         if (/"level":"ERROR"|"logLevel":"ERROR"/.test(line)) inst.errorLines++
       }
+      // the end of what it wrote, for a start that fails
+      let tail = ""
       const scan = (chunk: Buffer) => {
         buffered += chunk.toString("utf8")
+        tail = (tail + chunk.toString("utf8")).slice(-1000)
         const lines = buffered.split("\n")
         buffered = lines.pop() ?? ""
         for (const line of lines) {
@@ -156,10 +159,10 @@ const runRound = async (round: number, seed: number): Promise<RoundResult> => {
       }
       child.stdout?.on("data", scan)
       child.stderr?.on("data", scan)
-      child.on("exit", () => {
+      child.on("exit", (code, signal) => {
         clearTimeout(timer)
         if (inst.child === child) inst.url = null
-        reject(new Error(`exited before listening: ${buffered.slice(-500)}`))
+        reject(new Error(`exited before listening (${signal ?? `code ${code}`}): ${tail.slice(-500)}`))
       })
       // an instance that never says it listens must not hold the killer (a round once waited for one for 12 min)
       let listening = false

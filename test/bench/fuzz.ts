@@ -56,6 +56,8 @@ const child = Bun.spawn([process.execPath, "--max-http-header-size=65536", "src/
     // hundred queues, whose idle rounds took most of the server (PGlite: its one connection) and brought the run
     // down to a few requests a second. The fuzz is about the answers, so the runners poll once a minute.
     GIT_POLL_MS: "60000",
+    // an answer that breaks its own schema becomes a 500, which the fuzz counts
+    CHECK_ANSWERS: "true",
     LOG_LEVEL: "warn"
   },
   stdin: "ignore",

@@ -295,9 +295,15 @@ describe("metrics", () => {
 })
 
 describe.if(pgUrl !== undefined)("metrics on PostgreSQL", () => {
+  const POOL = 6
   let server: TestServer
   beforeAll(async () => {
-    server = await startTestServer({ db: "postgres", metricsToken: "metrics-secret" })
+    // a pool smaller than the default (DATABASE_POOL_MAX): the gauges follow the configured size
+    server = await startTestServer({
+      db: "postgres",
+      metricsToken: "metrics-secret",
+      config: { databasePoolMax: POOL }
+    })
   })
   afterAll(async () => {
     await server.close()
@@ -306,13 +312,13 @@ describe.if(pgUrl !== undefined)("metrics on PostgreSQL", () => {
   test("GET /metrics shows the pg pool: every connection taken, a statement waiting, then idle again", async () => {
     const first = await scrapeOperator(server, "metrics-secret")
     for (const name of POOL_GAUGES) expect(first).toContain(`# TYPE ${name} gauge`)
-    expect(poolValue(first, "greenline_db_pool_connections_max", "postgres")).toBe(20)
-    const release = await holdConnections(server, 20)
+    expect(poolValue(first, "greenline_db_pool_connections_max", "postgres")).toBe(POOL)
+    const release = await holdConnections(server, POOL)
     const full = await eventually(async () => {
       const text = await scrapeOperator(server, "metrics-secret")
-      return poolValue(text, "greenline_db_pool_connections_in_use", "postgres") === 20 ? text : undefined
+      return poolValue(text, "greenline_db_pool_connections_in_use", "postgres") === POOL ? text : undefined
     })
-    expect(poolValue(full, "greenline_db_pool_connections", "postgres")).toBe(20)
+    expect(poolValue(full, "greenline_db_pool_connections", "postgres")).toBe(POOL)
     expect(poolValue(full, "greenline_db_pool_connections_idle", "postgres")).toBe(0)
     expect(poolValue(full, "greenline_db_pool_waiting", "postgres")).toBeGreaterThanOrEqual(1)
     await release()
@@ -326,7 +332,7 @@ describe.if(pgUrl !== undefined)("metrics on PostgreSQL", () => {
     const open = poolValue(after, "greenline_db_pool_connections", "postgres") ?? 0
     const inUse = poolValue(after, "greenline_db_pool_connections_in_use", "postgres") ?? 0
     const idle = poolValue(after, "greenline_db_pool_connections_idle", "postgres") ?? 0
-    expect(inUse).toBeLessThan(20)
+    expect(inUse).toBeLessThan(POOL)
     expect(inUse + idle).toBe(open)
   })
 })

@@ -123,6 +123,11 @@ describe("merge queue scenarios", () => {
           "failed:TEST_RUN_REQUIRED_STATUS_FAILED"
         ])
         expect(await reasons(s, 2)).toContain("pending:PREREQUISITE_MERGE_ITEM_FAILED")
+        // the time breakdown names the PR whose failure restarted #2 and #3
+        for (const n of [2, 3]) {
+          const restarts = (await s.pr(n)).timeBreakdown?.restarts ?? []
+          expect(restarts.map((r) => [r.reason, r.causedByPr])).toEqual([["PREREQUISITE_MERGE_ITEM_FAILED", 1]])
+        }
         expect([await s.testingCount(1), await s.testingCount(2), await s.testingCount(3)]).toEqual([1, 2, 2])
         expect(s.history()).toEqual(["PR #2 (#2)", "PR #3 (#3)"])
         return undefined

@@ -51,6 +51,14 @@ export interface PrRecord {
   readonly position: number | null
   readonly isCurrentlySubmittedToQueue: boolean
   readonly timeline?: ReadonlyArray<TimelineItem>
+  /** Extension (issue #18): where the PR's time went, with the PR whose failure caused each restart. */
+  readonly timeBreakdown?: {
+    readonly restarts: ReadonlyArray<{
+      readonly at: string
+      readonly reason: string
+      readonly causedByPr: number | null
+    }>
+  }
 }
 
 export interface TestingDetails {

@@ -158,6 +158,8 @@ export const startTestServer = async (options: TestServerOptions): Promise<TestS
       metricsToken: options.metricsToken ? Option.some(Redacted.make(options.metricsToken)) : Option.none(),
       gitPollMs: options.gitPollMs ?? 200,
       logLevel: "error",
+      // every answer checked against its schema (servers in their own process run as in production, unchecked)
+      checkAnswers: true,
       ...(dataDir === ":memory:" ? { embeddedSeed: await pgliteSeed() } : {}),
       ...options.config
     }),
