@@ -100,7 +100,10 @@ fs.rmSync(path.dirname(seedFile), { recursive: true, force: true })
 try {
   fs.mkdirSync(path.dirname(TIMES_FILE), { recursive: true })
   const next = `${TIMES_FILE}.${process.pid}`
-  fs.writeFileSync(next, JSON.stringify(Object.fromEntries(durations.map((d) => [d.file, Math.round(d.seconds)]))))
+  fs.writeFileSync(
+    next,
+    JSON.stringify(Object.fromEntries(durations.map((d) => [d.file, Math.round(d.seconds * 10) / 10])))
+  )
   fs.renameSync(next, TIMES_FILE)
 } catch {}
 
