@@ -1,10 +1,11 @@
 import * as os from "node:os"
-import { Cause, Clock, type Context, Effect, FiberMap, Queue, Stream } from "effect"
+import { Cause, Clock, type Context, Effect, FiberMap, Option, Queue, Stream } from "effect"
 import { Database } from "../kernel/Database.ts"
 import type { makeEngineRepo } from "./engineRepo.ts"
 import { runQueue } from "./Runner.ts"
 import { RunnerMetrics } from "./RunnerMetrics.ts"
 import { RunnerHealth } from "./runner/health.ts"
+import { RunnerProbe } from "./runner/probe.ts"
 import { supervise } from "./runner/supervise.ts"
 import { WAKE_CHANNEL } from "./Statuses.ts"
 import type { Store } from "./store.ts"
@@ -45,6 +46,8 @@ export const makeLeases = (
     const db = yield* Database
     const metrics = yield* RunnerMetrics
     const health = yield* RunnerHealth
+    // a test's probe: told when a runner lost its lease and when a pass of the loop ended; it may end the loop's wait
+    const probe = Option.getOrUndefined(yield* Effect.serviceOption(RunnerProbe))
 
     const layerScope = yield* Effect.scope
     const owner = `${os.hostname()}-${process.pid}-${crypto.randomUUID().slice(0, 8)}`
@@ -87,7 +90,8 @@ export const makeLeases = (
       },
       lostLease: (queueId: string, fencing: number) =>
         Effect.sync(() => forget(queueId, fencing)).pipe(
-          Effect.zipRight(Effect.logWarning(`lost the lease of queue ${queueId}`))
+          Effect.zipRight(Effect.logWarning(`lost the lease of queue ${queueId}`)),
+          Effect.zipRight(probe?.lostLease?.(queueId) ?? Effect.void)
         )
     }
 
@@ -135,11 +139,17 @@ export const makeLeases = (
 
     const start = Effect.gen(function* () {
       yield* takeLeases(db.kind === "pglite").pipe(Effect.orDie)
+      const wait = Effect.raceAll([
+        Queue.take(leaseWake),
+        Effect.sleep(LEASE_LOOP_MS),
+        ...(probe?.leasePassNow ? [probe.leasePassNow] : [])
+      ])
       yield* Effect.forkIn(
         Effect.forever(
-          Effect.raceFirst(Queue.take(leaseWake), Effect.sleep(LEASE_LOOP_MS)).pipe(
+          wait.pipe(
             Effect.zipRight(takeLeases(false)),
-            Effect.catchAllCause((cause) => Effect.logError("lease loop failed", cause))
+            Effect.catchAllCause((cause) => Effect.logError("lease loop failed", cause)),
+            Effect.zipRight(probe?.leasePassDone ?? Effect.void)
           )
         ),
         layerScope

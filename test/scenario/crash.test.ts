@@ -1,27 +1,23 @@
 import { describe, expect, test } from "bun:test"
 import { SQL } from "bun"
 import { createTestRepo } from "../support/git.ts"
-import { spawnServer } from "../support/process.ts"
-import { eventually, freshPostgres, pgUrl, TEST_TOKEN, tempDir } from "../support/server.ts"
+import { type ServerProcess, spawnServer } from "../support/process.ts"
+import { openScenario, type Scenario } from "../support/scenario.ts"
+import { freshPostgres, pgUrl, TEST_TOKEN, tempDir } from "../support/server.ts"
 
 /**
  * Crash and takeover: the engine persists every planner round with its outbox before acting, so a SIGKILL loses
- * nothing and repeats only idempotent commands; with PostgreSQL a queue is leased to one instance at a time.
+ * nothing and repeats only idempotent commands; with PostgreSQL a queue is leased to one instance at a time. The
+ * servers run in their own processes (a real SIGKILL); the scenario steps on the events they stream.
  */
 
-const stateOf = async (post: (op: string, body: unknown) => Promise<{ body: unknown }>, key: object, n: number) =>
-  ((await post("getSubmittedPullRequest", { ...key, pr: { number: n } })).body as { state?: string }).state
-
-/** Every PR's file landed in exactly one commit of main, and main only moved forward. */
-const checkHistory = (git: (...a: Array<string>) => string, prs: number) => {
-  const log = git("log", "--first-parent", "--format=%H %s", "main").split("\n")
-  for (let n = 1; n <= prs; n++) {
-    const touching = git("log", "--format=%H", "main", "--", `pr-${n}.txt`)
-      .split("\n")
-      .filter((l) => l !== "")
-    expect(touching.length).toBe(1)
+/** `s.waitState(n, "merged")` for each PR, with what the server said when one does not get there. */
+const allMerged = async (s: Scenario<ServerProcess>, prs: ReadonlyArray<number>, timeoutMs: number) => {
+  for (const n of prs) {
+    await s.waitState(n, "merged", timeoutMs).catch((e: unknown) => {
+      throw new Error(`${e instanceof Error ? e.message : String(e)}\n--- server stderr ---\n${s.server.stderr()}`)
+    })
   }
-  expect(log.length).toBe(prs + 1)
 }
 
 describe.if(pgUrl !== undefined)("crash and takeover (PostgreSQL)", () => {
@@ -35,46 +31,26 @@ describe.if(pgUrl !== undefined)("crash and takeover (PostgreSQL)", () => {
       CI_COMMAND: "sleep 0.2",
       GIT_POLL_MS: "300"
     }
-    const key = { repo: repo.repo, targetBranch: "main" }
+    let server = await spawnServer(env, TEST_TOKEN)
+    const s = await openScenario(server, repo.root, { name: "crash", repo, concurrency: 4, waitMs: 90_000 })
+    const prs = Array.from({ length: 20 }, (_, k) => k + 1)
     try {
-      let server = await spawnServer(env, TEST_TOKEN)
-      await server.post("createQueue", { ...key, concurrency: 4 })
-      await server.post("updateQueue", { ...key, requiredStatuses: ["ci"] })
-      for (let n = 1; n <= 20; n++) repo.createPr(n, { files: { [`pr-${n}.txt`]: `${n}\n` } })
-      for (let n = 1; n <= 20; n++)
-        expect((await server.post("submitPullRequest", { ...key, pr: { number: n } })).status).toBe(200)
-      await eventually(
-        async () => ((await stateOf(server.post, key, 5)) === "merged" ? true : undefined),
-        60_000,
-        "#5 merged"
-      ).catch(async (e) => {
-        const states = await Promise.all(Array.from({ length: 20 }, (_, k) => stateOf(server.post, key, k + 1)))
-        throw new Error(`${e}\nstates: ${states.join(" ")}\n--- server stderr ---\n${server.stderr()}`)
-      })
+      for (const n of prs) s.createPr(n)
+      for (const n of prs) await s.submit(n)
+      // killed in the middle: #5 merged, the runs of the next ones built or testing
+      await allMerged(s, [5], 60_000)
+      expect((await s.pr(20)).state).not.toBe("merged")
       await server.kill("SIGKILL")
       server = await spawnServer(env, TEST_TOKEN)
-      try {
-        for (let n = 1; n <= 20; n++) {
-          const restarted = server
-          await eventually(
-            async () => ((await stateOf(restarted.post, key, n)) === "merged" ? true : undefined),
-            90_000,
-            `#${n} merged`
-          ).catch(async (e) => {
-            // what each PR shows and what the restarted server said, for a runner that stopped progressing
-            const states = await Promise.all(Array.from({ length: 20 }, (_, k) => stateOf(restarted.post, key, k + 1)))
-            throw new Error(
-              `${e} (after the restart)\nstates: ${states.join(" ")}\n--- server stderr ---\n${restarted.stderr()}`
-            )
-          })
-        }
-        checkHistory(repo.git, 20)
-      } finally {
-        await server.kill("SIGTERM")
-      }
+      s.switchTo(server)
+      await allMerged(s, prs, 90_000)
+      // each PR landed once, on main only moved forward, each commit tested (the one promise); nothing else landed
+      await s.checkOnePromise()
+      expect(s.history()).toEqual(prs.map((n) => `PR #${n} (#${n})`))
     } finally {
+      await server.kill("SIGTERM")
+      s.close()
       await pg.drop()
-      repo.cleanup()
     }
   }, 240_000)
 
@@ -82,50 +58,38 @@ describe.if(pgUrl !== undefined)("crash and takeover (PostgreSQL)", () => {
     const repo = createTestRepo({ repo: { host: "local", owner: "acme", name: "pair" } })
     const pg = await freshPostgres()
     const env = { DATABASE_URL: pg.url, GIT_ROOT: repo.root, CI_COMMAND: "true", GIT_POLL_MS: "300" }
-    const key = { repo: repo.repo, targetBranch: "main" }
     const db = new SQL(pg.url)
+    const a = await spawnServer({ ...env, DATA_DIR: tempDir() }, TEST_TOKEN)
+    const b = await spawnServer({ ...env, DATA_DIR: tempDir() }, TEST_TOKEN)
+    const s = await openScenario(a, repo.root, { name: "pair", repo, concurrency: 2, waitMs: 60_000 })
     try {
-      const a = await spawnServer({ ...env, DATA_DIR: tempDir() }, TEST_TOKEN)
-      const b = await spawnServer({ ...env, DATA_DIR: tempDir() }, TEST_TOKEN)
-      try {
-        await a.post("createQueue", { ...key, concurrency: 2 })
-        await b.post("updateQueue", { ...key, requiredStatuses: ["ci"] })
-        repo.createPr(1, { files: { "pr-1.txt": "1\n" } })
-        repo.createPr(2, { files: { "pr-2.txt": "2\n" } })
-        // both accept requests; whichever owns the queue runs it
-        expect((await a.post("submitPullRequest", { ...key, pr: { number: 1 } })).status).toBe(200)
-        expect((await b.post("submitPullRequest", { ...key, pr: { number: 2 } })).status).toBe(200)
-        for (const n of [1, 2]) {
-          await eventually(
-            async () => ((await stateOf(b.post, key, n)) === "merged" ? true : undefined),
-            60_000,
-            `#${n} merged`
-          )
-        }
-        const owners = await db`select owner from queue_runtime`
-        expect(owners.length).toBe(1)
-        const owner = String(owners[0].owner)
-        const [ownerProcess, other] = owner.includes(`-${a.pid}-`) ? [a, b] : [b, a]
-        expect(owner).toContain(`-${ownerProcess.pid}-`)
-        await ownerProcess.kill("SIGKILL")
-        repo.createPr(3, { files: { "pr-3.txt": "3\n" } })
-        expect((await other.post("submitPullRequest", { ...key, pr: { number: 3 } })).status).toBe(200)
-        await eventually(
-          async () => ((await stateOf(other.post, key, 3)) === "merged" ? true : undefined),
-          60_000,
-          "#3 merged"
-        )
-        const after = await db`select owner from queue_runtime`
-        expect(String(after[0].owner)).toContain(`-${other.pid}-`)
-        checkHistory(repo.git, 3)
-      } finally {
-        await a.kill("SIGTERM").catch(() => undefined)
-        await b.kill("SIGTERM").catch(() => undefined)
-      }
+      s.createPr(1)
+      s.createPr(2)
+      // both accept requests; whichever owns the queue runs it
+      await s.submit(1)
+      s.switchTo(b)
+      await s.submit(2)
+      await allMerged(s, [1, 2], 60_000)
+      const owners = await db`select owner from queue_runtime`
+      expect(owners.length).toBe(1)
+      const owner = String(owners[0].owner)
+      const [ownerProcess, other] = owner.includes(`-${a.pid}-`) ? [a, b] : [b, a]
+      expect(owner).toContain(`-${ownerProcess.pid}-`)
+      await ownerProcess.kill("SIGKILL")
+      s.switchTo(other)
+      s.createPr(3)
+      await s.submit(3)
+      await allMerged(s, [3], 60_000)
+      const after = await db`select owner from queue_runtime`
+      expect(String(after[0].owner)).toContain(`-${other.pid}-`)
+      await s.checkOnePromise()
+      expect(s.history()).toEqual(["PR #1 (#1)", "PR #2 (#2)", "PR #3 (#3)"])
     } finally {
+      await a.kill("SIGTERM").catch(() => undefined)
+      await b.kill("SIGTERM").catch(() => undefined)
+      s.close()
       await db.close()
       await pg.drop()
-      repo.cleanup()
     }
   }, 240_000)
 })

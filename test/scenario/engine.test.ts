@@ -262,9 +262,12 @@ describe("merge queue scenarios", () => {
           [2, 3],
           [3, 4]
         ]
-        await waitFor(async () => JSON.stringify(await order()) === JSON.stringify(expected), "getQueue order")
+        await s.until(
+          "getQueue order",
+          async () => JSON.stringify(await order()) === JSON.stringify(expected) || undefined
+        )
         // the runner places #4 a moment later if it has not yet (until then it may be shown behind placed entries)
-        await waitFor(async () => (await s.pr(4)).position === 2, "#4 at position 2")
+        await s.until("#4 at position 2", async () => (await s.pr(4)).position === 2 || undefined)
         expect((await s.pr(4)).priorityValue).toBe(10)
         expect((await s.pr(2)).state).toBe("pending")
         await s.ciPass(1)
@@ -295,7 +298,7 @@ describe("merge queue scenarios", () => {
         for (const n of [1, 2, 3, 4]) await s.submit(n)
         await s.waitRun(1)
         await s.submit(3, { priority: "high" })
-        await waitFor(async () => (await s.pr(3)).position === 2, "#3 moved up")
+        await s.until("#3 moved up", async () => (await s.pr(3)).position === 2 || undefined)
         expect((await s.pr(2)).position).toBe(3)
         s.repo.deletePr(4)
         await s.waitState(4, "cancelled")
@@ -305,6 +308,29 @@ describe("merge queue scenarios", () => {
           await s.waitState(n, "merged")
         }
         expect(s.history()).toEqual(["PR #1 (#1)", "PR #3 (#3)", "PR #2 (#2)"])
+        return undefined
+      })
+    },
+    TIMEOUT
+  )
+
+  test(
+    "a force-push to a queued PR cancels it (PR_PUSHED_TO); the run behind is rebuilt without it",
+    async () => {
+      await scenario({ concurrency: 2 }, async (s) => {
+        for (const n of [1, 2]) s.createPr(n)
+        await s.submit(1)
+        await s.submit(2)
+        await s.waitRun(1)
+        const a2 = await s.waitRun(2)
+        s.repo.forcePushPr(1, { files: { "pr-1.txt": "changed\n" } })
+        await s.waitState(1, "cancelled")
+        expect((await reasons(s, 1)).at(-1)).toBe("cancelled:PR_PUSHED_TO")
+        const r2 = await s.waitRun(2, [a2.runId])
+        expect(lsTree(s, r2.sha)).toEqual(["README.md", "pr-2.txt"])
+        await s.ciPass(2)
+        await s.waitState(2, "merged")
+        expect(s.history()).toEqual(["PR #2 (#2)"])
         return undefined
       })
     },
@@ -819,11 +845,3 @@ describe("merge queue scenarios", () => {
     TIMEOUT
   )
 })
-
-const waitFor = async (check: () => Promise<boolean>, what: string, timeoutMs = 10_000) => {
-  const deadline = performance.now() + timeoutMs
-  while (!(await check())) {
-    if (performance.now() > deadline) throw new Error(`timed out waiting for ${what}`)
-    await Bun.sleep(25)
-  }
-}

@@ -2,20 +2,14 @@ import { describe, expect, test } from "bun:test"
 import { SQL } from "bun"
 import { createTestRepo } from "../support/git.ts"
 import { openScenario, type Scenario } from "../support/scenario.ts"
-import {
-  eventually,
-  freshPostgres,
-  pgUrl,
-  startTestServer,
-  type TestServer,
-  type TestServerOptions
-} from "../support/server.ts"
+import { freshPostgres, pgUrl, startTestServer, type TestServer, type TestServerOptions } from "../support/server.ts"
 
 /**
  * The lease of a queue (src/queue/lease.ts): when an instance finds its queue under a new fencing token (another
  * instance held it in between), it replaces its runner, and the runner it replaced must not take the new one's
  * token with it when it ends: without it wake-ups went to the lease loop, which replaced the runner again at each
- * one, killing its CI jobs every time (a runner that never made progress).
+ * one, killing its CI jobs every time (a runner that never made progress). The test runs the lease loop's passes
+ * itself (`server.leasePass`, through the runner probe) instead of waiting for its timer.
  */
 
 /** A server on a fresh PostgreSQL database and repository, `db` a connection of the test's own to that database. */
@@ -50,14 +44,14 @@ const withServer = async (
 
 describe.if(pgUrl !== undefined)("queue lease (PostgreSQL)", () => {
   test("a runner replaced under a new fencing token keeps making progress", async () => {
-    await withServer("lease", { ciCommand: "sleep 0.5" }, { concurrency: 2 }, async ({ db, s }) => {
+    await withServer("lease", { ciCommand: "sleep 0.5" }, { concurrency: 2 }, async ({ server, db, s }) => {
       s.createPr(1)
       await s.submit(1)
       await s.waitState(1, "merged", 30_000)
-      // another instance held the queue between two rounds of this one's lease loop (LEASE_LOOP_MS, 2 s, apart): the
-      // loop runs on its own timer, with no signal to step on, so the test lets it run more than twice
+      // another instance held the queue between two passes of this one's lease loop: the next pass finds the new
+      // token and replaces the runner; the passes after it keep that runner (they replaced it again at each one)
       await db`update queue_runtime set fencing = fencing + 1`
-      await Bun.sleep(6_000)
+      for (let pass = 0; pass < 3; pass++) await server.leasePass()
       s.createPr(2)
       await s.submit(2)
       await s.waitState(2, "merged", 30_000)
@@ -74,28 +68,22 @@ describe.if(pgUrl !== undefined)("queue lease (PostgreSQL)", () => {
         return /^greenline_queue_runner_restarts_total (\d+)/m.exec(await r.text())?.[1] ?? "0"
       }
       await s.updateQueue({ state: "paused" })
-      // once this instance runs the queue, another one takes it: the runner's next round is refused (fenced) and the
-      // runner stops
-      await eventually(
-        async () =>
-          (await db`select owner from queue_runtime where owner is not null`).length === 1 ? true : undefined,
-        10_000,
-        "the queue leased"
-      )
-      await Bun.sleep(200)
+      // once this instance runs the queue (a pass of its lease loop took it), another one takes it: the runner's next
+      // round is refused (fenced) and the runner stops
+      await server.leasePass()
+      expect((await db`select owner from queue_runtime where owner is not null`).length).toBe(1)
       await db`update queue_runtime set fencing = fencing + 1`
+      const lost = server.lostLease()
       s.createPr(1)
       await s.submit(1)
-      // the lease loop (every 2 s) takes the queue back under the new token and a new runner places the PR
-      await eventually(
-        async () => {
-          const body = (await s.post("getQueue")).body as { enqueuedPullRequests?: ReadonlyArray<unknown> }
-          const placed = await db`select array_length(positions, 1) as n from queue_runtime`
-          return body.enqueuedPullRequests?.length === 1 && placed[0]?.n === 1 ? true : undefined
-        },
-        30_000,
-        "#1 placed by the new runner"
-      )
+      expect(await lost).toBe((await db`select queue_id from queue_runtime`)[0].queue_id)
+      // the lease loop's next pass takes the queue back under the new token and a new runner places the PR
+      await server.leasePass()
+      await s.until("#1 placed by the new runner", async () => {
+        const body = (await s.post("getQueue")).body as { enqueuedPullRequests?: ReadonlyArray<unknown> }
+        const placed = await db`select array_length(positions, 1) as n from queue_runtime`
+        return body.enqueuedPullRequests?.length === 1 && placed[0]?.n === 1 ? true : undefined
+      })
       expect(await restarts()).toBe("0")
     })
   }, 90_000)

@@ -312,9 +312,11 @@ describe("parallel mode", () => {
         )
         await s.reportRun(r1.runId, "success")
         await s.waitState(1, "merged")
-        const deadline = performance.now() + 10_000
-        while ((await queue()).state !== "running" && performance.now() < deadline) await Bun.sleep(25)
-        expect(await queue()).toMatchObject({ state: "running", mode: "parallel" })
+        const running = await s.until("the queue running again", async () => {
+          const q = await queue()
+          return q.state === "running" ? q : undefined
+        })
+        expect(running).toMatchObject({ state: "running", mode: "parallel" })
         const r2 = await s.waitRun(2)
         expect(r2.details.dependentPrs).toEqual([])
         await s.ciPass(2)

@@ -10,6 +10,9 @@ export interface ServerProcess {
   readonly pid: number
   readonly kill: (signal?: NodeJS.Signals) => Promise<void>
   readonly post: (op: string, body: unknown) => Promise<{ status: number; body: unknown }>
+  /** Resolves at the next event the server streams (GET /v1/events/stream: a pull request or a run changed, in any
+   * instance on its database), or after `maxMs`: the scenario language's signal that the queue moved. */
+  readonly nextRound: (maxMs: number) => Promise<void>
   /** The end of what the server wrote to stderr. */
   readonly stderr: () => string
 }
@@ -62,6 +65,7 @@ export const spawnServer = async (env: Record<string, string>, token: string): P
     }
   })()
   const url = `http://127.0.0.1:${port}`
+  const events = watchEvents(url, token, child.exited)
   return {
     url,
     pid: child.pid,
@@ -69,6 +73,7 @@ export const spawnServer = async (env: Record<string, string>, token: string): P
       child.kill(signal)
       await child.exited
     },
+    nextRound: events.next,
     stderr: () => stderrTail,
     post: async (op, body) => {
       const r = await fetch(`${url}/v1/${op}`, {
@@ -79,4 +84,51 @@ export const spawnServer = async (env: Record<string, string>, token: string): P
       return { status: r.status, body: await r.json() }
     }
   }
+}
+
+/**
+ * The server's event stream, read from the first `next` on until the server exits: each event wakes those waiting.
+ * A stream that ends early (the server was killed) leaves `next` to its timeout.
+ */
+const watchEvents = (url: string, token: string, exited: Promise<unknown>) => {
+  let waiters: Array<() => void> = []
+  let opened = false
+  const controller = new AbortController()
+  void exited.then(() => controller.abort())
+  const read = async () => {
+    const response = await fetch(`${url}/v1/events/stream`, {
+      headers: { "x-api-token": token },
+      signal: controller.signal
+    })
+    const reader = response.body?.getReader()
+    const decoder = new TextDecoder()
+    let buffered = ""
+    for (;;) {
+      const chunk = await reader?.read()
+      if (chunk === undefined || chunk.done) return
+      buffered += decoder.decode(chunk.value, { stream: true })
+      // an event ends with a blank line; comments (": ...", the heartbeat) wake nobody
+      const blocks = buffered.split("\n\n")
+      buffered = blocks.pop() ?? ""
+      if (blocks.some((b) => /^event:/m.test(b))) {
+        const woken = waiters
+        waiters = []
+        for (const wake of woken) wake()
+      }
+    }
+  }
+  const next = (maxMs: number) => {
+    if (!opened) {
+      opened = true
+      void read().catch(() => undefined)
+    }
+    return new Promise<void>((resolve) => {
+      const timer = setTimeout(resolve, maxMs)
+      waiters.push(() => {
+        clearTimeout(timer)
+        resolve()
+      })
+    })
+  }
+  return { next }
 }

@@ -39,6 +39,10 @@ export { tempDir }
 export interface TestServer extends RunningServer {
   /** Resolves when a runner's next round settles (any queue), or after `maxMs`. */
   readonly nextRound?: (maxMs: number) => Promise<void>
+  /** Runs the lease loop's next pass now (ahead of its timer); resolves when that pass ended. */
+  readonly leasePass: () => Promise<void>
+  /** Resolves with the queue's id when a runner next finds its lease gone (call it before what makes it lose it). */
+  readonly lostLease: () => Promise<string>
   readonly token: string
   readonly gitRoot: string
   readonly dataDir: string
@@ -69,10 +73,16 @@ export interface TestServerOptions {
 
 /**
  * The runners' signal for tests: every saved round (of any queue) wakes those waiting on `nextRound`, so a test steps
- * with the queue instead of sleeping in a loop.
+ * with the queue instead of sleeping in a loop. `leasePass` runs the lease loop's next pass now and resolves when it
+ * ended (a pass that began after the call); `lostLease` resolves when a runner next finds its lease gone.
  */
 const makeRoundSignal = (inner: RunnerProbeShape | undefined) => {
   let waiters: Array<() => void> = []
+  let lost: Array<(queueId: string) => void> = []
+  // the lease loop: tests that asked for a pass not begun yet, tests whose pass runs, and the loop's wait to end
+  let asked: Array<() => void> = []
+  let inPass: Array<() => void> = []
+  let loopWaiting: (() => void) | undefined
   const probe: RunnerProbeShape = {
     afterPush: (runId, sha) => inner?.afterPush(runId, sha) ?? Effect.void,
     roundDone: (queueId) =>
@@ -83,7 +93,31 @@ const makeRoundSignal = (inner: RunnerProbeShape | undefined) => {
           waiters = []
           for (const wake of woken) wake()
         })
-      )
+      ),
+    lostLease: (queueId) =>
+      Effect.sync(() => {
+        const woken = lost
+        lost = []
+        for (const wake of woken) wake(queueId)
+      }),
+    leasePassNow: Effect.async<void>((resume) => {
+      const begin = () => {
+        loopWaiting = undefined
+        inPass = asked
+        asked = []
+        resume(Effect.void)
+      }
+      if (asked.length > 0) return begin()
+      loopWaiting = begin
+      return Effect.sync(() => {
+        if (loopWaiting === begin) loopWaiting = undefined
+      })
+    }),
+    leasePassDone: Effect.sync(() => {
+      const done = inPass
+      inPass = []
+      for (const resolve of done) resolve()
+    })
   }
   /** Resolves when the next round settles, or after `maxMs` (what the test waits for may come from elsewhere). */
   const nextRound = (maxMs: number) =>
@@ -94,7 +128,13 @@ const makeRoundSignal = (inner: RunnerProbeShape | undefined) => {
         resolve()
       })
     })
-  return { probe, nextRound }
+  const leasePass = () =>
+    new Promise<void>((resolve) => {
+      asked.push(resolve)
+      loopWaiting?.()
+    })
+  const lostLease = () => new Promise<string>((resolve) => lost.push(resolve))
+  return { probe, nextRound, leasePass, lostLease }
 }
 
 export const startTestServer = async (options: TestServerOptions): Promise<TestServer> => {
@@ -141,6 +181,8 @@ export const startTestServer = async (options: TestServerOptions): Promise<TestS
   return {
     ...server,
     nextRound: rounds.nextRound,
+    leasePass: rounds.leasePass,
+    lostLease: rounds.lostLease,
     token: TEST_TOKEN,
     gitRoot,
     dataDir,

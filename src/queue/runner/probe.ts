@@ -1,14 +1,20 @@
 import { Context, type Effect } from "effect"
 
 /**
- * Points where a test can watch or interrupt a queue's runner (never provided in production): the scenario tests
- * step the runner with them instead of sleeping, and inject a crash at an exact point.
+ * Points where a test can watch or interrupt a queue's runner and the lease loop (never provided in production): the
+ * scenario tests step them instead of sleeping, and inject a crash at an exact point.
  */
 export interface RunnerProbeShape {
   /** a run's test branch was pushed; its build is not recorded yet (a failure here is a crash at that point) */
   readonly afterPush: (runId: string, sha: string) => Effect.Effect<void>
   /** a round of the queue was saved and its commands ran */
   readonly roundDone: (queueId: string) => Effect.Effect<void>
+  /** the queue's runner found its lease gone (its round was refused: another instance holds the queue) and stops */
+  readonly lostLease?: (queueId: string) => Effect.Effect<void>
+  /** ends the lease loop's wait at once: the test asks for its next pass now (the loop's timer still runs) */
+  readonly leasePassNow?: Effect.Effect<void>
+  /** a pass of the lease loop ended: leases taken or renewed, runners started or stopped (or the pass failed) */
+  readonly leasePassDone?: Effect.Effect<void>
 }
 
 export class RunnerProbe extends Context.Tag("greenline/RunnerProbe")<RunnerProbe, RunnerProbeShape>() {}
