@@ -242,10 +242,14 @@ export const DeliveryLive = Layer.scoped(
         }
         yield* sql.withTransaction(
           Effect.gen(function* () {
+            // the attempts of messages that still exist: an endpoint deleted while its messages were being sent
+            // took them with it (its delete waits for these rows, or came first and they are skipped)
             yield* sql`insert into webhook_attempts (endpoint_id, event_seq, at, http_status, duration_ms, error)
                        select v.endpoint_id, v.event_seq, v.at, v.http_status, v.duration_ms, v.error
                        from jsonb_to_recordset(${JSON.stringify(attempts)}::jsonb) as v(endpoint_id uuid,
-                         event_seq bigint, at timestamptz, http_status int, duration_ms int, error text)`
+                         event_seq bigint, at timestamptz, http_status int, duration_ms int, error text)
+                       join webhook_messages m on m.endpoint_id = v.endpoint_id and m.event_seq = v.event_seq
+                       for key share of m`
             yield* sql`update webhook_messages m set status = v.status, attempts = v.attempts, locked_until = null,
                          next_attempt_at = coalesce(v.next_attempt_at, m.next_attempt_at), ended_at = v.ended_at
                        from jsonb_to_recordset(${JSON.stringify(messages)}::jsonb) as v(endpoint_id uuid,

@@ -322,6 +322,36 @@ for (const db of databases) {
       }
     })
 
+    test("an endpoint deleted while its message is sent: the other endpoints' deliveries are still recorded", async () => {
+      const gone = startReceiver()
+      const other = startReceiver()
+      try {
+        const { endpoint, update } = await setup(gone.url)
+        const second = (
+          await server.post("createWebhookEndpoint", {
+            url: other.url,
+            eventTypes: ["queue.updated"],
+            repo: { host: "local", owner: "acme", name: `retry-${db}-${n}` }
+          })
+        ).body as { id: string }
+        made.push(second.id)
+        // the first receiver's owner deletes the endpoint before it answers
+        gone.respond = async () => {
+          expect((await server.post("deleteWebhookEndpoint", { id: endpoint.id })).status).toBe(200)
+          return new Response("ok")
+        }
+        await update(2)
+        expect(await deliverAt(server)).toBe(2)
+        // the pass recorded the other endpoint's delivery (the deleted one's attempt went with its endpoint)
+        const [message] = await deliveriesOf(second.id)
+        expect(message?.status).toBe("delivered")
+        expect(message?.attempts.map((a) => a.status)).toEqual([200])
+      } finally {
+        await gone.stop()
+        await other.stop()
+      }
+    })
+
     test("410 Gone disables the endpoint", async () => {
       const receiver = startReceiver()
       try {
