@@ -76,6 +76,8 @@ interface RoundResult {
   readonly takeoverP99: number
   readonly takeoverMax: number
   readonly http5xx: number
+  /** requests a live instance did not answer within 10 s */
+  readonly slow: number
   readonly errorLines: number
   readonly leftBranches: number
   readonly staleLocks: number
@@ -195,6 +197,7 @@ const runRound = async (round: number, seed: number): Promise<RoundResult> => {
 
   // ---------------------------------------------------------------- HTTP to any instance
   let http5xx = 0
+  let slow = 0
   const post = async (op: string, body: unknown): Promise<{ status: number; body: unknown } | null> => {
     const live = up()
     const inst = live[Math.floor(random() * live.length)]
@@ -208,8 +211,9 @@ const runRound = async (round: number, seed: number): Promise<RoundResult> => {
       })
       if (r.status >= 500 && r.status !== 503) http5xx++
       return { status: r.status, body: await r.json().catch(() => null) }
-    } catch {
-      return null // the instance died under the request
+    } catch (e) {
+      if (e instanceof Error && e.name === "TimeoutError") slow++
+      return null // the instance died under the request, or did not answer in time
     }
   }
   const postUntil = async (op: string, body: unknown, ok = (s: number) => s === 200) => {
@@ -289,7 +293,9 @@ const runRound = async (round: number, seed: number): Promise<RoundResult> => {
         })()
       }
       await sleep(200 + random() * 1500)
-      await Promise.all(victims.map((v) => start(v).catch(() => undefined)))
+      await Promise.all(
+        victims.map((v) => start(v).catch((e) => console.error(`round ${round}: a restart failed: ${e}`)))
+      )
     }
   })()
 
@@ -353,6 +359,8 @@ const runRound = async (round: number, seed: number): Promise<RoundResult> => {
       progressAt.push(Date.now())
     }
     for (const n of accepted) {
+      // an instance that answers slowly must not hold the round past its limit, one PR at a time
+      if (Date.now() - started >= ROUND_LIMIT_MS) break
       if (ended.has(n)) continue
       const r = await post("getSubmittedPullRequest", { ...key, pr: { number: n } })
       const state = (r?.body as { state?: string } | null)?.state
@@ -474,6 +482,7 @@ const runRound = async (round: number, seed: number): Promise<RoundResult> => {
     takeoverP99: pct(takeovers, 0.99),
     takeoverMax: takeovers.length === 0 ? Number.NaN : Math.max(...takeovers),
     http5xx,
+    slow,
     errorLines,
     leftBranches: branchesLeft,
     staleLocks,
@@ -501,6 +510,7 @@ const COLUMNS: ReadonlyArray<[string, (r: RoundResult) => string]> = [
   ["p99 s", (r) => r.takeoverP99.toFixed(1)],
   ["max s", (r) => r.takeoverMax.toFixed(1)],
   ["5xx", (r) => String(r.http5xx)],
+  ["answers > 10 s", (r) => String(r.slow)],
   ["ERROR lines", (r) => String(r.errorLines)],
   ["branches left", (r) => String(r.leftBranches)],
   ["stale locks", (r) => String(r.staleLocks)],
@@ -527,7 +537,7 @@ const main = async () => {
   const takeoverP99 = Math.max(...results.map((r) => (Number.isNaN(r.takeoverP99) ? 0 : r.takeoverP99)))
   const leaseP99 = Math.max(...results.map((r) => (Number.isNaN(r.leaseP99) ? 0 : r.leaseP99)))
   console.log(
-    `summary: ${results.length} rounds; lost ${sum((r) => r.lost)}, double merges ${sum((r) => r.doubleMerges)}, untested on main ${sum((r) => r.untestedOnMain)}, bad merged ${sum((r) => r.badMerged)}, unexplained failures ${sum((r) => r.unexplained)}, open at the end ${sum((r) => r.open)}, kills ${sum((r) => r.kills)}, worst lease takeover p99 ${leaseP99.toFixed(1)} s, worst kill-to-progress p99 ${takeoverP99.toFixed(1)} s, 5xx ${sum((r) => r.http5xx)}, ERROR lines ${sum((r) => r.errorLines)}, branches left ${sum((r) => r.leftBranches)}, stale locks ${sum((r) => r.staleLocks)}`
+    `summary: ${results.length} rounds; lost ${sum((r) => r.lost)}, double merges ${sum((r) => r.doubleMerges)}, untested on main ${sum((r) => r.untestedOnMain)}, bad merged ${sum((r) => r.badMerged)}, unexplained failures ${sum((r) => r.unexplained)}, open at the end ${sum((r) => r.open)}, kills ${sum((r) => r.kills)}, worst lease takeover p99 ${leaseP99.toFixed(1)} s, worst kill-to-progress p99 ${takeoverP99.toFixed(1)} s, 5xx ${sum((r) => r.http5xx)}, answers over 10 s ${sum((r) => r.slow)}, ERROR lines ${sum((r) => r.errorLines)}, branches left ${sum((r) => r.leftBranches)}, stale locks ${sum((r) => r.staleLocks)}`
   )
   process.exit(0)
 }
