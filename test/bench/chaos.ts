@@ -114,6 +114,7 @@ const runRound = async (round: number, seed: number): Promise<RoundResult> => {
     errorLines: 0,
     starts: 0
   }))
+  let errorsShown = 0
   /** every start's DATA_DIR, removed at the end of the round */
   const dataDirs: Array<string> = []
   const start = (inst: Instance) =>
@@ -141,7 +142,11 @@ const runRound = async (round: number, seed: number): Promise<RoundResult> => {
       inst.starts++
       let buffered = ""
       const onLine = (line: string) => {
-        if (/"level":"ERROR"|"logLevel":"ERROR"/.test(line)) inst.errorLines++
+        if (/"level":"ERROR"|"logLevel":"ERROR"/.test(line)) {
+          inst.errorLines++
+          // the first few of a round, so that the table's count can be explained
+          if (errorsShown++ < 5) console.error(`round ${round}: instance ${inst.index}: ${line.slice(0, 600)}`)
+        }
       }
       // the end of what it wrote, for a start that fails
       let tail = ""
