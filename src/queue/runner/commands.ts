@@ -1,4 +1,5 @@
-import { Effect, FiberMap } from "effect"
+import { Cause, Effect, FiberMap } from "effect"
+import { GitError } from "../GitHost.ts"
 import type { Command, PlannerEvent } from "../planner/index.ts"
 import { buildRun } from "./build.ts"
 import type { RunnerCtx } from "./context.ts"
@@ -7,6 +8,15 @@ import { directMerge, merge } from "./merge.ts"
 
 /** How long a command that failed unexpectedly waits before it runs again. */
 export const RETRY_MS = 2_000
+
+/**
+ * Whether a command failed only because a ref's lock file exists: another git holds it for a moment, or a killed git
+ * left it, which is removed once stale. Either passes by itself, so the retry is a warning, not an error.
+ */
+export const failedOnHeldLock = (cause: Cause.Cause<unknown>): boolean => {
+  const errors = [...Cause.failures(cause), ...Cause.defects(cause)]
+  return errors.length > 0 && errors.every((e) => e instanceof GitError && /\.lock': File exists/.test(e.stderr))
+}
 
 /** Runs one command; its results are the next round's events. One that fails unexpectedly is kept to run again. */
 export const execute = (ctx: RunnerCtx, command: Command): Effect.Effect<ReadonlyArray<PlannerEvent>> => {
@@ -38,8 +48,9 @@ export const execute = (ctx: RunnerCtx, command: Command): Effect.Effect<Readonl
       // commands are idempotent: one that failed unexpectedly is tried again (a Merge left unanswered would leave
       // its entries merging for good)
       ctx.failed.push(command)
+      const message = `command ${command._tag} failed; trying it again in ${RETRY_MS} ms`
       return Effect.as(
-        Effect.logError(`command ${command._tag} failed; trying it again in ${RETRY_MS} ms`, cause),
+        failedOnHeldLock(cause) ? Effect.logWarning(message, cause) : Effect.logError(message, cause),
         [] as ReadonlyArray<PlannerEvent>
       )
     })
