@@ -305,7 +305,10 @@ export const makeLocalGit = (gitRootInput: string): GitHostService => {
           yield* Effect.sleep(10 * (attempt + 1))
           continue
         }
-        if ((yield* readRef(dir, `refs/heads/${branch}`)) === null) return
+        // gone already, unless a lock holds its place: a git that died creating it left one (removed once stale,
+        // so the runner's next try deletes it) or a live git is writing it
+        if ((yield* readRef(dir, `refs/heads/${branch}`)) === null && !/\.lock': File exists/.test(result.stderr))
+          return
         return yield* failure(args, result)
       }
     })

@@ -148,6 +148,22 @@ describe("pull requests and branches", () => {
     await run(host.deleteBranch({ ...repo.repo, name: "gone" }, "x"))
   })
 
+  test("deleteBranch of a branch whose create a killed git left locked: refused while the lock is fresh, and the lock removed once stale", async () => {
+    // the branch was never written: the git that was creating it died holding its lock
+    const dir = `${repo.gitDir}/refs/heads/trunk-merge/pr-2`
+    fs.mkdirSync(dir, { recursive: true })
+    const lock = `${dir}/run.lock`
+    fs.writeFileSync(lock, "")
+    // a fresh lock may belong to a live git: the delete fails (the runner tries it again) instead of passing over it
+    expect(await Effect.runPromise(Effect.either(host.deleteBranch(repo.repo, "trunk-merge/pr-2/run")))).toMatchObject({
+      _tag: "Left"
+    })
+    const old = new Date(Date.now() - 60_000)
+    fs.utimesSync(lock, old, old)
+    await run(host.deleteBranch(repo.repo, "trunk-merge/pr-2/run"))
+    expect(fs.existsSync(lock)).toBe(false)
+  })
+
   test("readFile", async () => {
     const head = repo.createPr(1, { files: { "dir/a.txt": "héllo\n" } })
     expect(await run(host.readFile(repo.repo, head, "dir/a.txt"))).toBe("héllo\n")
