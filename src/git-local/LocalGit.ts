@@ -7,6 +7,7 @@ import {
   GitError,
   GitHost,
   type GitHostService,
+  heldRefLock,
   MergeConflict,
   type MergeInput,
   PrNotFound,
@@ -307,8 +308,7 @@ export const makeLocalGit = (gitRootInput: string): GitHostService => {
         }
         // gone already, unless a lock holds its place: a git that died creating it left one (removed once stale,
         // so the runner's next try deletes it) or a live git is writing it
-        if ((yield* readRef(dir, `refs/heads/${branch}`)) === null && !/\.lock': File exists/.test(result.stderr))
-          return
+        if ((yield* readRef(dir, `refs/heads/${branch}`)) === null && !heldRefLock(result.stderr)) return
         return yield* failure(args, result)
       }
     })

@@ -115,6 +115,9 @@ export interface MergeInput {
   readonly pulls: ReadonlyArray<{ readonly prNumber: number; readonly headSha: string; readonly title: string }>
 }
 
+/** Whether git's `stderr` says a ref's lock file exists: another git holds the ref, or a killed one left the lock. */
+export const heldRefLock = (stderr: string): boolean => /\.lock': File exists/.test(stderr)
+
 /** A git invocation failed unexpectedly (or an argument such as a branch name was refused). */
 export class GitError extends Data.TaggedError("GitError")<{
   readonly args: ReadonlyArray<string>

@@ -1,5 +1,5 @@
 import { Cause, Effect, FiberMap } from "effect"
-import { GitError } from "../GitHost.ts"
+import { GitError, heldRefLock } from "../GitHost.ts"
 import type { Command, PlannerEvent } from "../planner/index.ts"
 import { buildRun } from "./build.ts"
 import type { RunnerCtx } from "./context.ts"
@@ -15,7 +15,7 @@ export const RETRY_MS = 2_000
  */
 export const failedOnHeldLock = (cause: Cause.Cause<unknown>): boolean => {
   const errors = [...Cause.failures(cause), ...Cause.defects(cause)]
-  return errors.length > 0 && errors.every((e) => e instanceof GitError && /\.lock': File exists/.test(e.stderr))
+  return errors.length > 0 && errors.every((e) => e instanceof GitError && heldRefLock(e.stderr))
 }
 
 /** Runs one command; its results are the next round's events. One that fails unexpectedly is kept to run again. */
