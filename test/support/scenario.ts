@@ -93,6 +93,9 @@ export interface ScenarioOptions {
   readonly repo?: TestRepo
   /** How long waitState/waitRun/reportRun wait (default 15 s; a provider over REST needs longer on a busy machine). */
   readonly waitMs?: number
+  /** Whether main takes the tested commits themselves (default; local Git), or commits of its own with the tested
+   * trees (GitHub, whose squash and rebase merges write new commits). */
+  readonly landsTestedCommits?: boolean
   /** How CI results reach Greenline (default POST /v1/reportStatus). */
   readonly report?: (sha: string, state: "pending" | "success" | "failure" | "error", context: string) => Promise<void>
 }
@@ -134,6 +137,8 @@ export interface Scenario<S extends ScenarioServer = TestServer> {
   readonly runsSeen: () => ReadonlySet<string>
   /** the sha of main now */
   readonly mainSha: () => string
+  /** main is the tested commit `sha`, or has its tree where the merge writes commits of its own */
+  readonly expectMainAt: (sha: string) => void
   /** subjects of main's first-parent history since the initial commit, oldest first */
   readonly history: () => ReadonlyArray<string>
   /** steps with the queue (the server's signal) until `check` returns a value; fails after the wait limit */
@@ -555,6 +560,14 @@ export const openScenario = async <S extends ScenarioServer = TestServer>(
     ciFail: ci("failure"),
     runsSeen: () => seen,
     mainSha: () => repo.branchSha("main")!,
+    expectMainAt: (sha) => {
+      const main = repo.branchSha("main")!
+      if (options.landsTestedCommits === false)
+        expect({ tree: repo.git("rev-parse", `${main}^{tree}`) }).toEqual({
+          tree: repo.git("rev-parse", `${sha}^{tree}`)
+        })
+      else expect({ main }).toEqual({ main: sha })
+    },
     history: () => {
       const out = repo.git("log", "--first-parent", "--reverse", "--format=%s", `${initialSha}..main`)
       return out === "" ? [] : out.split("\n")

@@ -144,6 +144,7 @@ export const openGitHubScenario = async (
   return openScenario(server, "", {
     // every step is a few REST calls to GitHub (here: the simulator, which runs git and validates each exchange)
     waitMs: 60_000,
+    landsTestedCommits: false,
     ...options,
     repo,
     ...(options.ci === "api"
