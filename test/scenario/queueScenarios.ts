@@ -25,13 +25,18 @@ const define = (name: string, options: QueueScenario["options"], body: QueueScen
   body
 })
 
-/** Plays `body` on the fresh queue of `s`, then checks the one promise (unless the body did) and what `after` checks. */
+/**
+ * Plays `body` on the fresh queue of `s`, then checks the one promise (unless the body did) and what `after` checks.
+ * The queue is deleted at the end (when nothing is active in it), so that its runner stops polling the repository
+ * while the next scenarios run.
+ */
 export const play = async (s: Scenario, body: QueueScenario["body"], after?: () => Promise<void>) => {
   try {
     const end = await body(s)
     if (end?.checked !== true) await s.checkOnePromise(end ?? {})
     await after?.()
   } finally {
+    await s.post("deleteQueue").catch(() => undefined)
     s.close()
   }
 }
