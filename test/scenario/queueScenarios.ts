@@ -453,7 +453,7 @@ export const pausedThenResumed = define(
     await submitAll(s, [1, 2])
     await s.stays(
       async () => (await s.pr(1)).state === "pending" && (await s.pr(2)).testRunId === null,
-      500,
+      300,
       "nothing starts while paused"
     )
     await s.updateQueue({ state: "running" })
@@ -465,7 +465,7 @@ export const pausedThenResumed = define(
     await s.ciPass(2)
     await s.waitState(1, "tests_passed")
     await s.waitState(2, "tests_passed")
-    await s.stays(async () => s.mainSha() === s.initialSha, 500, "nothing merges while paused")
+    await s.stays(async () => s.mainSha() === s.initialSha, 300, "nothing merges while paused")
     await s.updateQueue({ state: "running" })
     await s.waitState(1, "merged")
     await s.waitState(2, "merged")
@@ -485,7 +485,7 @@ export const draining = define(
     await s.submit(2)
     await s.ciPass(1)
     await s.waitState(1, "merged")
-    await s.stays(async () => (await s.pr(2)).state === "pending", 500, "#2 waits while draining")
+    await s.stays(async () => (await s.pr(2)).state === "pending", 300, "#2 waits while draining")
     expect((await s.ok<{ state: string }>("getQueue")).state).toBe("draining")
     await s.updateQueue({ state: "running" })
     await s.ciPass(2)
