@@ -3,6 +3,7 @@
  *
  *   bun test/bench/queue-sim.ts            (full tables, a few minutes)
  *   bun test/bench/queue-sim.ts --quick    (shorter horizon)
+ *   bun test/bench/queue-sim.ts --only estimates    (the estimate tables alone: time at 500 entries, accuracy)
  *
  * CI: every run takes ~N(30, 5) minutes (at least 10), at most 8 CI runs execute at once (the budget; others wait
  * for a slot). Each PR is bad with probability p: every run containing a bad PR fails. Every run also fails
