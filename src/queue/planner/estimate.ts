@@ -14,9 +14,8 @@
  *   notices. A PR already `pending_failure` fails with q when a PR ahead of it in its failed run fails in the same
  *   future (that one explains the failure), else with the share of run failures that failing PRs explain (the rest
  *   are spurious: the run behind it passes and it merges); estimatePoint.ts `drawFailing`. Every run that contains a
- *   failing PR fails. A PR that
- *   failed in a round is taken to land with the PR that merges next behind it (the estimate says when it merges if
- *   it passes);
+ *   failing PR fails. A PR that failed in a round is taken to land with the PR that merges next behind it (the
+ *   estimate says when it merges if it passes);
  * - only the first HORIZON PRs are simulated; the ones behind get the simulated throughput, measured from the first
  *   merge to the last;
  * - each estimate is the median over the rounds, moving to their mean as the failure rate rises (RESTART_FROM);
