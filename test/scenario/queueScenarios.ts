@@ -248,12 +248,10 @@ export const priority = define(
     await s.waitRun(4)
     expect((await s.pr(2)).state).toBe("pending")
     expect((await s.pr(2)).testRunId).toBeNull()
-    await s.ciPass(4)
-    await s.waitState(4, "merged")
-    await s.ciPass(2)
-    await s.waitState(2, "merged")
-    await s.ciPass(3)
-    await s.waitState(3, "merged")
+    for (const n of [4, 2, 3]) {
+      await s.ciPass(n)
+      await s.waitState(n, "merged")
+    }
     expect(s.history()).toEqual(["PR #1 (#1)", "PR #4 (#4)", "PR #2 (#2)", "PR #3 (#3)"])
     // a high submission never interrupted the run of #1
     expect(await s.testingCount(1)).toBe(1)
