@@ -1,20 +1,26 @@
 /**
  * Adaptive mode (issue #18): the queue chooses its speculation depth, batch size and bisection split from what it
  * observes, within the configured settings (which become upper bounds). Pure and deterministic: the choice is a
- * function of the configured bounds, the observation window kept in the state (`QueueState.stats`) and the backlog.
+ * function of the configured bounds, the observation windows kept in the state (`QueueState.stats`, with the
+ * previous choice) and the backlog.
  *
  * - Observations: every finished run (succeeded or failed, not cancelled) with its testing time, its outcome and the
- *   number of PRs it tested; every PR that ended merged or failed. Sliding windows of the last `RUN_WINDOW` runs
+ *   number of PRs it tested and whether it was a bisection run; every PR that ended merged or failed. Sliding windows of the last `RUN_WINDOW` runs
  *   and `PR_WINDOW` PRs, each with a prior worth `PRIOR_WEIGHT` observations, so that a new queue starts sensibly.
  * - A change detector (`regimeStart`) finds where the current failure regime of the PR window begins: a stable
  *   queue uses its whole long window (a precise rate, few wrong switches), a queue whose failure rate jumps uses
  *   the PRs since the jump (it forgets the old rate after a few PRs instead of a window's length).
  * - Failure rate of PRs q (failed / ended since the change), flaky rate f (run failures that q does not explain:
  *   a run of k PRs fails with 1 - (1 - p)^k (1 - f)), and the run failure rate are estimated from the windows.
- * - The choice (simulator-tuned, docs/simulator.md): batching pays while the chance that a batch fails stays small
- *   (a failed batch is bisected, and no main run starts behind an undecided one); the batch size follows Dorfman's
- *   k ≈ 1/√q and is capped so that a batch fails in at most about 1 run in 6. Without batching every slot goes to
- *   speculation depth. Batches never grow beyond what the backlog fills: each of the depth's runs gets a share.
+ * - The choice (simulator-tuned, docs/simulator.md): batching pays while failures are rare (a failed batch is
+ *   bisected, and no main run starts behind an undecided one): below BATCH_START (above BATCH_STOP it stops). The
+ *   batch size is a power of two by the failure rate (`BATCH_SIZES`: 8, 4, then 2), at most the configured batch and
+ *   small enough that the backlog makes at least MIN_BATCHES batches; as many batches are tested at once as the
+ *   backlog fills, up to the configured depth; bisection shares the same slots (slots set aside for it lose at
+ *   every rate in the simulator). Without batching every slot goes to speculation depth.
+ * - Two faster signals: the last main runs of batches failing far more often than q explains stop batching at once
+ *   (`batchFailureRate`: a failed batch's PRs end only after its bisection, so the PR window learns late); and
+ *   batches regrow by doubling, from 2, each step once the last batches mostly passed (a wrong restart costs little).
  * - It only changes what new runs look like: a run that is already started stays valid (the validity check does
  *   not depend on depth or batch size), so no still-useful run is cancelled by a change of the choice.
  */
