@@ -24,12 +24,13 @@ import {
   iso,
   makeStore,
   parseJson,
+  type RecordRow,
   TERMINAL,
   type TimelineItem,
   upgradeState
 } from "./store.ts"
 import { makeSubmissionWriter } from "./submissions.ts"
-import { breakdownOf } from "./timeBreakdown.ts"
+import { type Breakdown, breakdownOf } from "./timeBreakdown.ts"
 
 const keyOf = (queue: QueueRow): QueueKey => ({ orgId: queue.repo.orgId, repo: queue.repo, branch: queue.branch })
 
@@ -101,71 +102,76 @@ export const EngineLive = Layer.scopedContext(
           )
         : Effect.succeed(undefined)
 
+    /** An active entry's estimate fields when its queue's estimate is not cached: the state (and prior) read. */
+    const estimateRead = (queue: QueueRow, entryId: string, now: number) =>
+      Effect.gen(function* () {
+        const rt = yield* sql<{ state: unknown; version: string | number }>`
+          select state, version from queue_runtime where queue_id = ${queue.id}`
+        const found = rt[0]
+        const state =
+          found === undefined
+            ? initialState(plannerConfig(queue.config), null)
+            : upgradeState(parseJson<QueueState>(found.state))
+        const at = found === undefined ? null : Number(found.version)
+        // an entry the runner has not placed yet: right behind the placed ones
+        const fresh = { place: 1, depth: state.config.concurrency, now }
+        const prior = yield* priorFor(queue, state)
+        return estimateFields(estimateOf(queue.id, at, state, now, prior), entryId, fresh)
+      })
+
+    /** The PR of the queue that failed (or went pending_failure) at the instant of each restart: its cause. */
+    const restartCauses = (queue: QueueRow, entryId: string, b: Breakdown) =>
+      Effect.map(
+        sql<{ pr_number: string | number; at: Date | string }>`
+          select e.pr_number, t.occurred_at as at from event_log t join entries e on e.id = t.entry_id
+          where t.entry_id is not null and e.queue_id = ${queue.id} and e.id <> ${entryId}
+            and t.state in ('failed', 'pending_failure')
+            and t.occurred_at in ${sql.in(b.restarts.map((r) => iso(r.at)))}`,
+        (causes) => new Map(causes.map((c) => [new Date(c.at).getTime(), Number(c.pr_number)]))
+      )
+
+    const breakdownView = (b: Breakdown, causeAt: ReadonlyMap<number, number>) => ({
+      waitingForSlotMs: b.waitingForSlotMs,
+      waitingForBatchMs: b.waitingForBatchMs,
+      testingMs: b.testingMs,
+      restarts: b.restarts.map((r) => ({ at: iso(r.at), reason: r.reason, causedByPr: causeAt.get(r.at) ?? null }))
+    })
+
+    const noCauses: ReadonlyMap<number, number> = new Map()
+
     /**
      * getSubmittedPullRequest's extension fields (issue #18): the estimates and the time breakdown, from the
-     * runtime's version and the entry's timeline that the caller read with the entry.
+     * runtime's version and the entry's timeline that the caller read with the entry. The common read (the queue's
+     * estimate cached for its version, no restart) needs no statement and is computed without a fiber step.
      */
     const extensionsOf = (
       queue: QueueRow,
       entryId: string,
       active: boolean,
       version: number | null,
-      items: ReadonlyArray<TimelineItem>
-    ) =>
-      Effect.gen(function* () {
-        const now = yield* Clock.currentTimeMillis
-        let estimates = {}
-        // an unchanged queue's estimate is cached by its runtime version: then its state is not read again
-        const hit = active && version !== null ? cachedEstimate(queue.id, version) : undefined
-        if (hit !== undefined) {
-          estimates = estimateFields(hit.estimate, entryId, { place: 1, depth: hit.depth, now })
-        } else if (active) {
-          const rt = yield* sql<{ state: unknown; version: string | number }>`
-            select state, version from queue_runtime where queue_id = ${queue.id}`
-          const found = rt[0]
-          const state =
-            found === undefined
-              ? initialState(plannerConfig(queue.config), null)
-              : upgradeState(parseJson<QueueState>(found.state))
-          const at = found === undefined ? null : Number(found.version)
-          // an entry the runner has not placed yet: right behind the placed ones
-          const fresh = { place: 1, depth: state.config.concurrency, now }
-          const prior = yield* priorFor(queue, state)
-          estimates = estimateFields(estimateOf(queue.id, at, state, now, prior), entryId, fresh)
-        }
-        const rows = items.map((t) => ({
-          at: new Date(t.at).getTime(),
-          state: t.state,
-          reason: t.reason
-        }))
-        const b = breakdownOf(rows, now, {
-          batch: queue.config.batch,
-          maxWaitMs: queue.config.batchingMaxWaitTimeMinutes * 60_000
-        })
-        // the PR that failed (or went pending_failure) at the instant of each restart caused it
-        const causes =
-          b.restarts.length === 0
-            ? []
-            : yield* sql<{ pr_number: string | number; at: Date | string }>`
-                select e.pr_number, t.occurred_at as at from event_log t join entries e on e.id = t.entry_id
-                where t.entry_id is not null and e.queue_id = ${queue.id} and e.id <> ${entryId}
-                  and t.state in ('failed', 'pending_failure')
-                  and t.occurred_at in ${sql.in(b.restarts.map((r) => iso(r.at)))}`
-        const causeAt = new Map(causes.map((c) => [new Date(c.at).getTime(), Number(c.pr_number)]))
-        return {
-          ...estimates,
-          timeBreakdown: {
-            waitingForSlotMs: b.waitingForSlotMs,
-            waitingForBatchMs: b.waitingForBatchMs,
-            testingMs: b.testingMs,
-            restarts: b.restarts.map((r) => ({
-              at: iso(r.at),
-              reason: r.reason,
-              causedByPr: causeAt.get(r.at) ?? null
-            }))
-          }
-        }
+      items: ReadonlyArray<TimelineItem>,
+      now: number
+    ) => {
+      const rows = items.map((t) => ({ at: new Date(t.at).getTime(), state: t.state, reason: t.reason }))
+      const b = breakdownOf(rows, now, {
+        batch: queue.config.batch,
+        maxWaitMs: queue.config.batchingMaxWaitTimeMinutes * 60_000
       })
+      // an unchanged queue's estimate is cached by its runtime version: then its state is not read again
+      const hit = active && version !== null ? cachedEstimate(queue.id, version) : undefined
+      const estimates =
+        hit !== undefined
+          ? estimateFields(hit.estimate, entryId, { place: 1, depth: hit.depth, now })
+          : active
+            ? undefined
+            : {}
+      if (estimates !== undefined && b.restarts.length === 0)
+        return Effect.succeed({ ...estimates, timeBreakdown: breakdownView(b, noCauses) })
+      return Effect.all([
+        estimates === undefined ? estimateRead(queue, entryId, now) : Effect.succeed(estimates),
+        b.restarts.length === 0 ? Effect.succeed(noCauses) : restartCauses(queue, entryId, b)
+      ]).pipe(Effect.map(([fields, causeAt]) => ({ ...fields, timeBreakdown: breakdownView(b, causeAt) })))
+    }
 
     /** The active entry of a PR, locked for the transaction, in a queue held for it. */
     const requireActive = (queue: QueueRow, prNumber: number) =>
@@ -311,7 +317,7 @@ export const EngineLive = Layer.scopedContext(
             return yield* new PullRequestNotFound({
               message: `pull request #${prNumber} was never submitted to this queue`
             })
-          const row = { ...found.value, id: found.value.id } as EntryRow & typeof found.value
+          const row = found.value as RecordRow & typeof found.value
           const active = !TERMINAL.has(row.state)
           const version = found.value.runtime_version === null ? null : Number(found.value.runtime_version)
           const items =
@@ -345,7 +351,7 @@ export const EngineLive = Layer.scopedContext(
             },
             forceEnqueued: false,
             isCurrentlySubmittedToQueue: active,
-            ...(yield* extensionsOf(queue, row.id, active, version, items))
+            ...(yield* extensionsOf(queue, row.id, active, version, items, yield* Clock.currentTimeMillis))
           }
           if (!includeTimeline) return record
           return {

@@ -2,14 +2,16 @@ import type * as SqlClient from "@effect/sql/SqlClient"
 import { Effect, Option } from "effect"
 import type { QueueKey } from "./Engine.ts"
 import { ACTIVE_STATES, QUEUE_COLUMNS, type QueueColumns } from "./QueueRepo.ts"
-import type { EntryRow } from "./store.ts"
+import { RECORD_COLUMNS, type RecordRow } from "./store.ts"
 
 /**
  * The engine's statements over entries, runs and leases that the API's reads and writes and the lease loop make
  * (the runner's own are in store.ts). Each is one statement; the caller runs them in its transaction.
  */
 
-type NullableEntryRow = { readonly [K in keyof EntryRow]: EntryRow[K] | null }
+type NullableRecordRow = { readonly [K in keyof RecordRow]: RecordRow[K] | null }
+/** what getSubmittedPullRequest shows of an entry: its record's columns only (fewer to send and parse) */
+const SUBMITTED_COLUMNS = RECORD_COLUMNS.map((c) => `e.${c}`).join(", ")
 
 export const makeEngineRepo = (sql: SqlClient.SqlClient) => {
   /**
@@ -23,7 +25,7 @@ export const makeEngineRepo = (sql: SqlClient.SqlClient) => {
     Effect.map(
       sql<
         QueueColumns &
-          NullableEntryRow & {
+          NullableRecordRow & {
             position: number | null
             has_targets: boolean
             unsettled: boolean
@@ -31,7 +33,7 @@ export const makeEngineRepo = (sql: SqlClient.SqlClient) => {
             timeline: string | null
           }
       >`
-        select ${sql.unsafe(QUEUE_COLUMNS)}, e.*, rt.version as runtime_version,
+        select ${sql.unsafe(QUEUE_COLUMNS)}, ${sql.unsafe(SUBMITTED_COLUMNS)}, rt.version as runtime_version,
           (select json_agg(json_build_object('at', t.occurred_at, 'state', t.state, 'reason', t.reason) order by t.seq)::text
            from event_log t where t.entry_id = e.id) as timeline,
           exists (select 1 from impacted_targets t

@@ -4,7 +4,7 @@ import { insertEntry, isLocked } from "./planner/order.ts"
 import type { Entry, QueueState, QueueStats } from "./planner/types.ts"
 import type { QueueRow } from "./QueueRepo.ts"
 import type { EnqueuedPullRequest, StoredQueueConfig } from "./schemas.ts"
-import { type EntryRow, iso, TERMINAL } from "./store.ts"
+import { type EntryRow, iso, type RecordRow, TERMINAL } from "./store.ts"
 
 /**
  * What getQueue and getSubmittedPullRequest show: the runner's order of the queue with the writes it has not stepped
@@ -13,7 +13,7 @@ import { type EntryRow, iso, TERMINAL } from "./store.ts"
 
 const PRIORITY_NAMES: Record<number, string> = { 0: "urgent", 10: "high", 100: "medium", 200: "low" }
 
-export const entryRecord = (queue: QueueRow, row: EntryRow, position: number | null): EnqueuedPullRequest => {
+export const entryRecord = (queue: QueueRow, row: RecordRow, position: number | null): EnqueuedPullRequest => {
   const active = !TERMINAL.has(row.state)
   return {
     id: row.id,

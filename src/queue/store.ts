@@ -141,6 +141,22 @@ export interface EntryRow {
   readonly request_new: boolean
 }
 
+/** The columns of an entry its API record shows. */
+export const RECORD_COLUMNS = [
+  "id",
+  "state",
+  "state_changed_at",
+  "priority",
+  "no_batch",
+  "pr_number",
+  "title",
+  "head_sha",
+  "author",
+  "verified_by_test_run",
+  "run_id"
+] as const
+export type RecordRow = Pick<EntryRow, (typeof RECORD_COLUMNS)[number]>
+
 export interface StepOutput {
   readonly state: QueueState
   readonly outbox: ReadonlyArray<Command>
