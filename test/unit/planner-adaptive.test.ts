@@ -157,7 +157,7 @@ describe("adaptive mode: the choice", () => {
     expect(choose(bounds, since, 100).batchSize).toBeGreaterThan(1)
   })
 
-  test("batches grow by doubling, once the last RAMP_BATCHES batches mostly passed", () => {
+  test("batches grow by doubling, once the last RAMP_BATCHES batches of the current size mostly passed", () => {
     const bounds: PlannerConfig = { ...defaultConfig, concurrency: 8, batch: true, batchingMinSize: 8, adaptive: true }
     const calm = statsWith(0, 100)
     const target = choose(bounds, calm, 400).batchSize
@@ -170,6 +170,8 @@ describe("adaptive mode: the choice", () => {
     // batches of 2 that passed: 4; that failed more than once: still 2
     expect(choose(bounds, { ...calm, runs: [...calm.runs, ...batches(1)], choice: was(2) }, 400).batchSize).toBe(4)
     expect(choose(bounds, { ...calm, runs: [...calm.runs, ...batches(2)], choice: was(2) }, 400).batchSize).toBe(2)
+    // only batches of the current size count: batches of 2 that passed do not grow batches of 4
+    expect(choose(bounds, { ...calm, runs: [...calm.runs, ...batches(0)], choice: was(4) }, 400).batchSize).toBe(4)
     // never beyond what the failure rate asks for, and shrinking is immediate
     expect(choose(bounds, { ...calm, runs: [...calm.runs, ...batches(0)], choice: was(8) }, 400).batchSize).toBe(8)
     expect(choose(bounds, { ...statsWith(2, 50), choice: was(8) }, 400).batchSize).toBeLessThan(8)

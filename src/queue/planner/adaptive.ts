@@ -180,16 +180,17 @@ const observeUncached = (stats: QueueStats): Observed => {
   }
 }
 
-/** Batches grow once RAMP_BATCHES main runs of batches in a row ended with at most one failure. */
+/** Batches grow once the last RAMP_BATCHES main runs, all batches of the current size, had at most one failure. */
 export const RAMP_BATCHES = 4
 
-const recentBatchesPassed = (runs: QueueStats["runs"]): boolean => {
+const recentBatchesPassed = (runs: QueueStats["runs"], size: number): boolean => {
   let seen = 0
   let failed = 0
   for (let i = runs.length - 1; i >= 0 && seen < RAMP_BATCHES; i--) {
     const [, fail, k, bisection] = runs[i]!
     if (bisection === 1) continue
-    if (k < 2) return false
+    // batches of the current size (smaller ones are from before, or the backlog's tail)
+    if (k < size) return false
     seen++
     failed += fail
   }
@@ -249,7 +250,8 @@ export const choose = (bounds: PlannerConfig, stats: QueueStats, backlog: number
     // batches grow by doubling, each step once the last batches at the current size mostly passed: a queue that
     // (re)starts batching after a bad stretch tries batches of 2 first (a wrong start costs little)
     const current = stats.choice === undefined || stats.choice === null ? batchSize : stats.choice.batchSize
-    if (batchSize > current) batchSize = current <= 1 ? 2 : recentBatchesPassed(stats.runs) ? current * 2 : current
+    if (batchSize > current)
+      batchSize = current <= 1 ? 2 : recentBatchesPassed(stats.runs, current) ? current * 2 : current
   }
   if (batchSize > 1) {
     // batching: every slot tests batches speculatively, and a failed batch is bisected on the same slots (the runs
