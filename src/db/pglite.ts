@@ -5,6 +5,7 @@ import { SqlError } from "@effect/sql/SqlError"
 import { makeCompiler } from "@effect/sql-pg/PgClient"
 import type { PGlite } from "@electric-sql/pglite"
 import { Effect, Layer, Stream } from "effect"
+import { makeStatementNamer, type StatementNamer } from "./prepare.ts"
 
 /**
  * An `SqlClient` over PGlite, the embedded PostgreSQL. PGlite has one connection, so a semaphore guards it: a plain
@@ -22,6 +23,72 @@ const toParam = (value: unknown): unknown => {
 
 const toSqlError = (message: string) => (cause: unknown) => new SqlError({ cause, message })
 
+/**
+ * A parameter as a quoted literal of EXECUTE: the text PGlite would bind for it (a string as it is, a boolean `t` or
+ * `f`, a number in decimal), which PostgreSQL converts to the parameter's type with the same input function as a
+ * bound text parameter. Undefined: a value that has no such text (bytes, a NUL character): sent unprepared.
+ */
+const literalOf = (value: unknown): string | undefined => {
+  if (value === null || value === undefined) return "NULL"
+  const text =
+    typeof value === "string"
+      ? value
+      : typeof value === "boolean"
+        ? value
+          ? "t"
+          : "f"
+        : typeof value === "number" || typeof value === "bigint"
+          ? String(value)
+          : undefined
+  if (text === undefined || text.includes("\0")) return undefined
+  // standard_conforming_strings is on (checked when the database opens): a quote is the only character to double
+  return `'${text.replaceAll("'", "''")}'`
+}
+
+/** Statements PREPARE accepts. */
+const PREPARABLE = /^\s*(select|insert|update|delete|with|values)\b/i
+
+/** Errors after which a prepared statement is run unprepared from then on: its plan changed shape, or it is gone. */
+const UNPREPARABLE = new Set(["0A000", "26000"])
+
+const codeOf = (error: unknown) =>
+  typeof error === "object" && error !== null && "code" in error ? String(error.code) : undefined
+
+/**
+ * PGlite's `query` parses and plans every statement anew, which is most of the cost of a short read. A statement
+ * sent again and again (the namer's rule, as on PostgreSQL: prepare.ts) is prepared once (`PREPARE`, which a rolled
+ * back transaction does not undo) and then run by `EXECUTE` with its parameters as literals.
+ */
+const makePreparedQuery = (db: PGlite, namer: StatementNamer) => {
+  const prepared = new Set<string>()
+  return async <T>(
+    sql: string,
+    params: ReadonlyArray<unknown>,
+    options?: { readonly rowMode: "array" }
+  ): Promise<ReadonlyArray<T>> => {
+    const unprepared = () => db.query<T>(sql, [...params], options).then((r) => r.rows)
+    if (params.length === 0 || !PREPARABLE.test(sql)) return unprepared()
+    const literals = params.map(literalOf)
+    if (literals.some((l) => l === undefined)) return unprepared()
+    const name = namer.nameOf(sql)
+    if (name === undefined) return unprepared()
+    if (!prepared.has(name)) {
+      await db.query(`prepare ${name} as ${sql}`)
+      prepared.add(name)
+    }
+    try {
+      return (await db.query<T>(`execute ${name}(${literals.join(", ")})`, [], options)).rows
+    } catch (error) {
+      const code = codeOf(error)
+      if (code === undefined || !UNPREPARABLE.has(code)) throw error
+      namer.refuse(sql)
+      prepared.delete(name)
+      await db.query(`deallocate ${name}`).catch(() => undefined)
+      return unprepared()
+    }
+  }
+}
+
 /** How the one connection is used right now (for `GET /metrics`): holders of the semaphore and fibers waiting. */
 export interface PgliteUse {
   inUse: number
@@ -31,13 +98,21 @@ export interface PgliteUse {
 export const makePglite = (db: PGlite, use: PgliteUse = { inUse: 0, waiting: 0 }) =>
   Effect.gen(function* () {
     const semaphore = yield* Effect.makeSemaphore(1)
+    const conforming = yield* Effect.tryPromise({
+      try: () => db.query<{ on: string }>("select current_setting('standard_conforming_strings') as on"),
+      catch: toSqlError("Failed to read standard_conforming_strings")
+    })
+    const query = makePreparedQuery(
+      db,
+      makeStatementNamer({ minUses: 2, maxNames: conforming.rows[0]?.on === "on" ? 500 : 0 })
+    )
 
     const run = (sql: string, params: ReadonlyArray<unknown>) =>
       Effect.tryPromise({
         try: () =>
           params.length === 0 && sql.includes(";")
             ? db.exec(sql).then((results) => results.at(-1)?.rows ?? [])
-            : db.query<Record<string, unknown>>(sql, params.map(toParam)).then((r) => r.rows),
+            : query<Record<string, unknown>>(sql, params.map(toParam)),
         catch: toSqlError("Failed to execute statement")
       })
 
@@ -49,10 +124,7 @@ export const makePglite = (db: PGlite, use: PgliteUse = { inUse: 0, waiting: 0 }
         Stream.fromIterableEffect(Effect.map(run(sql, params), (rows) => (transformRows ? transformRows(rows) : rows))),
       executeValues: (sql, params) =>
         Effect.tryPromise({
-          try: () =>
-            db
-              .query<unknown[]>(sql, params.map(toParam), { rowMode: "array" })
-              .then((r) => r.rows as ReadonlyArray<ReadonlyArray<unknown>>),
+          try: () => query<ReadonlyArray<unknown>>(sql, params.map(toParam), { rowMode: "array" }),
           catch: toSqlError("Failed to execute statement")
         }),
       executeUnprepared: (sql, params, transformRows) =>

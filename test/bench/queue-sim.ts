@@ -3,12 +3,14 @@
  *
  *   bun test/bench/queue-sim.ts            (full tables, a few minutes)
  *   bun test/bench/queue-sim.ts --quick    (shorter horizon)
+ *   bun test/bench/queue-sim.ts --only estimates    (the estimate tables alone: time at 500 entries, accuracy)
  *
  * CI: every run takes ~N(30, 5) minutes (at least 10), at most 8 CI runs execute at once (the budget; others wait
  * for a slot). Each PR is bad with probability p: every run containing a bad PR fails. Every run also fails
  * spuriously with probability f. Everything is seeded and deterministic.
  */
 
+import { loadavg } from "node:os"
 import type {
   Command,
   ImpactedTargets,
@@ -366,44 +368,55 @@ export const replayTimes = (inputs: readonly StepInput[], reps: number): number[
 
 export interface EstimateAccuracy {
   readonly samples: number
+  /** |estimated − actual| / actual, both counted from the moment the estimate was taken (the time that remained) */
   readonly median: number
   readonly p90: number
+  /** the same error over the PR's whole submit→merge time: |estimated − actual merge time| / (merge − submission) */
+  readonly medianTotal: number
+  readonly p90Total: number
   /** mean of actual / estimated time to merge over the samples taken while degraded (1 = unbiased, > 1 optimistic) */
   readonly optimismDegraded: number
   readonly degradedSamples: number
   readonly estimateMs: number[]
+  /** every sample: [estimated remaining ms, actual remaining ms, submit→merge ms, position, degraded 1/0] */
+  readonly raw: Array<readonly [number, number, number, number, 0 | 1]>
 }
 
 /**
  * Estimates taken at submission and at every change of a PR's position, against the time the PR actually took to
- * merge from then (PRs that merged). `degraded`: whether a time falls in a degraded phase.
+ * merge (PRs that merged): from the moment the estimate was taken, and from its submission. `degraded`: whether a
+ * time falls in a degraded phase.
  */
 export const estimateAccuracy = (params: SimParams, degraded: (now: number) => boolean = () => false) => {
-  const open = new Map<string, Array<{ at: number; est: number; degraded: boolean }>>()
+  const open = new Map<string, Array<{ at: number; est: number; pos: number; degraded: boolean }>>()
   const lastPos = new Map<string, number>()
+  const submittedAt = new Map<string, number>()
   const errors: number[] = []
+  const errorsTotal: number[] = []
   const ratios: number[] = []
   const estimateMs: number[] = []
+  const raw: Array<readonly [number, number, number, number, 0 | 1]> = []
   const observer = (state: QueueState, now: number, transitions: StepResult["transitions"]) => {
     let pos = 0
-    const changed: string[] = []
+    const changed: Array<readonly [string, number]> = []
     for (const e of state.entries) {
       if (e.state === "not_ready" || e.state === "merged" || e.state === "failed" || e.state === "cancelled") continue
       pos++
+      if (!submittedAt.has(e.id)) submittedAt.set(e.id, now)
       if (lastPos.get(e.id) !== pos) {
         lastPos.set(e.id, pos)
-        changed.push(e.id)
+        changed.push([e.id, pos])
       }
     }
     if (changed.length > 0) {
       const t0 = performance.now()
       const est = estimateQueue(state, now)
       estimateMs.push(performance.now() - t0)
-      for (const id of changed) {
+      for (const [id, p] of changed) {
         const m = est.byEntry.get(id)?.mergeAt
         if (m === null || m === undefined) continue
         const list = open.get(id) ?? []
-        list.push({ at: now, est: m - now, degraded: degraded(now) })
+        list.push({ at: now, est: m - now, pos: p, degraded: degraded(now) })
         open.set(id, list)
       }
     }
@@ -412,11 +425,16 @@ export const estimateAccuracy = (params: SimParams, degraded: (now: number) => b
       lastPos.delete(t.entryId)
       const list = open.get(t.entryId)
       open.delete(t.entryId)
+      const submitted = submittedAt.get(t.entryId) ?? now
+      submittedAt.delete(t.entryId)
       if (t.to !== "merged" || list === undefined) continue
+      const total = now - submitted
       for (const x of list) {
         const actual = now - x.at
         if (actual <= 0) continue
         errors.push(Math.abs(x.est - actual) / actual)
+        errorsTotal.push(Math.abs(x.est - actual) / total)
+        raw.push([x.est, actual, total, x.pos, x.degraded ? 1 : 0])
         if (x.degraded) ratios.push(actual / Math.max(1, x.est))
       }
     }
@@ -427,9 +445,12 @@ export const estimateAccuracy = (params: SimParams, degraded: (now: number) => b
     samples: errors.length,
     median: quantile(errors, 0.5),
     p90: quantile(errors, 0.9),
+    medianTotal: quantile(errorsTotal, 0.5),
+    p90Total: quantile(errorsTotal, 0.9),
     optimismDegraded: ratios.length === 0 ? Number.NaN : mean,
     degradedSamples: ratios.length,
-    estimateMs
+    estimateMs,
+    raw
   } satisfies EstimateAccuracy
 }
 
@@ -602,6 +623,118 @@ const shares = (r: { readonly choices: ReadonlyMap<string, number> }) =>
     .map(([k, v]) => `${k} ${(100 * v).toFixed(0)}%`)
     .join("; ")
 
+// ------------------------------------------------------------------ estimate tables
+
+/** The adaptive 500-entry queue of the step-time table (p = 0.05, seed 5), every 100th state after a step. */
+const estimateStates500 = (): Array<{ state: QueueState; now: number }> => {
+  const states: Array<{ state: QueueState; now: number }> = []
+  let seen = 0
+  simulate({
+    config: ADAPTIVE.config,
+    p: 0.05,
+    f: F,
+    hours: 48,
+    backlog: 500,
+    seed: 5,
+    observer: (state, now) => {
+      if (++seen % 100 === 0) states.push({ state, now })
+    }
+  })
+  return states
+}
+
+/**
+ * Estimate time: every recorded state estimated again 3 times, fastest kept (the estimate caches per state object,
+ * so each repetition gets a shallow copy). Same-run baseline: the planner step replayed on the same states (a Tick,
+ * fastest of 5), so the ratio holds on a loaded machine.
+ */
+const estimateTimeTable = (out: (s: string) => void, estimateStates: Array<{ state: QueueState; now: number }>) => {
+  Bun.gc(true)
+  const estTimes = estimateStates.map(({ state, now }) => {
+    let bestMs = Number.POSITIVE_INFINITY
+    for (let k = 0; k < 3; k++) {
+      const t0 = performance.now()
+      estimateQueue({ ...state }, now)
+      bestMs = Math.min(bestMs, performance.now() - t0)
+    }
+    return bestMs
+  })
+  const stepMs = replayTimes(
+    estimateStates.map(({ state, now }) => ({ state, ev: { _tag: "Tick" } as const, now })),
+    5
+  ).map((ns) => ns / 1e6)
+  const ratios = estTimes.map((ms, i) => ms / Math.max(1e-6, stepMs[i]!))
+  out(
+    `### Estimate time, 500 entries in the queue (adaptive, p = 0.05; load average ${loadavg()[0]!.toFixed(1)} when measured)`
+  )
+  out("")
+  out(
+    "| states | estimate p50 | estimate p99 | estimate max | planner step on the same states p50 (replayed) | estimate / step p50 | estimate / step p99 |"
+  )
+  out("|---|---|---|---|---|---|---|")
+  out(
+    `| ${estTimes.length} | ${fmt(quantile(estTimes, 0.5), 2)} ms | ${fmt(quantile(estTimes, 0.99), 2)} ms | ${fmt(Math.max(...estTimes), 2)} ms | ${fmt(1000 * quantile(stepMs, 0.5), 0)} µs | ${fmt(quantile(ratios, 0.5), 0)}× | ${fmt(quantile(ratios, 0.99), 0)}× |`
+  )
+  out("")
+}
+
+/** Estimate accuracy at Poisson 6 and 12 PRs/h and in the regime-change workload, and where its error lies. */
+const estimateAccuracyTables = (out: (s: string) => void) => {
+  const runs: Array<{ name: string; acc: EstimateAccuracy }> = []
+  for (const rate of [6, 12]) {
+    runs.push({
+      name: `Poisson ${rate} PRs/h, p = 0.05, f = ${F}`,
+      acc: estimateAccuracy({ config: ADAPTIVE.config, p: 0.05, f: F, hours: HOURS, arrivalPerHour: rate, seed: 2 })
+    })
+  }
+  runs.push({
+    name: "regime change, Poisson 6 PRs/h",
+    acc: estimateAccuracy(
+      { config: ADAPTIVE.config, p: 0, f: 0, hours: HOURS, arrivalPerHour: 6, seed: 2, regime: regimeChange },
+      degradedPhase
+    )
+  })
+  out(
+    `### Estimate accuracy (adaptive queue, ${HOURS} h, seed 2; estimates at submission and at every change of position, PRs that merged)`
+  )
+  out("")
+  out(
+    "| workload | samples | median error, of the time left | p90, of the time left | median error, of submit→merge | p90, of submit→merge | mean actual / estimated while degraded | estimate time p50 | estimate time p99 |"
+  )
+  out("|---|---|---|---|---|---|---|---|---|")
+  for (const { name, acc } of runs) {
+    out(
+      `| ${name} | ${acc.samples} | ${fmt(100 * acc.median, 0)}% | ${fmt(100 * acc.p90, 0)}% | ${fmt(100 * acc.medianTotal, 0)}% | ${fmt(100 * acc.p90Total, 0)}% | ${Number.isNaN(acc.optimismDegraded) ? "-" : `${fmt(acc.optimismDegraded, 2)}× (${acc.degradedSamples} samples)`} | ${fmt(quantile(acc.estimateMs, 0.5), 2)} ms | ${fmt(quantile(acc.estimateMs, 0.99), 2)} ms |`
+    )
+  }
+  out("")
+  out("Where the error lies (error of the time left, by the time left that was estimated):")
+  out("")
+  out("| workload | estimated time left | samples | median error | p90 | actual / estimated: p10 | p50 | p90 |")
+  out("|---|---|---|---|---|---|---|---|")
+  const buckets: Array<readonly [string, number]> = [
+    ["< 10 min", 10 * MIN],
+    ["10–30 min", 30 * MIN],
+    ["30–60 min", HOUR],
+    ["1–3 h", 3 * HOUR],
+    ["≥ 3 h", Number.POSITIVE_INFINITY]
+  ]
+  for (const { name, acc } of runs) {
+    let lo = 0
+    for (const [label, hi] of buckets) {
+      const xs = acc.raw.filter(([est]) => est >= lo && est < hi)
+      lo = hi
+      if (xs.length === 0) continue
+      const err = xs.map(([est, actual]) => Math.abs(est - actual) / actual)
+      const ratio = xs.map(([est, actual]) => actual / Math.max(1, est))
+      out(
+        `| ${name} | ${label} | ${xs.length} | ${fmt(100 * quantile(err, 0.5), 0)}% | ${fmt(100 * quantile(err, 0.9), 0)}% | ${fmt(quantile(ratio, 0.1), 2)} | ${fmt(quantile(ratio, 0.5), 2)} | ${fmt(quantile(ratio, 0.9), 2)} |`
+      )
+    }
+  }
+  out("")
+}
+
 const main = () => {
   const lines: string[] = []
   const out = (s: string) => {
@@ -676,34 +809,9 @@ const main = () => {
     row("parallel, 20 targets, concurrency 8", perfPar)
     row("single, adaptive (bounds: depth 8, batches ≤ 8)", perfAdaptive)
     out("")
-    // estimate time: every recorded state estimated again 3 times, fastest kept (the estimate caches per state object,
-    // so each repetition gets a shallow copy). Same-run baseline: the planner step replayed on the same states (a
-    // Tick, fastest of 5), so the ratio holds on a loaded machine.
-    const estTimes = estimateStates.map(({ state, now }) => {
-      let bestMs = Number.POSITIVE_INFINITY
-      for (let k = 0; k < 3; k++) {
-        const t0 = performance.now()
-        estimateQueue({ ...state }, now)
-        bestMs = Math.min(bestMs, performance.now() - t0)
-      }
-      return bestMs
-    })
-    const stepMs = replayTimes(
-      estimateStates.map(({ state, now }) => ({ state, ev: { _tag: "Tick" } as const, now })),
-      5
-    ).map((ns) => ns / 1e6)
-    const ratios = estTimes.map((ms, i) => ms / Math.max(1e-6, stepMs[i]!))
-    out("### Estimate time, 500 entries in the queue (adaptive, p = 0.05)")
-    out("")
-    out(
-      "| states | estimate p50 | estimate p99 | estimate max | planner step on the same states p50 (replayed) | estimate / step p50 | estimate / step p99 |"
-    )
-    out("|---|---|---|---|---|---|---|")
-    out(
-      `| ${estTimes.length} | ${fmt(quantile(estTimes, 0.5), 2)} ms | ${fmt(quantile(estTimes, 0.99), 2)} ms | ${fmt(Math.max(...estTimes), 2)} ms | ${fmt(1000 * quantile(stepMs, 0.5), 0)} µs | ${fmt(quantile(ratios, 0.5), 0)}× | ${fmt(quantile(ratios, 0.99), 0)}× |`
-    )
-    out("")
-  }
+    // the estimate time on the states of the adaptive queue above (the estimates' table)
+    if (want("estimates")) estimateTimeTable(out, estimateStates)
+  } else if (want("estimates")) estimateTimeTable(out, estimateStates500())
   const best = want("single") || want("adaptive") ? searchBest() : null
   if (want("single")) {
     const all = [...settings, best!, ADAPTIVE]
@@ -785,34 +893,7 @@ const main = () => {
     out(`| adaptive's choices (share of time) | ${shares(ra)} | | | | | | | |`)
     out("")
   }
-  if (want("estimates")) {
-    out(
-      "### Estimate accuracy (adaptive queue; estimates at submission and at every change of position, PRs that merged)"
-    )
-    out("")
-    out(
-      "| workload | samples | median |est − actual| / actual | p90 | mean actual / estimated while degraded | estimate time p50 | estimate time p99 |"
-    )
-    out("|---|---|---|---|---|---|---|")
-    const accRow = (name: string, acc: EstimateAccuracy) =>
-      out(
-        `| ${name} | ${acc.samples} | ${fmt(100 * acc.median, 0)}% | ${fmt(100 * acc.p90, 0)}% | ${Number.isNaN(acc.optimismDegraded) ? "-" : `${fmt(acc.optimismDegraded, 2)}× (${acc.degradedSamples} samples)`} | ${fmt(quantile(acc.estimateMs, 0.5), 2)} ms | ${fmt(quantile(acc.estimateMs, 0.99), 2)} ms |`
-      )
-    for (const rate of [6, 12]) {
-      accRow(
-        `Poisson ${rate} PRs/h, p = 0.05, f = ${F}`,
-        estimateAccuracy({ config: ADAPTIVE.config, p: 0.05, f: F, hours: HOURS, arrivalPerHour: rate, seed: 2 })
-      )
-    }
-    accRow(
-      "regime change, Poisson 6 PRs/h",
-      estimateAccuracy(
-        { config: ADAPTIVE.config, p: 0, f: 0, hours: HOURS, arrivalPerHour: 6, seed: 2, regime: regimeChange },
-        degradedPhase
-      )
-    )
-    out("")
-  }
+  if (want("estimates")) estimateAccuracyTables(out)
   if (want("parallel")) {
     out(`### Parallel vs single mode: PRs touch 1–3 of 20 targets, concurrency 8, f = ${F}, CI budget 8`)
     out("")

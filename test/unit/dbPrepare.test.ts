@@ -1,13 +1,15 @@
 /**
  * Prepared statements (src/db/prepare.ts): the naming rules, and on a real PostgreSQL that a repeated statement is
  * prepared once per connection, that the SQL client's statements go through it, and that a statement PostgreSQL
- * will not run as prepared any more (its result type changed, or it was deallocated) still answers.
+ * will not run as prepared any more (its result type changed, or it was deallocated) still answers. On PGlite
+ * (src/db/pglite.ts), the same through PREPARE and EXECUTE with literal parameters.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { Effect, type Layer, ManagedRuntime } from "effect"
 import pg from "pg"
 import { layerPostgres } from "../../src/db/Database.ts"
+import { layerPglite } from "../../src/db/pglite.ts"
 import { makeStatementNamer, prepareStatements } from "../../src/db/prepare.ts"
 import { freshPostgres, pgUrl } from "../support/server.ts"
 
@@ -121,5 +123,83 @@ describePg("prepared statements on PostgreSQL", () => {
     } finally {
       await runtime.dispose()
     }
+  })
+})
+
+describe("prepared statements on PGlite", () => {
+  const runtime = ManagedRuntime.make(layerPglite(undefined) as Layer.Layer<SqlClient.SqlClient, unknown>)
+  const run = <A>(f: (sql: SqlClient.SqlClient) => Effect.Effect<A, unknown>) =>
+    runtime.runPromise(Effect.flatMap(SqlClient.SqlClient, f))
+  const prepared = () =>
+    run((sql) => sql<{ statement: string }>`select statement from pg_prepared_statements`).then((rows) =>
+      rows.map((r) => r.statement.replace(/^prepare \S+ as /i, ""))
+    )
+  beforeAll(async () => {
+    await run((sql) =>
+      sql.unsafe(
+        "create table things (id int primary key, label text, flag bool, at timestamptz, doc jsonb, big bigint)"
+      )
+    )
+  })
+  afterAll(() => runtime.dispose())
+
+  const insert = (row: {
+    id: number
+    label: string | null
+    flag: boolean
+    at: Date
+    doc: { readonly [k: string]: unknown }
+    big: bigint | number
+  }) =>
+    run(
+      (sql) =>
+        sql<{ id: number; label: string | null; flag: boolean; at: Date; doc: unknown; big: string | number }>`
+          insert into things (id, label, flag, at, doc, big)
+          values (${row.id}, ${row.label}, ${row.flag}, ${row.at}, ${JSON.stringify(row.doc)}, ${row.big}) returning *`
+    )
+
+  test("a repeated statement is prepared once; its parameters reach it as they would unprepared", async () => {
+    const at = new Date("2026-01-02T03:04:05.678Z")
+    // the first insert runs unprepared, the others prepared: the values that need quoting come last
+    const values = [
+      { id: 1, label: null, flag: false, at, doc: {}, big: 5 },
+      { id: 2, label: "\u00e9t\u00e9 \u{1F600}", flag: true, at, doc: { nested: { k: null } }, big: -1 },
+      { id: 3, label: "it's a 'quoted' \\ value", flag: true, at, doc: { a: [1, "x'y"] }, big: 9007199254740993n }
+    ]
+    const rows = []
+    for (const v of values) rows.push(...(await insert(v)))
+    expect(rows.map((r) => [r.id, r.label, r.flag, r.at.toISOString(), r.doc, String(r.big)])).toEqual(
+      values.map((v) => [v.id, v.label, v.flag, v.at.toISOString(), v.doc, String(v.big)])
+    )
+    const statements = await prepared()
+    expect(statements.filter((s) => s.includes("insert into things"))).toHaveLength(1)
+    // what the prepared statement stored is what a plain read sees
+    const read = await run((sql) => sql.unsafe<{ label: string | null }>("select label from things order by id"))
+    expect(read.map((r) => r.label)).toEqual(values.map((v) => v.label))
+  })
+
+  test("a statement prepared in a transaction that rolled back stays prepared", async () => {
+    const select = (sql: SqlClient.SqlClient, id: number) =>
+      sql<{ id: number }>`select id from things where id = ${id} and id > ${-100}`
+    await run((sql) =>
+      sql.withTransaction(Effect.zipRight(Effect.all([select(sql, 1), select(sql, 2)]), Effect.fail("roll back")))
+    ).catch(() => undefined)
+    expect((await prepared()).some((s) => s.includes("and id > $2"))).toBe(true)
+    expect(await run((sql) => select(sql, 2))).toEqual([{ id: 2 }])
+  })
+
+  test("a prepared statement whose result type changed, or that was deallocated, answers unprepared", async () => {
+    const all = (sql: SqlClient.SqlClient) => sql<Record<string, unknown>>`select * from things where id = ${1}`
+    await run(all)
+    await run(all)
+    expect((await prepared()).some((s) => s.startsWith("select * from things"))).toBe(true)
+    await run((sql) => sql.unsafe("alter table things add column extra int default 7"))
+    expect((await run(all))[0]?.extra).toBe(7)
+    const byLabel = (sql: SqlClient.SqlClient) =>
+      sql<{ id: number }>`select id from things where label is null and id = ${1}`
+    await run(byLabel)
+    await run(byLabel)
+    await run((sql) => sql.unsafe("deallocate all"))
+    expect(await run(byLabel)).toEqual([{ id: 1 }])
   })
 })

@@ -5,12 +5,17 @@
  *
  * The forward simulation, repeated a few times (more for short queues, ROUND_BUDGET simulated PRs in all) with a
  * pseudo-random generator seeded from the state, so the same state always gives the same estimate:
- * - each run takes a duration drawn from the window's finished runs (a run already testing: what remains of one
- *   longer than it has run, at least a minute); building a test branch takes BUILD_MS, a merge MERGE_MS; CI slots
- *   are not limited beyond the planner's own;
- * - each PR fails with the observed PR failure rate q (a PR already `pending_failure` fails), and every run that
- *   contains a failing PR fails. A PR that failed in a round is taken to land with the PR that merges next behind it
- *   (the estimate says when it merges if it passes);
+ * - each run takes a duration drawn from the window's finished runs (a run already testing: what remains of one of
+ *   the window's runs that lasted longer than it has run so far, at least a minute); building a test branch takes
+ *   BUILD_MS, a merge MERGE_MS; CI slots are not limited beyond the planner's own;
+ * - each PR fails with the PR failure rate q: the observed one (adaptive.ts `observe`, over the current regime of
+ *   the window), or the rate of the last RECENT_PRS PRs when that is higher (with the observed rate as a prior), so
+ *   that a queue that has just started to fail more is not estimated with its old rate until the change detector
+ *   notices. A PR already `pending_failure` fails with q when a PR ahead of it in its failed run fails in the same
+ *   future (that one explains the failure), else with the share of run failures that failing PRs explain (the rest
+ *   are spurious: the run behind it passes and it merges); estimatePoint.ts `drawFailing`. Every run that contains a
+ *   failing PR fails. A PR that failed in a round is taken to land with the PR that merges next behind it (the
+ *   estimate says when it merges if it passes);
  * - only the first HORIZON PRs are simulated; the ones behind get the simulated throughput, measured from the first
  *   merge to the last;
  * - each estimate is the median over the rounds, moving to their mean as the failure rate rises (RESTART_FROM);
@@ -20,6 +25,7 @@
 
 import { applyChoice, observe, statsOf } from "./adaptive.ts"
 import { isTerminal } from "./context.ts"
+import { drawFailing, recentFailureRate, remainingDraw } from "./estimatePoint.ts"
 import { step } from "./step.ts"
 import { TimedQueue } from "./timedQueue.ts"
 import type { Command, Entry, PlannerEvent, QueueState, QueueStats, RunItem } from "./types.ts"
@@ -42,6 +48,14 @@ const MIN_ROUNDS = 1
 export const RESTART_FROM = 0.05
 export const RESTART_SPAN = 0.1
 const MAX_ROUNDS = 24
+/** The failure rate drawn from is at least that of the last RECENT_PRS PRs, with the observed rate as a prior worth
+ * RECENT_PRIOR PRs (estimatePoint.ts `recentFailureRate`). */
+export const RECENT_PRS = 20
+export const RECENT_PRIOR = 20
+/** A pending_failure PR fails in at least this share of the sampled futures. */
+export const PENDING_FAILS_MIN = 0.5
+/** What remains of a run that has tested longer than the window's runs, at least. */
+export const MIN_REMAINING_MS = 60_000
 
 export type UnavailableReason = "FEWER_THAN_3_FINISHED_RUNS" | "QUEUE_PAUSED" | "NOT_READY"
 
@@ -98,7 +112,8 @@ const compute = (state: QueueState, now: number, prior: QueueStats | undefined):
   const stats = own.finishedRuns >= MIN_FINISHED_RUNS || prior === undefined ? own : prior
   const o = observe(stats)
   const ci = o.ciMedianMs
-  const q = o.failureRate
+  // the PR failure rate drawn from: the current regime's, or the last PRs' when they fail more often
+  const q = recentFailureRate(stats.prs, o.failureRate, RECENT_PRS, RECENT_PRIOR)
   if (stats.finishedRuns < MIN_FINISHED_RUNS) return none("FEWER_THAN_3_FINISHED_RUNS", state, ci, q)
   if (state.config.state === "paused" || state.targetSha === null) return none("QUEUE_PAUSED", state, ci, q)
 
@@ -116,7 +131,10 @@ const compute = (state: QueueState, now: number, prior: QueueStats | undefined):
     if (inChain) chain++
     kept.push(e)
   }
-  const durations = stats.runs.length >= MIN_FINISHED_RUNS ? stats.runs.map((r) => r[0]) : [ci]
+  const durations = (stats.runs.length >= MIN_FINISHED_RUNS ? stats.runs.map((r) => r[0]) : [ci]).sort((a, b) => a - b)
+  // a PR already pending_failure fails unless the run behind it passes: the share of run failures its own failure
+  // explains (the rest are spurious)
+  const pendingFails = Math.min(1, Math.max(PENDING_FAILS_MIN, q / Math.max(1e-9, q + o.flakyRate * (1 - q))))
   // spurious failures are not drawn on their own: the run failure rate they are estimated from also counts the runs
   // behind a failing PR, and what flaky runs do to PRs (a failure, a restart) is in the PR failure rate already
   const f = 0
@@ -134,7 +152,7 @@ const compute = (state: QueueState, now: number, prior: QueueStats | undefined):
   }
   const order = kept.filter((e) => e.state !== "not_ready")
   for (let round = 0; round < rounds; round++) {
-    const once = simulateOnce(state, kept, now, q, f, durations, rng)
+    const once = simulateOnce(state, kept, now, q, f, pendingFails, durations, rng)
     // a PR that failed in this round lands with the next one that merges behind it
     let nextMerge: number | null = null
     for (let i = order.length - 1; i >= 0; i--) {
@@ -198,14 +216,11 @@ const simulateOnce = (
   now: number,
   q: number,
   f: number,
+  pendingFails: number,
   durations: readonly number[],
   rng: () => number
 ): { merged: Map<string, number>; started: Map<string, number>; end: number } => {
-  const failing = new Set<string>()
-  for (const e of kept) {
-    if (e.state === "not_ready") continue
-    if (e.state === "pending_failure" || rng() < q) failing.add(e.id)
-  }
+  const failing = drawFailing(kept, q, pendingFails, rng)
   const duration = () => durations[Math.floor(rng() * durations.length)]!
   // adaptive mode: the forward simulation keeps the current choice (the settings the next runs start with) and
   // records no observations, so its steps cost what a fixed queue's do
@@ -234,9 +249,7 @@ const simulateOnce = (
     } else if (r.status === "in_progress") {
       // what remains of a run drawn from the window, given how long it has run
       const elapsed = now - (r.startedAt ?? now)
-      let d = duration()
-      for (let k = 0; k < 4 && d <= elapsed; k++) d = duration()
-      at(Math.max(now + 60_000, now + d - elapsed), runDone(r.id, fails(r.items)))
+      at(now + remainingDraw(durations, elapsed, MIN_REMAINING_MS, rng()), runDone(r.id, fails(r.items)))
     }
   }
   // a merge in flight lands
