@@ -7,6 +7,7 @@ import {
   CHANGE_THRESHOLD,
   choose,
   emptyStats,
+  MIN_BATCHES,
   MIN_SEGMENT,
   observe,
   PR_WINDOW,
@@ -107,26 +108,25 @@ describe("adaptive mode: the choice", () => {
     expect(choose(bounds, statsWith(10, 50), 100)).toMatchObject({ batchSize: 1, depth: 8 })
   })
 
-  test("a new queue starts from the prior, and the depth does not outgrow the backlog", () => {
+  test("a new queue starts from the prior, and a short queue gets small batches", () => {
     const bounds: PlannerConfig = { ...defaultConfig, concurrency: 8, batch: true, batchingMinSize: 8, adaptive: true }
     const fresh = choose(bounds, emptyStats, 100)
     expect(fresh.observedFailureRate).toBeGreaterThan(0)
-    // rare failures: batches of 8, as many at once as the backlog fills; a short queue gets smaller batches (at
-    // least MIN_BATCHES of them)
-    expect(choose(bounds, statsWith(0, 50), 7)).toMatchObject({ batchSize: 2, depth: 4 })
-    expect(choose(bounds, statsWith(0, 50), 16)).toMatchObject({ batchSize: 4, depth: 4 })
-    expect(choose(bounds, statsWith(0, 50), 40)).toMatchObject({ batchSize: 8, depth: 5 })
-    expect(choose(bounds, statsWith(0, 50), 400)).toMatchObject({ batchSize: 8, depth: 8 })
+    // rare failures: batches of 8 on every slot; a short queue gets smaller batches (at least MIN_BATCHES of them)
+    expect(choose(bounds, statsWith(0, 50), 7)).toMatchObject({ batchSize: 2, depth: 8 })
+    expect(choose(bounds, statsWith(0, 50), 16)).toMatchObject({ batchSize: 4, depth: 8 })
+    expect(choose(bounds, statsWith(0, 50), 40)).toMatchObject({ batchSize: 8, depth: 8 })
   })
 
-  test("batch sizes are powers of two, and batches with their depth cover the backlog or use every slot", () => {
+  test("batch sizes are powers of two, at most a quarter of the backlog (at least 2), on every slot", () => {
     fc.assert(
       fc.property(boundsArb, statsArb, fc.nat({ max: 600 }), (bounds, stats, backlog) => {
         const c = choose(bounds, stats, backlog)
         expect(c.batchSize).toBe(pow2Floor(c.batchSize))
         if (c.batchSize > 1) {
           expect(c.bisection).toBe(0)
-          expect(c.depth === bounds.concurrency || c.depth * c.batchSize >= backlog).toBe(true)
+          expect(c.depth).toBe(bounds.concurrency)
+          expect(c.batchSize === 2 || c.batchSize * MIN_BATCHES <= backlog).toBe(true)
         }
       })
     )

@@ -15,9 +15,9 @@
  * - The choice (simulator-tuned, docs/simulator.md): batching pays while failures are rare (a failed batch is
  *   bisected, and no main run starts behind an undecided one): below BATCH_START (above BATCH_STOP it stops). The
  *   batch size is a power of two by the failure rate (`BATCH_SIZES`: 8, 4, then 2), at most the configured batch and
- *   small enough that the backlog makes at least MIN_BATCHES batches; as many batches are tested at once as the
- *   backlog fills, up to the configured depth; bisection shares the same slots (slots set aside for it lose at
- *   every rate in the simulator). Without batching every slot goes to speculation depth.
+ *   small enough that the backlog makes at least MIN_BATCHES batches; up to the configured depth of them at once;
+ *   bisection shares the same slots (slots set aside for it lose at every rate in the simulator). Without batching
+ *   every slot goes to speculation depth.
  * - Two faster signals: the last main runs of batches failing far more often than q explains stop batching at once
  *   (`batchFailureRate`: a failed batch's PRs end only after its bisection, so the PR window learns late); and
  *   batches regrow by doubling, from 2, each step once the last batches mostly passed (a wrong restart costs little).
@@ -260,16 +260,16 @@ export const choose = (bounds: PlannerConfig, stats: QueueStats, backlog: number
     // A short queue gets smaller batches: at least MIN_BATCHES of them, so that one failed batch does not hold back
     // the whole queue and a batch does not wait for PRs that are not there.
     const size = Math.min(batchSize, Math.max(2, pow2Floor(backlog / MIN_BATCHES)))
-    // as many batches at once as the backlog fills, at most the configured depth (a slot that would get an
-    // incomplete batch stays free for bisection)
-    const depth = clamp(Math.ceil(backlog / size), 1, maxDepth)
+    // every slot may test a batch: with a backlog of fewer than depth × size PRs the last batches are not there
+    // yet (a saturated backlog of 40 in batches of 8 tests 5 at once), PRs that arrive fill a slot at once
+    const depth = maxDepth
     return {
       depth,
       batchSize: size,
       bisection: 0,
       observedFailureRate: round3(q),
       observedFlakyRate: round3(o.flakyRate),
-      reason: `${rate} and ${flaky}: batches of ${size}, ${depth} at once, bisection on the same slots`
+      reason: `${rate} and ${flaky}: batches of ${size}, up to ${depth} at once, bisection on the same slots`
     }
   }
   return {
