@@ -7,9 +7,14 @@ import {
   CHANGE_THRESHOLD,
   choose,
   emptyStats,
+  MIN_BATCHES,
   MIN_SEGMENT,
   observe,
   PR_WINDOW,
+  pow2Floor,
+  RAMP_BATCHES,
+  RECENT_BATCHES,
+  RECENT_BATCHES_FAILED,
   RUN_WINDOW,
   record,
   regimeStart
@@ -103,18 +108,80 @@ describe("adaptive mode: the choice", () => {
     expect(choose(bounds, statsWith(10, 50), 100)).toMatchObject({ batchSize: 1, depth: 8 })
   })
 
-  test("a new queue starts from the prior, and batches do not outgrow the backlog", () => {
+  test("a new queue starts from the prior, and a short queue gets small batches", () => {
     const bounds: PlannerConfig = { ...defaultConfig, concurrency: 8, batch: true, batchingMinSize: 8, adaptive: true }
     const fresh = choose(bounds, emptyStats, 100)
     expect(fresh.observedFailureRate).toBeGreaterThan(0)
-    expect(choose(bounds, statsWith(0, 50), 7).batchSize).toBe(2)
+    // rare failures: batches of 8 on every slot; a short queue gets smaller batches (at least MIN_BATCHES of them)
+    expect(choose(bounds, statsWith(0, 50), 7)).toMatchObject({ batchSize: 2, depth: 8 })
+    expect(choose(bounds, statsWith(0, 50), 16)).toMatchObject({ batchSize: 4, depth: 8 })
+    expect(choose(bounds, statsWith(0, 50), 40)).toMatchObject({ batchSize: 8, depth: 8 })
+  })
+
+  test("batch sizes are powers of two, at most a quarter of the backlog (at least 2), on every slot", () => {
+    fc.assert(
+      fc.property(boundsArb, statsArb, fc.nat({ max: 600 }), (bounds, stats, backlog) => {
+        const c = choose(bounds, stats, backlog)
+        expect(c.batchSize).toBe(pow2Floor(c.batchSize))
+        if (c.batchSize > 1) {
+          expect(c.bisection).toBe(0)
+          expect(c.depth).toBe(bounds.concurrency)
+          expect(c.batchSize === 2 || c.batchSize * MIN_BATCHES <= backlog).toBe(true)
+        }
+      })
+    )
+    expect([1, 2, 3, 4, 5, 7, 8, 9].map(pow2Floor)).toEqual([1, 2, 2, 4, 4, 4, 8, 8])
+  })
+
+  test("batches that fail far more often than the PR window explains stop batching at once, until single PRs are tested", () => {
+    const bounds: PlannerConfig = { ...defaultConfig, concurrency: 8, batch: true, batchingMinSize: 8, adaptive: true }
+    const calm = statsWith(1, 100)
+    expect(choose(bounds, calm, 100).batchSize).toBeGreaterThan(1)
+    const batch = (fail: 0 | 1) => [30 * MIN, fail, 4, 0] as const
+    const failing = (n: number) => Array.from({ length: RECENT_BATCHES }, (_, i) => batch(i < n ? 1 : 0))
+    // RECENT_BATCHES_FAILED of the last RECENT_BATCHES batches failed: no batches, whatever the PR window says
+    const jumped: QueueStats = { ...calm, runs: [...calm.runs, ...failing(RECENT_BATCHES_FAILED)] }
+    expect(observe(jumped).batchFailureRate).toBeGreaterThan(0.1)
+    expect(choose(bounds, jumped, 100).batchSize).toBe(1)
+    // one fewer: the PR window decides
+    const fewer: QueueStats = { ...calm, runs: [...calm.runs, ...failing(RECENT_BATCHES_FAILED - 1)] }
+    expect(observe(fewer).batchFailureRate).toBeNull()
+    // bisection runs do not count; a main run of a single PR since ends the signal (the PR window decides again)
+    const bisections: QueueStats = {
+      ...calm,
+      runs: [...calm.runs, ...failing(RECENT_BATCHES_FAILED).map(([ms, f, k]) => [ms, f, k, 1] as const)]
+    }
+    expect(observe(bisections).batchFailureRate).toBeNull()
+    const since: QueueStats = { ...jumped, runs: [...jumped.runs, [30 * MIN, 0, 1, 0]] }
+    expect(observe(since).batchFailureRate).toBeNull()
+    expect(choose(bounds, since, 100).batchSize).toBeGreaterThan(1)
+  })
+
+  test("batches grow by doubling, once the last RAMP_BATCHES batches of the current size mostly passed", () => {
+    const bounds: PlannerConfig = { ...defaultConfig, concurrency: 8, batch: true, batchingMinSize: 8, adaptive: true }
+    const calm = statsWith(0, 100)
+    const target = choose(bounds, calm, 400).batchSize
+    expect(target).toBe(8)
+    const was = (batchSize: number) => ({ ...choose(bounds, calm, 400), batchSize })
+    const batches = (failed: number) =>
+      Array.from({ length: RAMP_BATCHES }, (_, i) => [30 * MIN, i < failed ? 1 : 0, 2, 0] as const)
+    // from no batches: batches of 2 first
+    expect(choose(bounds, { ...calm, choice: was(1) }, 400).batchSize).toBe(2)
+    // batches of 2 that passed: 4; that failed more than once: still 2
+    expect(choose(bounds, { ...calm, runs: [...calm.runs, ...batches(1)], choice: was(2) }, 400).batchSize).toBe(4)
+    expect(choose(bounds, { ...calm, runs: [...calm.runs, ...batches(2)], choice: was(2) }, 400).batchSize).toBe(2)
+    // only batches of the current size count: batches of 2 that passed do not grow batches of 4
+    expect(choose(bounds, { ...calm, runs: [...calm.runs, ...batches(0)], choice: was(4) }, 400).batchSize).toBe(4)
+    // never beyond what the failure rate asks for, and shrinking is immediate
+    expect(choose(bounds, { ...calm, runs: [...calm.runs, ...batches(0)], choice: was(8) }, 400).batchSize).toBe(8)
+    expect(choose(bounds, { ...statsWith(2, 50), choice: was(8) }, 400).batchSize).toBeLessThan(8)
   })
 
   test("record keeps the windows bounded and returns the same object when nothing happened", () => {
     const same = record(emptyStats, [], [], null)
     expect(same).toBe(emptyStats)
     let s = emptyStats
-    for (let i = 0; i < 200; i++) {
+    for (let i = 0; i < PR_WINDOW + 80; i++) {
       s = record(
         s,
         [],

@@ -50,8 +50,9 @@ export interface AdaptiveChoice {
 
 /** The observation windows of a queue (adaptive.ts): kept whether adaptive mode is on or not (estimates use them). */
 export interface QueueStats {
-  /** the last finished runs: [testing time in ms, failed 1 / passed 0, PRs tested] */
-  readonly runs: ReadonlyArray<readonly [number, 0 | 1, number]>
+  /** the last finished runs: [testing time in ms, failed 1 / passed 0, PRs tested, 1 for a bisection run (absent in
+   * states stored before it was kept)] */
+  readonly runs: ReadonlyArray<readonly [number, 0 | 1, number, (0 | 1)?]>
   /** the last PRs that ended: 1 failed, 0 merged */
   readonly prs: ReadonlyArray<0 | 1>
   /** finished runs ever */
