@@ -240,10 +240,15 @@ describe("adaptive mode: the failure rate and its changes", () => {
     // one regime (failures spread evenly): the whole window, for any rate
     fc.assert(
       fc.property(fc.integer({ min: 0, max: 60 }), fc.integer({ min: 60, max: PR_WINDOW }), (k, n) => {
+        // all but one failed: the one pass comes first, which is a change (below), not one regime
+        fc.pre(k < n - 1)
         const prs = Array.from({ length: n }, (_, i) => spread(i, k, n))
         expect(regimeStart(prs)).toBe(0)
       })
     )
+    // one PR passed, then 60 failed: by the likelihood ratio (a gain of 5.1 over one segment) the failing regime
+    // starts after it
+    expect(regimeStart(Array.from({ length: 61 }, (_, i) => spread(i, 60, 61)))).toBe(1)
     // 80 merged PRs, then 1 in 2 fails: the new regime starts at the first failures
     const jump = [...Array<0 | 1>(80).fill(0), ...Array.from({ length: 12 }, (_, i) => (i % 2) as 0 | 1)]
     const at = regimeStart(jump)
