@@ -586,17 +586,7 @@ const searchBest = (): Setting => {
 
 /** The mean of `SEEDS` simulations of the same setting with common random numbers (the adaptive and regime
  * tables): every setting meets the same bad PRs, so the rows differ by their setting more than by their luck. */
-interface SeedsResult {
-  readonly mergedPerHour: number
-  readonly perSeed: readonly number[]
-  readonly p50: number
-  readonly p95: number
-  readonly runsPerMerged: number
-  readonly goodRejected: number
-  readonly goodRejectedPct: number
-  readonly badMerged: number
-  readonly choices: ReadonlyMap<string, number>
-}
+type SeedsResult = Omit<SimResult, "merged" | "stepNs" | "recorded"> & { readonly perSeed: readonly number[] }
 
 const simSeeds = (params: Omit<SimParams, "seed" | "crn">): SeedsResult => {
   const rs = SEEDS.map((seed) => simulate({ ...params, seed, crn: true }))
@@ -625,22 +615,23 @@ const shares = (r: { readonly choices: ReadonlyMap<string, number> }) =>
 
 // ------------------------------------------------------------------ estimate tables
 
-/** The adaptive 500-entry queue of the step-time table (p = 0.05, seed 5), every 100th state after a step. */
-const estimateStates500 = (): Array<{ state: QueueState; now: number }> => {
+/** The adaptive 500-entry queue of the step-time table (p = 0.05, seed 5), with every 100th state after a step. */
+const adaptive500 = (timeSteps: boolean) => {
   const states: Array<{ state: QueueState; now: number }> = []
   let seen = 0
-  simulate({
+  const result = simulate({
     config: ADAPTIVE.config,
     p: 0.05,
     f: F,
     hours: 48,
     backlog: 500,
     seed: 5,
+    timeSteps,
     observer: (state, now) => {
       if (++seen % 100 === 0) states.push({ state, now })
     }
   })
-  return states
+  return { states, result }
 }
 
 /**
@@ -772,20 +763,7 @@ const main = () => {
       timeSteps: true
     })
     Bun.gc(true)
-    const estimateStates: Array<{ state: QueueState; now: number }> = []
-    let seen = 0
-    const perfAdaptive = simulate({
-      config: ADAPTIVE.config,
-      p: 0.05,
-      f: F,
-      hours: 48,
-      backlog: 500,
-      seed: 5,
-      timeSteps: true,
-      observer: (state, now) => {
-        if (++seen % 100 === 0) estimateStates.push({ state, now })
-      }
-    })
+    const { states: estimateStates, result: perfAdaptive } = adaptive500(true)
     out("### Planner step time, 500 entries in the queue")
     out("")
     out(
@@ -811,7 +789,7 @@ const main = () => {
     out("")
     // the estimate time on the states of the adaptive queue above (the estimates' table)
     if (want("estimates")) estimateTimeTable(out, estimateStates)
-  } else if (want("estimates")) estimateTimeTable(out, estimateStates500())
+  } else if (want("estimates")) estimateTimeTable(out, adaptive500(false).states)
   const best = want("single") || want("adaptive") ? searchBest() : null
   if (want("single")) {
     const all = [...settings, best!, ADAPTIVE]

@@ -219,5 +219,23 @@ export const runOf = (kit: Kit, pr: number): string => {
 export const runById = (kit: Kit, id: string) => kit.state.runs.find((r) => r.id === id) ?? kit.allRuns.get(id)!
 export const pass = (kit: Kit, runId: string) =>
   kit.send({ _tag: "RunCompleted", runId, outcome: "succeeded", reason: "" })
+/** PR `pr` submitted (entry `e<pr>`, head `h<pr>`, medium priority, ready). */
+export const submitted = (pr: number): PlannerEvent => ({
+  _tag: "Submitted",
+  entryId: `e${pr}`,
+  prNumber: pr,
+  headSha: `h${pr}`,
+  priority: 100,
+  noBatch: false,
+  ready: true
+})
+/** PRs `1..count` submitted one at a time, each passing `minutes` after it was submitted (a queue with a history). */
+export const passOneByOne = (kit: Kit, count: number, minutes = 30) => {
+  for (let pr = 1; pr <= count; pr++) {
+    kit.send(submitted(pr))
+    kit.now += minutes * 60_000
+    pass(kit, runOf(kit, pr))
+  }
+}
 export const fail = (kit: Kit, runId: string) =>
   kit.send({ _tag: "RunCompleted", runId, outcome: "failed", reason: "TEST_RUN_REQUIRED_STATUS_FAILED" })

@@ -21,7 +21,7 @@ import {
 } from "../../src/queue/planner/adaptive.ts"
 import { estimateQueue } from "../../src/queue/planner/estimate.ts"
 import type { PlannerConfig, QueueState, QueueStats, Transition } from "../../src/queue/planner/index.ts"
-import { defaultConfig, makeKit, pass, runOf } from "../support/plannerKit.ts"
+import { defaultConfig, makeKit, passOneByOne, submitted } from "../support/plannerKit.ts"
 
 const MIN = 60_000
 
@@ -311,16 +311,7 @@ describe("adaptive mode: the failure rate and its changes", () => {
 })
 
 describe("adaptive mode in the planner", () => {
-  const submit = (kit: ReturnType<typeof makeKit>, pr: number) =>
-    kit.send({
-      _tag: "Submitted",
-      entryId: `e${pr}`,
-      prNumber: pr,
-      headSha: `h${pr}`,
-      priority: 100,
-      noBatch: false,
-      ready: true
-    })
+  const submit = (kit: ReturnType<typeof makeKit>, pr: number) => kit.send(submitted(pr))
 
   test("a change of the choice never cancels a run that is still useful", () => {
     const kit = makeKit({ concurrency: 4, bisectionConcurrency: 4, batch: true, batchingMinSize: 8, adaptive: true })
@@ -356,23 +347,9 @@ describe("adaptive mode in the planner", () => {
 describe("estimates", () => {
   const queueOf = (config: Partial<PlannerConfig>, prs: number, finished: number): ReturnType<typeof makeKit> => {
     const kit = makeKit(config)
-    const submit = (pr: number) =>
-      kit.send({
-        _tag: "Submitted",
-        entryId: `e${pr}`,
-        prNumber: pr,
-        headSha: `h${pr}`,
-        priority: 100,
-        noBatch: false,
-        ready: true
-      })
     // `finished` PRs pass through the queue first, 30 minutes each
-    for (let pr = 1; pr <= finished; pr++) {
-      submit(pr)
-      kit.now += 30 * MIN
-      pass(kit, runOf(kit, pr))
-    }
-    for (let pr = finished + 1; pr <= finished + prs; pr++) submit(pr)
+    passOneByOne(kit, finished)
+    for (let pr = finished + 1; pr <= finished + prs; pr++) kit.send(submitted(pr))
     return kit
   }
 

@@ -6,7 +6,7 @@ import { describe, expect, test } from "bun:test"
 import { BUILD_MS, estimateQueue, MERGE_MS, MIN_REMAINING_MS } from "../../src/queue/planner/estimate.ts"
 import { drawFailing, recentFailureRate, remainingDraw } from "../../src/queue/planner/estimatePoint.ts"
 import type { Entry, EntryState } from "../../src/queue/planner/index.ts"
-import { makeKit, pass, runOf } from "../support/plannerKit.ts"
+import { makeKit, passOneByOne, submitted } from "../support/plannerKit.ts"
 
 const MIN = 60_000
 
@@ -81,22 +81,8 @@ describe("estimateQueue", () => {
   /** `finished` PRs pass through a serial queue first, 30 minutes each; then PR `finished + 1` starts testing. */
   const testing = (finished: number) => {
     const kit = makeKit({ concurrency: 1 })
-    const submit = (pr: number) =>
-      kit.send({
-        _tag: "Submitted",
-        entryId: `e${pr}`,
-        prNumber: pr,
-        headSha: `h${pr}`,
-        priority: 100,
-        noBatch: false,
-        ready: true
-      })
-    for (let pr = 1; pr <= finished; pr++) {
-      submit(pr)
-      kit.now += 30 * MIN
-      pass(kit, runOf(kit, pr))
-    }
-    submit(finished + 1)
+    passOneByOne(kit, finished)
+    kit.send(submitted(finished + 1))
     return kit
   }
 

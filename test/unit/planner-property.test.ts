@@ -1,7 +1,7 @@
 import { describe, expect, test } from "bun:test"
 import fc from "fast-check"
 import type { Entry, ImpactedTargets, PlannerConfig, QueueState, StepResult } from "../../src/queue/planner/index.ts"
-import { type Kit, makeKit } from "../support/plannerKit.ts"
+import { type Kit, makeKit, submitted } from "../support/plannerKit.ts"
 
 type Action =
   | { t: "submit"; pr: number; prio: number; noBatch: boolean }
@@ -561,15 +561,7 @@ describe("planner properties", () => {
           const kit = makeKit({ mode: "parallel", concurrency })
           targetLists.forEach((t, k) => {
             const pr = k + 1
-            kit.send({
-              _tag: "Submitted",
-              entryId: `e${pr}`,
-              prNumber: pr,
-              headSha: `h${pr}`,
-              priority: 100,
-              noBatch: false,
-              ready: true
-            })
+            kit.send(submitted(pr))
             kit.send({ _tag: "ImpactedTargetsSet", prNumber: pr, sha: `h${pr}`, targets: t })
           })
           // every run contains exactly the transitive dependencies; entries with no dependency run alone

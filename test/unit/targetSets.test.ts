@@ -3,7 +3,7 @@ import fc from "fast-check"
 import type { ImpactedTargets, QueueState } from "../../src/queue/planner/index.ts"
 import { upgradeState } from "../../src/queue/store.ts"
 import { hash53, hashTargets, sharesTarget } from "../../src/queue/targetSets.ts"
-import { makeKit } from "../support/plannerKit.ts"
+import { makeKit, submitted } from "../support/plannerKit.ts"
 
 describe("target sets", () => {
   test("two lists share a hash exactly when they share a name (property)", () => {
@@ -42,15 +42,7 @@ describe("queue states stored before lanes", () => {
   test("target lists are reduced to lanes when the state is loaded", () => {
     const kit = makeKit({ mode: "parallel", concurrency: 1 })
     for (const pr of [1, 2, 3, 4]) {
-      kit.send({
-        _tag: "Submitted",
-        entryId: `e${pr}`,
-        prNumber: pr,
-        headSha: `h${pr}`,
-        priority: 100,
-        noBatch: false,
-        ready: true
-      })
+      kit.send(submitted(pr))
     }
     const lists: Record<string, ImpactedTargets> = { e1: ["x", "y"], e2: ["y"], e3: "ALL", e4: [] }
     const old = {
