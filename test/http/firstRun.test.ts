@@ -85,7 +85,7 @@ for (const db of databases) {
     const storage = async (seeded = false): Promise<Record<string, string>> => {
       const dataDir = seeded && db === "pglite" ? await seededDataDir() : tempDir()
       if (db === "pglite") return { DATA_DIR: dataDir }
-      const pg = await freshPostgres()
+      const pg = await freshPostgres({ empty: true })
       cleanups.push(pg.drop)
       return { DATA_DIR: dataDir, DATABASE_URL: pg.url }
     }

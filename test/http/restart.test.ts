@@ -45,7 +45,7 @@ describe("restart", () => {
   })
 
   test.if(pgUrl !== undefined)("the CLI manages organizations, tokens and repositories on PostgreSQL", async () => {
-    const pg = await freshPostgres()
+    const pg = await freshPostgres({ empty: true })
     const env = { ...process.env, DATABASE_URL: pg.url }
     const cli = (...args: Array<string>) => {
       const r = Bun.spawnSync([process.execPath, "src/cli.ts", ...args], {
