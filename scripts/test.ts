@@ -6,11 +6,13 @@
  *
  * Why files in parallel: most of a test's time is spent waiting (for a server to start, git, a runner's round), so
  * two processes on two cores finish the suite sooner than one. Each process gets the same migrated embedded
- * database to start its servers from (GREENLINE_TEST_SEED, made once here).
+ * database to start its servers from (GREENLINE_TEST_SEED, made once here), and each fresh PostgreSQL database is a
+ * copy of one migrated here (GREENLINE_TEST_PG_TEMPLATE).
  */
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
+import { SQL } from "bun"
 
 const root = path.join(import.meta.dir, "..")
 const bun = process.execPath
@@ -47,7 +49,35 @@ const files = paths.sort((a, b) => guess.get(b)! - guess.get(a)!)
 const workers = Math.max(1, Number(process.env.TEST_WORKERS ?? 2) || 2)
 const seedFile = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "greenline-seed-")), "seed.tar")
 const made = Bun.spawnSync([bun, "test/support/pgliteSeed.ts", seedFile], { cwd: root, stderr: "inherit" })
-const env = { ...process.env, ...(made.exitCode === 0 ? { GREENLINE_TEST_SEED: seedFile } : {}) }
+// and, with TEST_DATABASE_URL, one migrated PostgreSQL database that each test's fresh database copies
+const pgUrl = process.env.TEST_DATABASE_URL
+const pgTemplate = pgUrl ? `gl_test_template_${process.pid}` : undefined
+const pgAdmin = async (url: string, statement: string) => {
+  const admin = new SQL(url)
+  try {
+    await admin.unsafe(statement)
+  } finally {
+    await admin.close()
+  }
+}
+let templateMade = false
+if (pgUrl !== undefined && pgTemplate !== undefined) {
+  try {
+    await pgAdmin(pgUrl, `create database ${pgTemplate}`)
+    const url = new URL(pgUrl)
+    url.pathname = `/${pgTemplate}`
+    templateMade =
+      Bun.spawnSync([bun, "test/support/pgTemplate.ts", url.toString()], { cwd: root, stderr: "inherit" }).exitCode ===
+      0
+  } catch (error) {
+    process.stderr.write(`no migrated PostgreSQL template (each test database migrates itself): ${error}\n`)
+  }
+}
+const env = {
+  ...process.env,
+  ...(made.exitCode === 0 ? { GREENLINE_TEST_SEED: seedFile } : {}),
+  ...(templateMade && pgTemplate !== undefined ? { GREENLINE_TEST_PG_TEMPLATE: pgTemplate } : {})
+}
 
 let passed = 0
 let failed = 0
@@ -96,6 +126,9 @@ await Promise.all(
   })
 )
 fs.rmSync(path.dirname(seedFile), { recursive: true, force: true })
+if (pgUrl !== undefined && pgTemplate !== undefined) {
+  await pgAdmin(pgUrl, `drop database if exists ${pgTemplate} with (force)`).catch(() => undefined)
+}
 // the next run's order (written aside and renamed: the cache directory may be shared by hard links)
 try {
   fs.mkdirSync(path.dirname(TIMES_FILE), { recursive: true })

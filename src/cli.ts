@@ -1,6 +1,7 @@
 import { stripVTControlCharacters } from "node:util"
 import { Args, Command, Options } from "@effect/cli"
-import { BunContext, BunRuntime } from "@effect/platform-bun"
+import * as BunContext from "@effect/platform-bun/BunContext"
+import * as BunRuntime from "@effect/platform-bun/BunRuntime"
 import { Console, Effect, Layer } from "effect"
 import { CLIENT_COMMANDS, runClient } from "./client/main.ts"
 import { AppConfigLive } from "./config.ts"

@@ -62,7 +62,7 @@ for (const db of databases) {
         DATABASE_URL: ""
       }
       if (db === "postgres") {
-        const pg = await freshPostgres()
+        const pg = await freshPostgres({ empty: true })
         cleanups.push(pg.drop)
         env.DATABASE_URL = pg.url
       }

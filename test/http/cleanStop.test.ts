@@ -2,7 +2,7 @@ import { describe, expect, test } from "bun:test"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import type { Subprocess } from "bun"
-import { tempDir } from "../support/server.ts"
+import { seededDataDir } from "../support/pgliteSeed.ts"
 
 /**
  * `npm start` (npm → scripts/bun.mjs → Bun) stops cleanly: a signal to the npm process reaches Bun, and npm ends
@@ -69,7 +69,7 @@ const npmStart = async (dataDir: string): Promise<Started> => {
 }
 
 const stopsAndRestarts = async (signal: "SIGTERM" | "SIGINT") => {
-  const dataDir = tempDir()
+  const dataDir = await seededDataDir()
   try {
     const first = await npmStart(dataDir)
     first.child.kill(signal)

@@ -3,6 +3,7 @@ import * as path from "node:path"
 import { Option, Redacted } from "effect"
 import { makeAppConfig } from "../../src/config.ts"
 import { startServer } from "../../src/server.ts"
+import { seededDataDir } from "../support/pgliteSeed.ts"
 import { databases, freshPostgres, tempDir } from "../support/server.ts"
 
 /**
@@ -80,10 +81,11 @@ for (const db of databases) {
       for (const c of cleanups.reverse()) await c()
     })
 
-    const storage = async (): Promise<Record<string, string>> => {
-      const dataDir = tempDir()
+    /** A new database: empty, or (`seeded`, for what is not about the first start) migrated already. */
+    const storage = async (seeded = false): Promise<Record<string, string>> => {
+      const dataDir = seeded && db === "pglite" ? await seededDataDir() : tempDir()
       if (db === "pglite") return { DATA_DIR: dataDir }
-      const pg = await freshPostgres()
+      const pg = await freshPostgres({ empty: true })
       cleanups.push(pg.drop)
       return { DATA_DIR: dataDir, DATABASE_URL: pg.url }
     }
@@ -142,7 +144,7 @@ for (const db of databases) {
     }, 60_000)
 
     test("BOOTSTRAP_TOKEN replaces the previous bootstrap token; a short one is refused at start-up", async () => {
-      const env = await storage()
+      const env = await storage(true)
       const config = (token: string) =>
         makeAppConfig({
           port: 0,

@@ -221,9 +221,12 @@ for (const db of databases) {
 describe("a client that drops mid-body", () => {
   test("is not logged as a failed request", async () => {
     const { spawnServer } = await import("../support/process.ts")
-    const { tempDir } = await import("../support/server.ts")
+    const { seededDataDir } = await import("../support/pgliteSeed.ts")
     const net = await import("node:net")
-    const server = await spawnServer({ DATA_DIR: tempDir(), DATABASE_URL: "", LOG_LEVEL: "info" }, TEST_TOKEN)
+    const server = await spawnServer(
+      { DATA_DIR: await seededDataDir(), DATABASE_URL: "", LOG_LEVEL: "info" },
+      TEST_TOKEN
+    )
     const url = new URL(server.url)
     await new Promise<void>((resolve) => {
       const socket = net.connect(Number(url.port), url.hostname, () => {

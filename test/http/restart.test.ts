@@ -1,14 +1,15 @@
 import { describe, expect, test } from "bun:test"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { freshPostgres, pgUrl, startTestServer, tempDir } from "../support/server.ts"
+import { seededDataDir } from "../support/pgliteSeed.ts"
+import { freshPostgres, pgUrl, startTestServer } from "../support/server.ts"
 
 const key = { repo: { host: "local", owner: "acme", name: "restart" }, targetBranch: "main" }
 const ROOT = path.join(import.meta.dir, "..", "..")
 
 describe("restart", () => {
   test("a queue and its configuration survive a restart on the same DATA_DIR (PGlite)", async () => {
-    const dataDir = tempDir()
+    const dataDir = await seededDataDir()
     try {
       const first = await startTestServer({ db: "pglite", dataDir })
       await first.post("createQueue", key)
@@ -25,7 +26,7 @@ describe("restart", () => {
   })
 
   test("the embedded database belongs to one process: without an admin token the CLI refuses while a server holds it", async () => {
-    const dataDir = tempDir()
+    const dataDir = await seededDataDir()
     const server = await startTestServer({ db: "pglite", dataDir })
     try {
       const cli = Bun.spawnSync([process.execPath, "src/cli.ts", "orgs", "create", "someone"], {
@@ -44,7 +45,7 @@ describe("restart", () => {
   })
 
   test.if(pgUrl !== undefined)("the CLI manages organizations, tokens and repositories on PostgreSQL", async () => {
-    const pg = await freshPostgres()
+    const pg = await freshPostgres({ empty: true })
     const env = { ...process.env, DATABASE_URL: pg.url }
     const cli = (...args: Array<string>) => {
       const r = Bun.spawnSync([process.execPath, "src/cli.ts", ...args], {

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test"
 import { Effect, FiberRef, Option, Redacted } from "effect"
 import { makeAppConfig } from "../../src/config.ts"
 import { type RunningServer, startServer } from "../../src/server.ts"
+import { pgliteSeed } from "../support/pgliteSeed.ts"
 import { startTestServer, TEST_TOKEN, type TestServer, tempDir } from "../support/server.ts"
 
 /**
@@ -59,6 +60,7 @@ describe("tracing", () => {
         port: 0,
         host: "127.0.0.1",
         dataDir: ":memory:",
+        embeddedSeed: await pgliteSeed(),
         gitRoot: tempDir("greenline-git-"),
         databaseUrl: Option.none(),
         bootstrapToken: Option.some(Redacted.make(TEST_TOKEN)),

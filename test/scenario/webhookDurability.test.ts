@@ -3,6 +3,7 @@
  * send each message once. Servers run in their own processes (test/support/process.ts); the receiver is real.
  */
 import { describe, expect, test } from "bun:test"
+import { seededDataDir } from "../support/pgliteSeed.ts"
 import { spawnServer } from "../support/process.ts"
 import { type Received, startReceiver } from "../support/receiver.ts"
 import { databases, eventually, freshPostgres, pgUrl, TEST_TOKEN, tempDir } from "../support/server.ts"
@@ -17,7 +18,7 @@ for (const db of databases) {
         const receiver = startReceiver()
         const pg = db === "postgres" ? await freshPostgres() : undefined
         const env: Record<string, string> = {
-          DATA_DIR: tempDir(),
+          DATA_DIR: pg === undefined ? await seededDataDir() : tempDir(),
           GIT_ROOT: tempDir("greenline-git-"),
           WEBHOOK_ALLOW_PRIVATE: "true",
           ...(pg === undefined ? {} : { DATABASE_URL: pg.url })

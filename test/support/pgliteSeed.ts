@@ -35,6 +35,27 @@ export const pgliteSeed = (): Promise<Blob> => {
   return seed
 }
 
+let template: Promise<string> | undefined
+
+/**
+ * A new DATA_DIR whose embedded database is the migrated seed, for tests of restarts and stops: a server started
+ * on an empty DATA_DIR runs initdb and every migration first (about ten seconds of CPU), which only the first-run
+ * tests are about. The seed is loaded into one folder per test process, copied for each DATA_DIR.
+ */
+export const seededDataDir = async (): Promise<string> => {
+  template ??= (async () => {
+    const dir = tempDir("greenline-seeded-")
+    const { PGlite } = await import("@electric-sql/pglite")
+    const db = await PGlite.create({ dataDir: path.join(dir, "pg"), loadDataDir: await pgliteSeed() })
+    await db.close()
+    return dir
+  })()
+  const source = await template
+  const dir = tempDir()
+  fs.cpSync(source, dir, { recursive: true })
+  return dir
+}
+
 // `bun test/support/pgliteSeed.ts <file>` writes the dump to <file> (scripts/test.ts)
 if (import.meta.main) {
   const target = process.argv[2]

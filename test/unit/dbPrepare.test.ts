@@ -6,11 +6,12 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test"
 import * as SqlClient from "@effect/sql/SqlClient"
-import { Effect, type Layer, ManagedRuntime } from "effect"
+import { Effect, Layer, ManagedRuntime } from "effect"
 import pg from "pg"
 import { layerPostgres } from "../../src/db/Database.ts"
 import { layerPglite } from "../../src/db/pglite.ts"
 import { makeStatementNamer, prepareStatements } from "../../src/db/prepare.ts"
+import { pgliteSeed } from "../support/pgliteSeed.ts"
 import { freshPostgres, pgUrl } from "../support/server.ts"
 
 describe("statement names", () => {
@@ -127,7 +128,12 @@ describePg("prepared statements on PostgreSQL", () => {
 })
 
 describe("prepared statements on PGlite", () => {
-  const runtime = ManagedRuntime.make(layerPglite(undefined) as Layer.Layer<SqlClient.SqlClient, unknown>)
+  // from the migrated seed: initdb would cost seconds of CPU, and the statements here do not care what else exists
+  const runtime = ManagedRuntime.make(
+    Layer.unwrapEffect(
+      Effect.map(Effect.promise(pgliteSeed), (seed) => layerPglite(undefined, undefined, seed))
+    ) as Layer.Layer<SqlClient.SqlClient, unknown>
+  )
   const run = <A>(f: (sql: SqlClient.SqlClient) => Effect.Effect<A, unknown>) =>
     runtime.runPromise(Effect.flatMap(SqlClient.SqlClient, f))
   const prepared = () =>

@@ -95,7 +95,7 @@ describe("migration 0103: entry_timeline into the event log", () => {
   for (const db of databases) {
     test(`existing timeline rows become the log's records, in order (${db})`, async () => {
       if (db === "pglite") return check(layerPglite(undefined))
-      const pg = await freshPostgres()
+      const pg = await freshPostgres({ empty: true })
       try {
         await check(PgClient.layer({ url: Redacted.make(pg.url) }))
       } finally {
