@@ -33,7 +33,7 @@ export interface Result {
   readonly non2xx: number
 }
 
-const parseLatency = (text: string, pct: string) => {
+export const parseLatency = (text: string, pct: string) => {
   const m = new RegExp(`^\\s*${pct}%\\s+([0-9.]+)(us|ms|s)`, "m").exec(text)
   if (!m?.[1]) return Number.NaN
   const v = Number(m[1])

@@ -13,18 +13,12 @@ import * as path from "node:path"
 import Pg from "pg"
 import { createTestRepo } from "../support/git.ts"
 import { spawnServer } from "../support/process.ts"
+import { CONNECTIONS, cpuMs, PG, parseLatency, postScript, requireWrk, TOKEN, tmp } from "./apiKit.ts"
 
-const TOKEN = "bench-token-0123456789abcdefghijklmnopqrstuvwxyz"
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 5)
-const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 32)
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 2)
-const PG = process.env.BENCH_DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test"
 
-if (Bun.which("wrk") === null) {
-  process.stderr.write("bench:tracing needs wrk (apt-get install wrk)\n")
-  process.exit(2)
-}
-const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "gl-bench-tracing-"))
+requireWrk()
 
 interface Result {
   /** CPU time of the server process per request served (user + system), ms. */
@@ -35,43 +29,27 @@ interface Result {
   readonly requests: number
 }
 
-const latency = (text: string, pct: string) => {
-  const m = new RegExp(`^\\s*${pct}%\\s+([0-9.]+)(us|ms|s)`, "m").exec(text)
-  if (!m?.[1]) return Number.NaN
-  const v = Number(m[1])
-  return m[2] === "us" ? v / 1000 : m[2] === "s" ? v * 1000 : v
-}
-
-/** CPU seconds (user + system) a process has used so far, from /proc. */
-const cpuSeconds = (pid: number) => {
-  const fields = fs.readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]?.split(" ") ?? []
-  return (Number(fields[11]) + Number(fields[12])) / 100
-}
-
 /** One wrk run, without blocking this process: the OTLP receiver below must answer the server meanwhile. */
 const wrk = async (url: string, body: string, pid: number): Promise<Result> => {
-  const cpuBefore = cpuSeconds(pid)
+  const cpuBefore = cpuMs(pid)
   const script = path.join(tmp, `wrk-${Math.random().toString(36).slice(2)}.lua`)
-  fs.writeFileSync(
-    script,
-    `wrk.method = "POST"\nwrk.body = ${JSON.stringify(body)}\nwrk.headers["content-type"] = "application/json"\nwrk.headers["x-api-token"] = "${TOKEN}"\n`
-  )
+  fs.writeFileSync(script, postScript(body))
   const r = Bun.spawn(["wrk", "-t2", `-c${CONNECTIONS}`, `-d${SECONDS}s`, "--latency", "-s", script, url], {
     stdout: "pipe",
     stderr: "ignore"
   })
   const text = await new Response(r.stdout).text()
   await r.exited
-  const cpu = cpuSeconds(pid) - cpuBefore
+  const cpu = cpuMs(pid) - cpuBefore
   const non2xx = Number(/Non-2xx or 3xx responses:\s+(\d+)/.exec(text)?.[1] ?? 0)
   if (non2xx > 0) throw new Error(`${url}: ${non2xx} answers were not 2xx`)
   const requests = Number(/(\d+) requests in/.exec(text)?.[1] ?? 0)
   return {
     rps: Number(/Requests\/sec:\s+([0-9.]+)/.exec(text)?.[1] ?? Number.NaN),
-    p50: latency(text, "50"),
-    p99: latency(text, "99"),
+    p50: parseLatency(text, "50"),
+    p99: parseLatency(text, "99"),
     requests,
-    cpuMs: (cpu * 1000) / requests
+    cpuMs: cpu / requests
   }
 }
 
