@@ -321,7 +321,11 @@ export const EngineLive = Layer.scopedContext(
           const active = !TERMINAL.has(row.state)
           const version = found.value.runtime_version === null ? null : Number(found.value.runtime_version)
           const items =
-            found.value.timeline === null ? [] : parseJson<ReadonlyArray<TimelineItem>>(found.value.timeline)
+            found.value.timeline === null
+              ? []
+              : parseJson<Array<TimelineItem & { readonly seq: number }>>(found.value.timeline).sort(
+                  (a, b) => a.seq - b.seq
+                )
           // requests the runner has not stepped yet move places: the view's order then (the state is read whole)
           const place =
             active && row.unsettled

@@ -110,3 +110,13 @@ for (const db of databases) {
     }, 200_000)
   })
 }
+
+test("every npm script the README names exists in package.json", () => {
+  const readme = fs.readFileSync(path.join(ROOT, "README.md"), "utf8")
+  const pkg = JSON.parse(fs.readFileSync(path.join(ROOT, "package.json"), "utf8")) as {
+    scripts: Record<string, string>
+  }
+  const named = [...readme.matchAll(/npm run ([\w:-]+)/g)].map((m) => m[1] as string)
+  expect(named.length).toBeGreaterThan(5)
+  expect(named.filter((name) => pkg.scripts[name] === undefined)).toEqual([])
+})

@@ -23,9 +23,14 @@ process.once("exit", () => {
   for (const child of running) child.kill("SIGKILL")
 })
 
-export const spawnServer = async (env: Record<string, string>, token: string): Promise<ServerProcess> => {
+/** `root`: the checkout whose server to run (bench:api-compare runs another commit's); this one by default. */
+export const spawnServer = async (
+  env: Record<string, string>,
+  token: string,
+  root: string = ROOT
+): Promise<ServerProcess> => {
   const child: Subprocess<"ignore", "pipe", "pipe"> = Bun.spawn([process.execPath, "src/main.ts"], {
-    cwd: ROOT,
+    cwd: root,
     env: { ...process.env, PORT: "0", HOST: "127.0.0.1", LOG_LEVEL: "error", BOOTSTRAP_TOKEN: token, ...env },
     stdin: "ignore",
     stdout: "pipe",
