@@ -4,6 +4,7 @@
  *   bun test/bench/queue-sim.ts            (full tables, a few minutes)
  *   bun test/bench/queue-sim.ts --quick    (shorter horizon)
  *   bun test/bench/queue-sim.ts --only estimates    (the estimate tables alone: time at 500 entries, accuracy)
+ *   bun test/bench/queue-sim.ts --only adaptive --p 0.1,0.2 --f 0.02   (some cells of the adaptive table)
  *
  * CI: every run takes ~N(30, 5) minutes (at least 10), at most 8 CI runs execute at once (the budget; others wait
  * for a slot). Each PR is bad with probability p: every run containing a bad PR fails. Every run also fails
@@ -480,6 +481,11 @@ const only = argValue("--only")?.split(",")
 const want = (section: string) => only === undefined || only.includes(section)
 /** `--seeds N`: the adaptive and regime tables average seeds 1..N (common random numbers, the same for every row) */
 const SEEDS = Array.from({ length: Math.max(1, Number(argValue("--seeds") ?? 8)) }, (_, i) => i + 1)
+/** `--p 0.1,0.2` / `--f 0.02`: only these cells of the adaptive table (to iterate faster; the single table keeps
+ * every p) */
+const cellFilter = (name: string) => argValue(name)?.split(",").map(Number)
+const ONLY_P = cellFilter("--p")
+const ONLY_F = cellFilter("--f")
 const HOURS = quick ? 48 : 168
 const BACKLOG = 40
 const PS = [0.02, 0.05, 0.1, 0.2]
@@ -820,8 +826,8 @@ const main = () => {
       "| f | p | best fixed row | its merged PRs/h | adaptive merged PRs/h | × best | adaptive × the best fixed row within the limits (≤ 0.5 % good PRs rejected) | its CI runs / merged | adaptive CI runs / merged | × | adaptive good PRs rejected | adaptive bad PRs merged | adaptive × best, per seed | adaptive's choices (share of time) |"
     )
     out("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
-    for (const f of [0.01, 0.02, 0.05]) {
-      for (const p of PS) {
+    for (const f of [0.01, 0.02, 0.05].filter((x) => ONLY_F === undefined || ONLY_F.includes(x))) {
+      for (const p of PS.filter((x) => ONLY_P === undefined || ONLY_P.includes(x))) {
         const rows = [...settings, best!].map((s) => ({
           s,
           r: simSeeds({ config: s.config, p, f, hours: HOURS, backlog: BACKLOG })
