@@ -9,6 +9,7 @@ import * as path from "node:path"
 import { SQL } from "bun"
 import { createTestRepo } from "../support/git.ts"
 import { type ServerProcess, spawnServer } from "../support/process.ts"
+import { freshBenchDatabase } from "./engineKit.ts"
 
 export const TOKEN = "bench-token-0123456789abcdefghijklmnopqrstuvwxyz"
 export const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 32)
@@ -102,19 +103,9 @@ export const benchQueue = async (
   }
   if (kind === "postgres") {
     database = `gl_bench_${process.pid}_${options.name.replace(/\W/g, "_")}`
-    const admin = new SQL(PG)
-    await admin.unsafe(`drop database if exists ${database}`)
-    await admin.unsafe(`create database ${database}`)
-    await admin.close()
-    const u = new URL(PG)
-    u.pathname = `/${database}`
-    env.DATABASE_URL = u.toString()
-    const name = database
-    dropDb = async () => {
-      const a = new SQL(PG)
-      await a.unsafe(`drop database if exists ${name} with (force)`)
-      await a.close()
-    }
+    const fresh = await freshBenchDatabase(PG, database)
+    env.DATABASE_URL = fresh.url
+    dropDb = fresh.drop
   }
   const key = { repo: repo.repo, targetBranch: "main" }
   const server = await spawnServer(env, TOKEN, options.root)
