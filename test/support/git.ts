@@ -17,7 +17,7 @@
 import * as fs from "node:fs"
 import * as path from "node:path"
 import type { RepoRef } from "../../src/queue/GitHost.ts"
-import { tempDir } from "./tmp.ts"
+import { removeDir, tempDir } from "./tmp.ts"
 
 /** path -> new content; `null` deletes the file. */
 export type FileChanges = Readonly<Record<string, string | null>>
@@ -244,9 +244,9 @@ export const createTestRepo = (
       bare("update-ref", `refs/heads/${branch}`, sha)
     },
     cleanup: () => {
-      fs.rmSync(workDir, { recursive: true, force: true })
-      if (ownRoot) fs.rmSync(root, { recursive: true, force: true })
-      else fs.rmSync(path.join(root, repo.host, repo.owner, `${repo.name}.git`), { recursive: true, force: true })
+      removeDir(workDir)
+      if (ownRoot) removeDir(root)
+      else removeDir(path.join(root, repo.host, repo.owner, `${repo.name}.git`))
     }
   }
 }

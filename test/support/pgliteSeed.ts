@@ -2,7 +2,7 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { Effect, Layer } from "effect"
 import { layerPgliteAt } from "../../src/db/Database.ts"
-import { tempDir } from "./tmp.ts"
+import { removeDir, tempDir } from "./tmp.ts"
 
 /**
  * A migrated, empty embedded database, dumped once per test process: each in-memory PGlite of a test starts from it
@@ -29,7 +29,7 @@ export const pgliteSeed = (): Promise<Blob> => {
       await db.close()
       return dump
     } finally {
-      fs.rmSync(dir, { recursive: true, force: true })
+      removeDir(dir)
     }
   })()
   return seed

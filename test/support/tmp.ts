@@ -8,8 +8,20 @@ import * as path from "node:path"
  */
 const created: Array<string> = []
 
+/**
+ * Removes `dir` and what is in it. Bun's recursive `fs.rmSync` can throw EFAULT for an errno it does not map (seen
+ * in CI when a directory changed while it was being walked; oven-sh/bun#35749): then `rm -rf` is asked once more.
+ */
+export const removeDir = (dir: string): void => {
+  try {
+    fs.rmSync(dir, { recursive: true, force: true })
+  } catch (error) {
+    if (Bun.spawnSync(["rm", "-rf", dir]).exitCode !== 0) throw error
+  }
+}
+
 process.once("exit", () => {
-  for (const dir of created) fs.rmSync(dir, { recursive: true, force: true })
+  for (const dir of created) removeDir(dir)
 })
 
 export const tempDir = (prefix = "greenline-test-"): string => {

@@ -20,8 +20,8 @@
  * ```
  */
 import * as crypto from "node:crypto"
-import * as fs from "node:fs"
 import { type CommitSpec, createTestRepo, type FileChanges, makeTempDir, type TestRepo } from "../git.ts"
+import { removeDir } from "../tmp.ts"
 import { GitOps, gitHubTime } from "./gitOps.ts"
 import { compileTemplate, type Json, matchTemplate, type OpenApiCatalog, openApiCatalog } from "./openapi.ts"
 import {
@@ -2370,7 +2370,7 @@ class Sim {
         await this.settledChain()
         this.server.stop(true)
         for (const r of this.repos.values()) r.test.cleanup()
-        fs.rmSync(this.root, { recursive: true, force: true })
+        removeDir(this.root)
       }
     }
   }
