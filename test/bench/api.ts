@@ -77,7 +77,7 @@ const benchDatabase = async (kind: Kind) => {
   const half = reads.map(([op, b], k) => wrk(`${server.url}/v1/${op}`, postScript(b), SECONDS, (ours[k]?.rps ?? 0) / 2))
   // PGlite belongs to one process: the baseline opens the same data only after the server stopped
   if (kind === "pglite") await server.kill("SIGTERM")
-  const baseline = await spawnBaseline(q.database)
+  const baseline = await spawnBaseline(q.env.DATABASE_URL ?? q.database)
   const base = measure(baseline.url, reads)
   await baseline.kill()
   if (kind === "pglite") server = await spawnServer(q.env, TOKEN)

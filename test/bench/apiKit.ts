@@ -73,7 +73,7 @@ export interface BenchQueue {
   /** the body of a read: the queue's key, with `pr` the PR's */
   readonly body: (pr?: number) => string
   readonly env: Record<string, string>
-  /** the PostgreSQL database's name, or the PGlite data directory */
+  /** the PostgreSQL database's name (its URL is env.DATABASE_URL), or the PGlite data directory */
   readonly database: string
   readonly cleanup: () => Promise<void>
 }
