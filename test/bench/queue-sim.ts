@@ -45,6 +45,15 @@ const mulberry32 = (seed: number) => {
 const keyed = (seed: number, stream: number, n: number): (() => number) =>
   mulberry32(Math.imul(seed + 1, 0x9e3779b1) ^ Math.imul(stream, 0x85ebca6b) ^ Math.imul(n + 1, 0xc2b2ae35))
 
+/** A well-mixed 32-bit hash of a PR number (murmur3's finaliser): the XOR of these over a set of PRs names the set
+ * whatever its order. */
+const prHash = (pr: number): number => {
+  let h = Math.imul(pr + 0x51ed27, 0x9e3779b1) >>> 0
+  h = Math.imul(h ^ (h >>> 16), 0x85ebca6b) >>> 0
+  h = Math.imul(h ^ (h >>> 13), 0xc2b2ae35) >>> 0
+  return (h ^ (h >>> 16)) >>> 0
+}
+
 const normal = (rng: () => number, mean: number, sd: number) => {
   const u = Math.max(rng(), 1e-12)
   const v = rng()
@@ -83,11 +92,21 @@ export interface SimParams {
   /** failure rates that change with the simulated time (the regime-change workload); overrides p and f */
   readonly regime?: (now: number) => { readonly p: number; readonly f: number }
   /**
-   * common random numbers (the adaptive and regime tables): whether PR n is bad, and the duration and flaky draw of
-   * the n-th CI job, come from their own draws keyed by n, so every setting simulated with the same seed meets the
-   * same bad PRs in the same order (comparisons between settings are then far less noisy)
+   * common random numbers (the adaptive and regime tables): whether PR n is bad comes from its own draw keyed by n,
+   * so every setting simulated with the same seed meets the same bad PRs in the same order; and the duration and
+   * flaky draw of a CI run come from a draw keyed by what the run tests (`crnRuns`). Comparisons between settings
+   * are then far less noisy.
    */
   readonly crn?: boolean
+  /**
+   * with `crn`, what a CI run's duration and flaky draw are keyed by. "content" (the default): the tree the run
+   * tests, i.e. the set of PRs merged into its base plus its items (the chain ahead and the tested PRs), and how many
+   * runs of that same tree got a CI slot before in this simulation; the same run under two settings then gets the
+   * same duration and flaky outcome however far the settings diverged (a batch of PRs 9–16 on a base holding 1–8
+   * and a predictive run of PR 16 over 9–15 test the same tree). "job": the n-th CI job's draw (the earlier
+   * harness: two settings meet other draws from the first run in which they differ).
+   */
+  readonly crnRuns?: "content" | "job"
   /** called after every step with the new state */
   readonly observer?: (state: QueueState, now: number, transitions: StepResult["transitions"]) => void
 }
@@ -136,6 +155,27 @@ export const simulate = (params: SimParams): SimResult => {
   const prs = new Map<number, PrInfo>()
   let nextPr = 1
   const runItems = new Map<string, readonly RunItem[]>()
+  // content-keyed CI draws: the PRs merged so far (with the index of their merge), the content of every target sha
+  // (hash of its merged set, and how many PRs it holds), each built run's tree and how often each tree got a slot
+  const mergedIndex = new Map<number, number>()
+  let mergedHash = 0
+  const contentOf = new Map<string, { readonly hash: number; readonly count: number }>()
+  contentOf.set(gitTarget, { hash: 0, count: 0 })
+  const runTree = new Map<string, number>()
+  const treeAttempts = new Map<number, number>()
+  const byContent = params.crn === true && (params.crnRuns ?? "content") === "content"
+  const treeOf = (baseSha: string, items: readonly RunItem[]): number => {
+    const base = contentOf.get(baseSha)
+    if (base === undefined) throw new Error(`queue-sim: a run's base ${baseSha} is no target the simulation made`)
+    let h = base.hash
+    for (const it of items) {
+      const at = mergedIndex.get(it.prNumber)
+      if (at === undefined || at >= base.count) h ^= prHash(it.prNumber)
+    }
+    return h >>> 0
+  }
+  /** the flaky draw of every CI job that is running (drawn with its duration when it got its slot) */
+  const flakyDraw = new Map<number, number>()
   // CI: jobs waiting for a slot and running ones
   const ciWaiting: string[] = []
   const ciRunning = new Map<string, number>()
@@ -157,7 +197,20 @@ export const simulate = (params: SimParams): SimResult => {
       const job = ++jobSeq
       ciRunning.set(runId, job)
       ciStarted++
-      const d = Math.max(10, normal(params.crn ? keyed(seed, 2, job) : rng, 30, 5)) * MIN
+      let d: number
+      if (byContent) {
+        const tree = runTree.get(runId)!
+        const attempt = (treeAttempts.get(tree) ?? 0) + 1
+        treeAttempts.set(tree, attempt)
+        // stream 4 keyed by (tree, attempt): the duration, then the flaky draw
+        const g = mulberry32(
+          Math.imul(seed + 1, 0x9e3779b1) ^ Math.imul(4, 0x85ebca6b) ^ prHash(tree ^ Math.imul(attempt, 0x27d4eb2f))
+        )
+        d = Math.max(10, normal(g, 30, 5)) * MIN
+        flakyDraw.set(job, g())
+      } else {
+        d = Math.max(10, normal(params.crn ? keyed(seed, 2, job) : rng, 30, 5)) * MIN
+      }
       schedule(now + d, { kind: "ciDone", runId, job })
     }
   }
@@ -195,6 +248,7 @@ export const simulate = (params: SimParams): SimResult => {
     switch (c._tag) {
       case "BuildRun": {
         runItems.set(c.run.id, c.run.items)
+        if (byContent) runTree.set(c.run.id, treeOf(c.run.baseSha, c.run.items))
         const commits = commitsOf(c.run.baseSha, c.run.items)
         schedule(now + 0.5 * MIN, {
           kind: "planner",
@@ -206,6 +260,8 @@ export const simulate = (params: SimParams): SimResult => {
       case "DeleteBranch": {
         const w = ciWaiting.indexOf(c.runId)
         if (w >= 0) ciWaiting.splice(w, 1)
+        const job = ciRunning.get(c.runId)
+        if (job !== undefined) flakyDraw.delete(job)
         if (ciRunning.delete(c.runId)) startCi()
         return
       }
@@ -284,7 +340,9 @@ export const simulate = (params: SimParams): SimResult => {
       ciRunning.delete(e.runId)
       const items = runItems.get(e.runId) ?? []
       const hasBad = items.some((it) => prs.get(it.prNumber)?.bad === true)
-      const ok = !hasBad && (params.crn ? keyed(seed, 3, e.job)() : rng()) >= (params.regime?.(now).f ?? params.f)
+      const u = byContent ? flakyDraw.get(e.job)! : params.crn ? keyed(seed, 3, e.job)() : rng()
+      flakyDraw.delete(e.job)
+      const ok = !hasBad && u >= (params.regime?.(now).f ?? params.f)
       dispatch({
         _tag: "RunCompleted",
         runId: e.runId,
@@ -303,6 +361,12 @@ export const simulate = (params: SimParams): SimResult => {
         } else {
           gitTarget = m.rebaseOnto ? fakeSha(`${gitTarget}+${m.newSha}`) : m.newSha
           ev = { ...ev, newSha: gitTarget }
+          for (const pr of m.prNumbers) {
+            if (mergedIndex.has(pr)) continue
+            mergedIndex.set(pr, mergedIndex.size)
+            mergedHash ^= prHash(pr)
+          }
+          contentOf.set(gitTarget, { hash: mergedHash >>> 0, count: mergedIndex.size })
         }
       }
       dispatch(ev)
@@ -486,6 +550,14 @@ const SEEDS = Array.from({ length: Math.max(1, Number(argValue("--seeds") ?? 8))
 const cellFilter = (name: string) => argValue(name)?.split(",").map(Number)
 const ONLY_P = cellFilter("--p")
 const ONLY_F = cellFilter("--f")
+/** `--crn-runs job`: key the CI draws of the adaptive and regime tables by the job's index (the earlier harness)
+ * instead of the run's content (default `content`, see SimParams.crnRuns) */
+const CRN_RUNS: "content" | "job" = argValue("--crn-runs") === "job" ? "job" : "content"
+/** standard deviation of per-seed figures */
+const sd = (xs: readonly number[]) => {
+  const m = xs.reduce((a, b) => a + b, 0) / xs.length
+  return Math.sqrt(xs.reduce((a, b) => a + (b - m) ** 2, 0) / Math.max(1, xs.length - 1))
+}
 const HOURS = quick ? 48 : 168
 const BACKLOG = 40
 const PS = [0.02, 0.05, 0.1, 0.2]
@@ -595,7 +667,7 @@ const searchBest = (): Setting => {
 type SeedsResult = Omit<SimResult, "merged" | "stepNs" | "recorded"> & { readonly perSeed: readonly number[] }
 
 const simSeeds = (params: Omit<SimParams, "seed" | "crn">): SeedsResult => {
-  const rs = SEEDS.map((seed) => simulate({ ...params, seed, crn: true }))
+  const rs = SEEDS.map((seed) => simulate({ ...params, seed, crn: true, crnRuns: CRN_RUNS }))
   const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length
   const choices = new Map<string, number>()
   for (const r of rs) for (const [k, v] of r.choices) choices.set(k, (choices.get(k) ?? 0) + v / rs.length)
@@ -819,13 +891,13 @@ const main = () => {
   }
   if (want("adaptive")) {
     out(
-      `### Adaptive vs the best fixed row (saturated backlog of ${BACKLOG}, ${HOURS} h, mean of seeds 1–${SEEDS.length}, common random numbers)`
+      `### Adaptive vs the best fixed row (saturated backlog of ${BACKLOG}, ${HOURS} h, mean of seeds 1–${SEEDS.length}, common random numbers keyed by ${CRN_RUNS === "content" ? "run content" : "job index"})`
     )
     out("")
     out(
-      "| f | p | best fixed row | its merged PRs/h | adaptive merged PRs/h | × best | adaptive × the best fixed row within the limits (≤ 0.5 % good PRs rejected) | its CI runs / merged | adaptive CI runs / merged | × | adaptive good PRs rejected | adaptive bad PRs merged | adaptive × best, per seed | adaptive's choices (share of time) |"
+      "| f | p | best fixed row | its merged PRs/h | adaptive merged PRs/h | × best | adaptive × the best fixed row within the limits (≤ 0.5 % good PRs rejected) | its CI runs / merged | adaptive CI runs / merged | × | adaptive good PRs rejected | adaptive bad PRs merged | adaptive × best, per seed | per-seed × the judged row: sd | adaptive's choices (share of time) |"
     )
-    out("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    out("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for (const f of [0.01, 0.02, 0.05].filter((x) => ONLY_F === undefined || ONLY_F.includes(x))) {
       for (const p of PS.filter((x) => ONLY_P === undefined || ONLY_P.includes(x))) {
         const rows = [...settings, best!].map((s) => ({
@@ -842,8 +914,9 @@ const main = () => {
         const perSeed = SEEDS.map((_, i) => fmt(a.perSeed[i]! / Math.max(...rows.map((x) => x.r.perSeed[i]!)), 2)).join(
           " "
         )
+        const judgedSd = sd(SEEDS.map((_, i) => a.perSeed[i]! / judged.r.perSeed[i]!))
         out(
-          `| ${f} | ${p} | ${top.s.name} | ${fmt(top.r.mergedPerHour)} | ${fmt(a.mergedPerHour)} | ${fmt(a.mergedPerHour / top.r.mergedPerHour, 2)} | ${topOk === null ? "-" : `**${fmt(a.mergedPerHour / topOk.r.mergedPerHour, 2)}** (${topOk.s.name}, ${fmt(topOk.r.mergedPerHour)})`} | ${fmt(judged.r.runsPerMerged, 2)} | ${fmt(a.runsPerMerged, 2)} | ${fmt(a.runsPerMerged / judged.r.runsPerMerged, 2)} | ${a.goodRejected} (${fmt(a.goodRejectedPct, 2)}%) | ${a.badMerged} | ${perSeed} | ${shares(a)} |`
+          `| ${f} | ${p} | ${top.s.name} | ${fmt(top.r.mergedPerHour)} | ${fmt(a.mergedPerHour)} | ${fmt(a.mergedPerHour / top.r.mergedPerHour, 2)} | ${topOk === null ? "-" : `**${fmt(a.mergedPerHour / topOk.r.mergedPerHour, 2)}** (${topOk.s.name}, ${fmt(topOk.r.mergedPerHour)})`} | ${fmt(judged.r.runsPerMerged, 2)} | ${fmt(a.runsPerMerged, 2)} | ${fmt(a.runsPerMerged / judged.r.runsPerMerged, 2)} | ${a.goodRejected} (${fmt(a.goodRejectedPct, 2)}%) | ${a.badMerged} | ${perSeed} | ${fmt(judgedSd, 3)} | ${shares(a)} |`
         )
       }
     }
@@ -851,7 +924,7 @@ const main = () => {
   }
   if (want("regime")) {
     out(
-      `### Regime change: p = 0.02, f = 0.01 for 16 h, then p = 0.20, f = 0.05 for 8 h, repeated; backlog of ${BACKLOG}, ${HOURS} h, mean of seeds 1–${SEEDS.length}`
+      `### Regime change: p = 0.02, f = 0.01 for 16 h, then p = 0.20, f = 0.05 for 8 h, repeated; backlog of ${BACKLOG}, ${HOURS} h, mean of seeds 1–${SEEDS.length}, CI draws keyed by ${CRN_RUNS === "content" ? "run content" : "job index"}`
     )
     out("")
     out(
@@ -867,7 +940,7 @@ const main = () => {
     const ra = simSeeds({ config: ADAPTIVE.config, p: 0, f: 0, hours: HOURS, backlog: BACKLOG, regime: regimeChange })
     const regimeRow = (name: string, r: SeedsResult) =>
       out(
-        `| ${name} | ${fmt(r.mergedPerHour)} | ${fmt(r.mergedPerHour / bestFixed.mergedPerHour, 2)} | ${fmtMin(r.p50)} | ${fmtMin(r.p95)} | ${fmt(r.runsPerMerged, 2)} | ${r.goodRejected} (${fmt(r.goodRejectedPct, 2)}%) | ${r.badMerged} | ${r.perSeed.map((x) => fmt(x)).join(" ")} |`
+        `| ${name} | ${fmt(r.mergedPerHour)} | ${fmt(r.mergedPerHour / bestFixed.mergedPerHour, 2)} (per seed: sd ${fmt(sd(r.perSeed.map((x, i) => x / bestFixed.perSeed[i]!)), 3)}) | ${fmtMin(r.p50)} | ${fmtMin(r.p95)} | ${fmt(r.runsPerMerged, 2)} | ${r.goodRejected} (${fmt(r.goodRejectedPct, 2)}%) | ${r.badMerged} | ${r.perSeed.map((x) => fmt(x)).join(" ")} |`
       )
     regimeRow(ADAPTIVE.name, ra)
     for (const x of regimeRows.slice(0, 5)) regimeRow(`fixed: ${x.s.name}`, x.r)
