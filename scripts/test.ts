@@ -124,8 +124,12 @@ const runGroup = async (group: ReadonlyArray<string>) => {
     process.stdout.write(`${bodyOf(current.lines)}\n\n`)
     current = undefined
   }
+  // Bun lists the process's failed tests again at its end: the sums at the end list them once for all processes
+  let trailer = false
   const take = (line: string) => {
     all.push(line)
+    if (/^\d+ tests? failed:$/.test(line)) trailer = true
+    if (trailer) return
     if (headers.has(line)) {
       endFile()
       // what the process printed before its first header (a file's set-up logs) belongs to that file
