@@ -1,11 +1,11 @@
 /**
- * `npm test`: the whole suite in a few `bun test` processes at once (TEST_WORKERS, default 2), each running its share
- * of the test files one after another. The shares are balanced by each file's wall time in the last whole run (by
- * size before). Each file's output is printed in one piece when it ends; the end lists the slowest files, then Bun's
- * own summary (" N pass", " N fail"), added up. With arguments, it is plain `bun test` with them
- * (`npm test -- test/unit`).
+ * `npm test`: the whole suite in a few `bun test` processes at once (TEST_WORKERS, default 2). Most test files share
+ * processes, in chunks of about 40 s by each file's wall time in the last whole run (by size before); a file that
+ * starts processes of its own runs alone. Each file's output is printed in one piece when it ends; the end lists the
+ * slowest files, then Bun's own summary (" N pass", " N fail"), added up. With arguments, it is plain `bun test` with
+ * them (`npm test -- test/unit`).
  *
- * Why a few processes and not one per file: each new process compiles the same code again (the JIT warming up on
+ * Why shared processes and not one per file: each new process compiles the same code again (the JIT warming up on
  * Effect's runtime, the PGlite module), which cost a third of the suite's CPU; two processes on two cores still
  * overlap one file's waiting (a server starting, git, a runner's round) with the other's work. Each process gets the
  * same migrated embedded database to start its servers from (GREENLINE_TEST_SEED, made once here), and each fresh
@@ -163,15 +163,34 @@ const runGroup = async (group: ReadonlyArray<string>) => {
   for (const line of all) if (line.startsWith("(fail)") && !failures.includes(line)) failures.push(line)
 }
 
-// each worker's files, balanced by their expected times (longest first, each to the least loaded worker)
-const groups: Array<Array<string>> = Array.from({ length: Math.min(workers, files.length) }, () => [])
-const loads = groups.map(() => 0)
+// The units the workers take, longest first. A file that starts processes of its own (servers, npm, the CLI) runs
+// alone: in a process that already spawned and closed many children, Bun's spawn failed now and then with EBADF
+// (epoll_ctl). The others share processes in chunks of about CHUNK_SECONDS, so each process lives a short while.
+const CHUNK_SECONDS = 40
+const spawnsProcesses = (file: string) =>
+  /spawnServer|Bun\.spawn|child_process|spawnSync/.test(fs.readFileSync(path.join(root, file), "utf8"))
+const units: Array<{ readonly files: Array<string>; seconds: number }> = []
+const chunks: Array<{ readonly files: Array<string>; seconds: number }> = []
 for (const file of files) {
-  const least = loads.indexOf(Math.min(...loads))
-  groups[least]!.push(file)
-  loads[least]! += guess.get(file)!
+  const seconds = guess.get(file)!
+  if (spawnsProcesses(file)) {
+    units.push({ files: [file], seconds })
+    continue
+  }
+  // longest first, each into the emptiest chunk that has room (a new chunk when none has)
+  const open = chunks.filter((c) => c.seconds + seconds <= CHUNK_SECONDS).sort((a, b) => a.seconds - b.seconds)[0]
+  if (open === undefined) chunks.push({ files: [file], seconds })
+  else {
+    open.files.push(file)
+    open.seconds += seconds
+  }
 }
-await Promise.all(groups.map(runGroup))
+const queue = [...units, ...chunks].sort((a, b) => b.seconds - a.seconds)
+await Promise.all(
+  Array.from({ length: Math.min(workers, queue.length) }, async () => {
+    for (let unit = queue.shift(); unit !== undefined; unit = queue.shift()) await runGroup(unit.files)
+  })
+)
 fs.rmSync(path.dirname(seedFile), { recursive: true, force: true })
 if (pgUrl !== undefined && pgTemplate !== undefined) {
   await pgAdmin(pgUrl, `drop database if exists ${pgTemplate} with (force)`).catch(() => undefined)
