@@ -1,13 +1,15 @@
 /**
- * `npm test`: the whole suite, its test files run by a few `bun test` processes at once (TEST_WORKERS, default 2),
- * longest files first (by their wall time in the last whole run, by size before). Each file's output is printed in
- * one piece when it ends; the end lists the slowest files, then Bun's own summary (" N pass", " N fail"), added up.
- * With arguments, it is plain `bun test` with them (`npm test -- test/unit`).
+ * `npm test`: the whole suite in a few `bun test` processes at once (TEST_WORKERS, default 2). Most test files share
+ * processes, in chunks of about 40 s by each file's wall time in the last whole run (by size before); a file that
+ * starts processes of its own runs alone. Each file's output is printed in one piece when it ends; the end lists the
+ * slowest files, then Bun's own summary (" N pass", " N fail"), added up. With arguments, it is plain `bun test` with
+ * them (`npm test -- test/unit`).
  *
- * Why files in parallel: most of a test's time is spent waiting (for a server to start, git, a runner's round), so
- * two processes on two cores finish the suite sooner than one. Each process gets the same migrated embedded
- * database to start its servers from (GREENLINE_TEST_SEED, made once here), and each fresh PostgreSQL database is a
- * copy of one migrated here (GREENLINE_TEST_PG_TEMPLATE).
+ * Why shared processes and not one per file: each new process compiles the same code again (the JIT warming up on
+ * Effect's runtime, the PGlite module), which cost a third of the suite's CPU; two processes on two cores still
+ * overlap one file's waiting (a server starting, git, a runner's round) with the other's work. Each process gets the
+ * same migrated embedded database to start its servers from (GREENLINE_TEST_SEED, made once here), and each fresh
+ * PostgreSQL database is a copy of one migrated here (GREENLINE_TEST_PG_TEMPLATE).
  */
 import * as fs from "node:fs"
 import * as os from "node:os"
@@ -83,46 +85,110 @@ let passed = 0
 let failed = 0
 let ran = 0
 const failures: Array<string> = []
-const queue = [...files]
 /** each file's wall time and when it started (s after the suite's start), for the summary of where the time goes */
 const durations: Array<{ readonly file: string; readonly seconds: number; readonly startedAt: number }> = []
 
-const runFile = async (file: string) => {
-  const fileStarted = performance.now()
+/** Bun's banner, per-process summary and blank runs: the sums follow at the end */
+const bodyOf = (lines: ReadonlyArray<string>) =>
+  lines
+    .filter((l) => !/^bun test v|^ *\d+ (pass|fail|expect\(\) calls)$|^Ran \d+ tests? across/.test(l))
+    .filter((l, i, all) => !(l === "" && all[i - 1] === ""))
+    .join("\n")
+    .trim()
+
+/**
+ * Runs `group` in one `bun test` process. Its output is cut at Bun's file headers ("test/x.test.ts:"), so each
+ * file's part is printed in one piece as soon as the next file begins, and each file's wall time is the time from
+ * its header to the next.
+ */
+const runGroup = async (group: ReadonlyArray<string>) => {
   // one stream, as a terminal shows it: what a server logged stays next to the test that made it log
-  const child = Bun.spawn(["sh", "-c", 'exec "$0" "$@" 2>&1', bun, "test", ...TIMEOUT, `./${file}`], {
+  const child = Bun.spawn(["sh", "-c", 'exec "$0" "$@" 2>&1', bun, "test", ...TIMEOUT, ...group.map((f) => `./${f}`)], {
     cwd: root,
     env,
     stdin: "ignore",
     stdout: "pipe"
   })
-  const [text, code] = await Promise.all([new Response(child.stdout).text(), child.exited])
-  durations.push({ file, seconds: (performance.now() - fileStarted) / 1000, startedAt: (fileStarted - started) / 1000 })
-  const count = (word: string) => Number(new RegExp(`^ *(\\d+) ${word}$`, "m").exec(text)?.[1] ?? 0)
-  const filePassed = count("pass")
-  let fileFailed = count("fail")
-  // a process that ended badly without a summary (a crash) counts as a failure of its file
-  if (code !== 0 && fileFailed === 0) {
-    fileFailed = 1
-    failures.push(`(fail) ${file}: bun test exited with ${code} without a summary`)
+  const headers = new Set(group.map((f) => `${f}:`))
+  let current: { file: string; startedAt: number; lines: Array<string> } | undefined
+  const before: Array<string> = []
+  const all: Array<string> = []
+  const endFile = () => {
+    if (current === undefined) return
+    const now = performance.now()
+    durations.push({
+      file: current.file,
+      seconds: (now - current.startedAt) / 1000,
+      startedAt: (current.startedAt - started) / 1000
+    })
+    process.stdout.write(`${bodyOf(current.lines)}\n\n`)
+    current = undefined
   }
-  passed += filePassed
-  failed += fileFailed
-  ran += filePassed + fileFailed
-  for (const line of text.split("\n")) if (line.startsWith("(fail)") && !failures.includes(line)) failures.push(line)
-  // the file's own output, without Bun's banner and per-file summary (the sums follow at the end)
-  const body = text
-    .split("\n")
-    .filter((l) => !/^bun test v|^ *\d+ (pass|fail|expect\(\) calls)$|^Ran \d+ tests? across/.test(l))
-    .filter((l, i, all) => !(l === "" && all[i - 1] === ""))
-    .join("\n")
-    .trim()
-  process.stdout.write(`${body}\n\n`)
+  // Bun lists the process's failed tests again at its end: the sums at the end list them once for all processes
+  let trailer = false
+  const take = (line: string) => {
+    all.push(line)
+    if (/^\d+ tests? failed:$/.test(line)) trailer = true
+    if (trailer) return
+    if (headers.has(line)) {
+      endFile()
+      // what the process printed before its first header (a file's set-up logs) belongs to that file
+      current = { file: line.slice(0, -1), startedAt: performance.now(), lines: [...before.splice(0), line] }
+    } else (current?.lines ?? before).push(line)
+  }
+  let rest = ""
+  const decoder = new TextDecoder()
+  for await (const chunk of child.stdout) {
+    const lines = (rest + decoder.decode(chunk, { stream: true })).split("\n")
+    rest = lines.pop() ?? ""
+    for (const line of lines) take(line)
+  }
+  if (rest !== "") take(rest)
+  const code = await child.exited
+  const crashedIn = current?.file
+  endFile()
+  if (before.length > 0) process.stdout.write(`${bodyOf(before)}\n\n`)
+  const text = all.join("\n")
+  const count = (word: string) => Number(new RegExp(`^ *(\\d+) ${word}$`, "m").exec(text)?.[1] ?? 0)
+  const groupPassed = count("pass")
+  let groupFailed = count("fail")
+  // a process that ended badly without a summary (a crash) counts as a failure of the file it was running
+  if (code !== 0 && groupFailed === 0) {
+    groupFailed = 1
+    failures.push(`(fail) ${crashedIn ?? group.join(", ")}: bun test exited with ${code} without a summary`)
+  }
+  passed += groupPassed
+  failed += groupFailed
+  ran += groupPassed + groupFailed
+  for (const line of all) if (line.startsWith("(fail)") && !failures.includes(line)) failures.push(line)
 }
 
+// The units the workers take, longest first. A file that starts processes of its own (servers, npm, the CLI) runs
+// alone: in a process that already spawned and closed many children, Bun's spawn failed now and then with EBADF
+// (epoll_ctl). The others share processes in chunks of about CHUNK_SECONDS, so each process lives a short while.
+const CHUNK_SECONDS = 40
+const spawnsProcesses = (file: string) =>
+  /spawnServer|Bun\.spawn|child_process|spawnSync/.test(fs.readFileSync(path.join(root, file), "utf8"))
+const units: Array<{ readonly files: Array<string>; seconds: number }> = []
+const chunks: Array<{ readonly files: Array<string>; seconds: number }> = []
+for (const file of files) {
+  const seconds = guess.get(file)!
+  if (spawnsProcesses(file)) {
+    units.push({ files: [file], seconds })
+    continue
+  }
+  // longest first, each into the emptiest chunk that has room (a new chunk when none has)
+  const open = chunks.filter((c) => c.seconds + seconds <= CHUNK_SECONDS).sort((a, b) => a.seconds - b.seconds)[0]
+  if (open === undefined) chunks.push({ files: [file], seconds })
+  else {
+    open.files.push(file)
+    open.seconds += seconds
+  }
+}
+const queue = [...units, ...chunks].sort((a, b) => b.seconds - a.seconds)
 await Promise.all(
-  Array.from({ length: Math.min(workers, files.length) }, async () => {
-    for (let file = queue.shift(); file !== undefined; file = queue.shift()) await runFile(file)
+  Array.from({ length: Math.min(workers, queue.length) }, async () => {
+    for (let unit = queue.shift(); unit !== undefined; unit = queue.shift()) await runGroup(unit.files)
   })
 )
 fs.rmSync(path.dirname(seedFile), { recursive: true, force: true })

@@ -119,6 +119,23 @@ export interface RunningServer {
   readonly stop: () => Promise<void>
 }
 
+/** How long one step of a stop may take before it is logged as hung and given up. */
+const STOP_STEP_MS = 20_000
+
+const within = async (ms: number, step: string, work: Promise<unknown>): Promise<void> => {
+  let timer: ReturnType<typeof setTimeout> | undefined
+  const gaveUp = new Promise<"hung">((resolve) => {
+    timer = setTimeout(() => resolve("hung"), ms)
+  })
+  try {
+    if ((await Promise.race([work, gaveUp])) === "hung") {
+      writeLog("ERROR", "stop: a step did not finish; giving it up", { step, waitedMs: ms })
+    }
+  } finally {
+    clearTimeout(timer)
+  }
+}
+
 const writeLog = (level: "INFO" | "ERROR", message: string, extra: Record<string, unknown> = {}) => {
   const line = `${JSON.stringify({ level, time: new Date().toISOString(), message, ...extra })}\n`
   if (level === "ERROR") process.stderr.write(line)
@@ -375,10 +392,11 @@ export const startServer = async <E>(
         eventStream.closeAll()
         await server.stop(false)
         for (let waited = 0; inFlight > 0 && waited < 5_000; waited += 10) await Bun.sleep(10)
-        await runtime.runPromise(Fiber.interrupt(revocations))
+        // a stop that hangs (a step waiting on what never comes) is reported and given up, never waited for forever
+        await within(STOP_STEP_MS, "stopping the revocation follower", runtime.runPromise(Fiber.interrupt(revocations)))
         // webhook follow-ups (reactions, replies) must not outlive the database
-        await runtime.runPromise(webhook.close)
-        await runtime.dispose()
+        await within(STOP_STEP_MS, "closing the webhook worker", runtime.runPromise(webhook.close))
+        await within(STOP_STEP_MS, "stopping the runners and closing the database", runtime.dispose())
       })()
       return stopping
     }

@@ -35,6 +35,11 @@ export const eventIdOf = (messageIdText: string): string | undefined => {
   return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20)}`
 }
 
+export interface LogStart {
+  readonly position: LogPosition
+  readonly committed: ReadonlySet<string>
+}
+
 export interface StreamFilter {
   readonly repoIds?: ReadonlyArray<string> | undefined
   readonly branch?: string | undefined
@@ -42,8 +47,12 @@ export interface StreamFilter {
 }
 
 export interface EventReaderShape {
-  /** The newest settled position of an organization's log: where a new subscriber starts. */
-  readonly head: (orgId: string) => Effect.Effect<LogPosition, SqlError>
+  /**
+   * Where a new subscriber starts: the newest settled position of an organization's log, and the ids of the events
+   * after it that are committed already (their transaction ended while an older one still runs). The subscriber skips
+   * those: they were written before it came. One statement, so both are of one snapshot.
+   */
+  readonly head: (orgId: string) => Effect.Effect<LogStart, SqlError>
   /** The position of a message of the organization, when the log still holds it. */
   readonly positionOf: (orgId: string, messageIdText: string) => Effect.Effect<LogPosition | undefined, SqlError>
   /**
@@ -144,11 +153,24 @@ export const EventLogLive = Layer.effectContext(
     const reader: EventReaderShape = {
       head: (orgId) =>
         Effect.map(
-          sql<{ xid: string; seq: string | number }>`
-            select xid::text as xid, seq from event_log
-            where org_id = ${orgId} and xid < pg_snapshot_xmin(pg_current_snapshot()) and type is not null
-            order by xid desc, seq desc limit 1`,
-          (rows) => toPosition(rows[0]) ?? ORIGIN
+          sql<{ xid: string | null; seq: string | number | null; committed: string | null }>`
+            select h.xid::text as xid, h.seq,
+              (select string_agg(l.id::text, ',') from event_log l
+               where l.org_id = ${orgId} and l.xid >= pg_snapshot_xmin(pg_current_snapshot()) and l.type is not null)
+                as committed
+            from (select 1) one left join lateral (
+              select xid, seq from event_log
+              where org_id = ${orgId} and xid < pg_snapshot_xmin(pg_current_snapshot()) and type is not null
+              order by xid desc, seq desc limit 1) h on true`,
+          (rows) => {
+            const row = rows[0]
+            const position =
+              row?.xid != null && row.seq != null ? toPosition({ xid: row.xid, seq: row.seq }) : undefined
+            return {
+              position: position ?? ORIGIN,
+              committed: new Set(row?.committed ? row.committed.split(",") : [])
+            }
+          }
         ),
       positionOf: (orgId, text) => {
         const id = eventIdOf(text)

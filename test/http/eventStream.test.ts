@@ -7,6 +7,9 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test"
 import * as fs from "node:fs"
+import * as SqlClient from "@effect/sql/SqlClient"
+import { SQL } from "bun"
+import { Effect } from "effect"
 import { spawnServer } from "../support/process.ts"
 import {
   databases,
@@ -138,6 +141,32 @@ for (const db of databases) {
       states.close()
       all.close()
     })
+
+    // an event committed while an older transaction still runs sorts after the settled head a new stream starts at
+    if (db === "postgres")
+      test("a new stream does not send an event committed before it began behind a transaction still running", async () => {
+        const q = await newQueue()
+        const [row] = await server.run(
+          Effect.flatMap(SqlClient.SqlClient, (sql) => sql<{ name: string }>`select current_database() as name`)
+        )
+        const url = new URL(pgUrl ?? "")
+        url.pathname = `/${row?.name}`
+        const client = new SQL(url.toString())
+        const older = await client.reserve()
+        try {
+          await older`begin`
+          await older`select pg_current_xact_id()`
+          await q.update(2)
+          const stream = await openStream(server, q.filter)
+          await older`commit`
+          await q.update(4)
+          expect(concurrencyOf(await stream.next())).toBe(4)
+          stream.close()
+        } finally {
+          older.release()
+          await client.close()
+        }
+      })
 
     test("bad filters are INVALID_REQUEST; streams are bounded per organization", async () => {
       const bad = async (query: string, path: string) => {

@@ -107,6 +107,45 @@ test(
 )
 
 test(
+  "an idle queue's rounds save nothing: its stored state's version stays put while it polls, and moves again with work",
+  () =>
+    scenario({}, async (s) => {
+      const version = async () => {
+        const [row] = await sqlOn(
+          (sql) => sql<{ version: string | number }>`select version from queue_runtime
+            where queue_id = (select q.id from queues q join repositories r on r.id = q.repo_id
+                              where r.name = ${s.key.repo.name})`
+        )
+        return Number(row!.version)
+      }
+      const rounds = async (n: number) => {
+        for (let i = 0; i < n; i++) await server.nextRound!(1000)
+      }
+      s.createPr(1)
+      await s.submit(1)
+      await s.ciPass(1)
+      await s.waitState(1, "merged")
+      // what the merge left to do (its test branch's removal) ends within a few rounds; then nothing is saved
+      let before = await version()
+      for (let tries = 0; tries < 10; tries++) {
+        await rounds(5)
+        const now = await version()
+        if (now === before) break
+        before = now
+      }
+      await rounds(10)
+      expect(await version()).toBe(before)
+      // the idle runner still polls and plans: a new PR is tested and merges
+      s.createPr(2)
+      await s.submit(2)
+      await s.ciPass(2)
+      await s.waitState(2, "merged")
+      expect(await version()).toBeGreaterThan(before)
+    }),
+  TIMEOUT
+)
+
+test(
   "a stale ref lock left by a killed git is recovered: the merge goes through",
   () =>
     scenario({}, async (s) => {

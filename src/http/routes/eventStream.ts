@@ -1,6 +1,13 @@
 import { Effect, Option, Runtime } from "effect"
 import { AppConfig } from "../../config.ts"
-import { EventReader, eventIdOf, type LogPosition, messageId, type StreamFilter } from "../../events/EventLogLive.ts"
+import {
+  EventReader,
+  eventIdOf,
+  type LogPosition,
+  type LogStart,
+  messageId,
+  type StreamFilter
+} from "../../events/EventLogLive.ts"
 import { SETTLE_MS, StreamWakeups } from "../../events/StreamWakeups.ts"
 import { EVENT_TYPES } from "../../kernel/EventLog.ts"
 import { type Organization, Tenancy } from "../../tenancy/Tenancy.ts"
@@ -84,7 +91,7 @@ export const makeEventStream = Effect.gen(function* () {
       }
       const at = yield* Effect.orDie(reader.positionOf(org.id, last))
       // an id the log no longer holds (past retention): from the oldest event kept, so nothing is skipped
-      return at ?? { xid: "0", seq: 0 }
+      return { position: at ?? { xid: "0", seq: 0 }, committed: new Set<string>() } satisfies LogStart
     })
 
   const handle = async (request: Request, url: URL, org: Organization): Promise<Response> => {
@@ -127,7 +134,10 @@ export const makeEventStream = Effect.gen(function* () {
     streams.add(end)
     // from here on, appends of the organization wake this instance (before the first read: nothing falls between)
     unsubscribe = await wakeups.subscribe(org.id)
-    let position: LogPosition = start
+    let position: LogPosition = start.position
+    // events committed before a new stream began that sort after its start (their transaction ended while an older
+    // one ran): passed over once, never sent
+    const committedBefore = new Set(start.committed)
     const encoder = new TextEncoder()
     request.signal.addEventListener("abort", close)
     const read = <A>(effect: Effect.Effect<A, unknown>) => run(Effect.orDie(effect)).catch(() => undefined)
@@ -154,10 +164,11 @@ export const makeEventStream = Effect.gen(function* () {
             if (events === undefined) break
             nextPoll = Date.now() + config.eventStreamPollMs
             if (events.length > 0) {
-              const text = events.map((e) => sse(messageId(e.id), e.type, e.body)).join("")
               const last = events[events.length - 1]
               if (last !== undefined) position = { xid: last.xid, seq: last.seq }
-              controller.enqueue(encoder.encode(text))
+              const fresh = events.filter((e) => !committedBefore.delete(e.id))
+              if (fresh.length === 0) continue
+              controller.enqueue(encoder.encode(fresh.map((e) => sse(messageId(e.id), e.type, e.body)).join("")))
               // there may be more: the next pull reads on
               return
             }

@@ -48,6 +48,9 @@ export interface RunnerCtx {
   failed: Array<Command>
   nextWake: number
   lastPoll: number
+  /** the state as the last idle round found it saved (undefined after any other round): the next idle round that
+   * finds it unchanged saves nothing */
+  savedStateJson: string | undefined
   /** sorted target hashes of the active entries' lists, by `<pr>@<sha>` (lanes.ts) */
   readonly targetHashes: Map<string, Float64Array>
 }
@@ -102,6 +105,7 @@ export const makeRunnerCtx = (queueId: string) =>
       failed: [],
       nextWake: Number.POSITIVE_INFINITY,
       lastPoll: 0,
+      savedStateJson: undefined,
       targetHashes: new Map()
     }
     return Option.some(ctx)

@@ -12,7 +12,7 @@ import {
   type Transition
 } from "../planner/index.ts"
 import type { StoredQueueConfig } from "../schemas.ts"
-import type { InboxEvent } from "../store.ts"
+import { type InboxEvent, stateJson } from "../store.ts"
 import { executeAll, RETRY_MS } from "./commands.ts"
 import { type RunnerCtx, reloadQueue } from "./context.ts"
 import { laneEvent } from "./lanes.ts"
@@ -171,6 +171,17 @@ export const round = (ctx: RunnerCtx, lease: Lease, hooks: RunnerHooks) =>
     if (now >= ctx.nextWake) ctx.nextWake = Number.POSITIVE_INFINITY
     stepper.apply({ _tag: "Tick" })
     const { commands } = stepper
+    // an idle queue still has a round every GIT_POLL_MS: one that read nothing, changed nothing and has nothing to
+    // do saves nothing either (the state is compared as it is stored)
+    const idle =
+      inbox.length === 0 &&
+      results.length === 0 &&
+      commands.length === 0 &&
+      stepper.transitions.length === 0 &&
+      stepper.runChanges.size === 0
+    const json = idle ? stateJson(ctx.state) : undefined
+    if (json !== undefined && json === ctx.savedStateJson) return yield* settled(ctx, hooks, false)
+    ctx.savedStateJson = json
     const saved = yield* ctx.store.persistStep(ctx.queueId, lease.owner, lease.fencing, {
       state: ctx.state,
       outbox: commands,
@@ -180,9 +191,15 @@ export const round = (ctx: RunnerCtx, lease: Lease, hooks: RunnerHooks) =>
     })
     if (!saved) return yield* hooks.lostLease(ctx.queueId, lease.fencing).pipe(Effect.zipRight(Effect.interrupt))
     yield* runCommands(ctx, lease, commands, now)
+    return yield* settled(ctx, hooks, inbox.length === INBOX_BATCH || ctx.memEvents.length > 0)
+  })
+
+/** The end of a round: it tells the hooks and the probe; `again` when another round should follow at once. */
+const settled = (ctx: RunnerCtx, hooks: RunnerHooks, again: boolean) =>
+  Effect.gen(function* () {
     hooks.roundDone(ctx.queueId)
     if (Option.isSome(ctx.probe)) yield* ctx.probe.value.roundDone(ctx.queueId)
-    return inbox.length === INBOX_BATCH || ctx.memEvents.length > 0
+    return again
   })
 
 /** Runs the commands of a saved round; failed ones stay in the outbox and run again after RETRY_MS. */
