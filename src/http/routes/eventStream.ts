@@ -144,7 +144,9 @@ export const makeEventStream = Effect.gen(function* () {
     // read at once; then when woken, while woken events wait to be settled, and at the fallback poll; a heartbeat
     // does not read
     let mustRead = true
-    let settling = false
+    // the first read settles too: what it finds committed but not yet readable (an older transaction still runs) may
+    // never be followed by a wake-up (it was appended before this stream subscribed)
+    let settling = true
     let settleStep = 0
     let seen = wakeups.version(org.id)
     let nextPoll = Date.now() + config.eventStreamPollMs
