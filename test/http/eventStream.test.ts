@@ -142,29 +142,45 @@ for (const db of databases) {
       all.close()
     })
 
+    /**
+     * A transaction with an xid, open on the server's database (PostgreSQL) until `commit`: events committed after it
+     * began are not readable (settled) while it runs.
+     */
+    const olderTransaction = async () => {
+      const [row] = await server.run(
+        Effect.flatMap(SqlClient.SqlClient, (sql) => sql<{ name: string }>`select current_database() as name`)
+      )
+      const url = new URL(pgUrl ?? "")
+      url.pathname = `/${row?.name}`
+      const client = new SQL(url.toString())
+      const connection = await client.reserve()
+      await connection`begin`
+      await connection`select pg_current_xact_id()`
+      return {
+        commit: async () => {
+          await connection`commit`
+        },
+        end: async () => {
+          connection.release()
+          await client.close()
+        }
+      }
+    }
+
     // an event committed while an older transaction still runs sorts after the settled head a new stream starts at
     if (db === "postgres")
       test("a new stream does not send an event committed before it began behind a transaction still running", async () => {
         const q = await newQueue()
-        const [row] = await server.run(
-          Effect.flatMap(SqlClient.SqlClient, (sql) => sql<{ name: string }>`select current_database() as name`)
-        )
-        const url = new URL(pgUrl ?? "")
-        url.pathname = `/${row?.name}`
-        const client = new SQL(url.toString())
-        const older = await client.reserve()
+        const older = await olderTransaction()
         try {
-          await older`begin`
-          await older`select pg_current_xact_id()`
           await q.update(2)
           const stream = await openStream(server, q.filter)
-          await older`commit`
+          await older.commit()
           await q.update(4)
           expect(concurrencyOf(await stream.next())).toBe(4)
           stream.close()
         } finally {
-          older.release()
-          await client.close()
+          await older.end()
         }
       })
 
@@ -176,25 +192,16 @@ for (const db of databases) {
         await q.update(1)
         const [one] = await first.take(1)
         first.close()
-        const [row] = await server.run(
-          Effect.flatMap(SqlClient.SqlClient, (sql) => sql<{ name: string }>`select current_database() as name`)
-        )
-        const url = new URL(pgUrl ?? "")
-        url.pathname = `/${row?.name}`
-        const client = new SQL(url.toString())
-        const older = await client.reserve()
+        const older = await olderTransaction()
         try {
-          await older`begin`
-          await older`select pg_current_xact_id()`
           await q.update(2)
           await q.update(3)
           const resumed = await openStream(server, q.filter, { "last-event-id": one?.id ?? "" })
-          await older`commit`
+          await older.commit()
           expect((await resumed.take(2)).map(concurrencyOf)).toEqual([2, 3])
           resumed.close()
         } finally {
-          older.release()
-          await client.close()
+          await older.end()
         }
       })
 
