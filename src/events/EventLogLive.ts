@@ -67,8 +67,9 @@ export interface EventReaderShape {
     limit: number
   ) => Effect.Effect<ReadonlyArray<LoggedEvent>, SqlError>
   /**
-   * Whether the log holds committed events after `after` that `after` (the reader) cannot take yet: their
-   * transaction is not older than every running one.
+   * Whether the log holds committed events after `after` that the reader has not taken: not readable yet (their
+   * transaction is not older than every running one), or readable since its last read found none (what settled in
+   * between would otherwise wait for the next wake-up).
    */
   readonly unsettled: (orgId: string, after: LogPosition, filter: StreamFilter) => Effect.Effect<boolean, SqlError>
   /**
@@ -194,8 +195,8 @@ export const EventLogLive = Layer.effectContext(
         Effect.map(
           sql<{ unsettled: boolean }>`
             select exists (select 1 from event_log
-              where org_id = ${orgId} and xid >= pg_snapshot_xmin(pg_current_snapshot())
-                and (xid, seq) > (${after.xid}::xid8, ${after.seq}) ${filtered(filter)}) as unsettled`,
+              where org_id = ${orgId} and (xid, seq) > (${after.xid}::xid8, ${after.seq}) ${filtered(filter)})
+              as unsettled`,
           (rows) => rows[0]?.unsettled === true
         ),
       // a record of a pull request's timeline stays while its entry is in a queue and for `days` after it ended: a
