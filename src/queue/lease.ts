@@ -141,7 +141,7 @@ export const makeLeases = (
       yield* takeLeases(db.kind === "pglite").pipe(Effect.orDie)
       const wait = Effect.raceAll([
         Queue.take(leaseWake),
-        Effect.sleep(LEASE_LOOP_MS),
+        ...(probe?.leaseTimerOff ? [] : [Effect.sleep(LEASE_LOOP_MS)]),
         ...(probe?.leasePassNow ? [probe.leasePassNow] : [])
       ])
       yield* Effect.forkIn(

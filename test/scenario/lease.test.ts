@@ -8,8 +8,9 @@ import { freshPostgres, pgUrl, startTestServer, type TestServer, type TestServer
  * The lease of a queue (src/queue/lease.ts): when an instance finds its queue under a new fencing token (another
  * instance held it in between), it replaces its runner, and the runner it replaced must not take the new one's
  * token with it when it ends: without it wake-ups went to the lease loop, which replaced the runner again at each
- * one, killing its CI jobs every time (a runner that never made progress). The test runs the lease loop's passes
- * itself (`server.leasePass`, through the runner probe) instead of waiting for its timer.
+ * one, killing its CI jobs every time (a runner that never made progress). The tests run the lease loop's passes
+ * themselves (`server.leasePass`, through the runner probe), with its timer off: a pass of its own between a test's
+ * steps would replace the runner before the test saw what it checks.
  */
 
 /** A server on a fresh PostgreSQL database and repository, `db` a connection of the test's own to that database. */
@@ -28,6 +29,7 @@ const withServer = async (
     databaseUrl: pg.url,
     gitRoot: repo.root,
     gitPollMs: 60_000,
+    leaseTimer: false,
     ...options
   })
   const s = await openScenario(server, repo.root, { name, repo, ...scenario })

@@ -74,6 +74,8 @@ export interface TestServerOptions {
   readonly gitPollMs?: number
   /** Points where the test watches or interrupts the runners. */
   readonly probe?: RunnerProbeShape
+  /** false: the lease loop's timer is off, its passes run only at `leasePass` (or a wake-up); default true */
+  readonly leaseTimer?: boolean
   /** Any other settings (e.g. the GITHUB_* ones), applied last. */
   readonly config?: Partial<AppConfigShape>
 }
@@ -83,7 +85,7 @@ export interface TestServerOptions {
  * with the queue instead of sleeping in a loop. `leasePass` runs the lease loop's next pass now and resolves when it
  * ended (a pass that began after the call); `lostLease` resolves when a runner next finds its lease gone.
  */
-const makeRoundSignal = (inner: RunnerProbeShape | undefined) => {
+const makeRoundSignal = (inner: RunnerProbeShape | undefined, leaseTimer: boolean) => {
   let waiters: Array<() => void> = []
   let lost: Array<(queueId: string) => void> = []
   // the lease loop: tests that asked for a pass not begun yet, tests whose pass runs, and the loop's wait to end
@@ -91,6 +93,7 @@ const makeRoundSignal = (inner: RunnerProbeShape | undefined) => {
   let inPass: Array<() => void> = []
   let loopWaiting: (() => void) | undefined
   const probe: RunnerProbeShape = {
+    leaseTimerOff: !leaseTimer,
     afterPush: (runId, sha) => inner?.afterPush(runId, sha) ?? Effect.void,
     roundDone: (queueId) =>
       Effect.zipRight(
@@ -145,7 +148,7 @@ const makeRoundSignal = (inner: RunnerProbeShape | undefined) => {
 }
 
 export const startTestServer = async (options: TestServerOptions): Promise<TestServer> => {
-  const rounds = makeRoundSignal(options.probe)
+  const rounds = makeRoundSignal(options.probe, options.leaseTimer ?? true)
   const dataDir = options.dataDir ?? (options.db === "pglite" ? ":memory:" : tempDir())
   const gitRoot = options.gitRoot ?? tempDir("greenline-git-")
   const pg = options.db === "postgres" && options.databaseUrl === undefined ? await freshPostgres() : undefined

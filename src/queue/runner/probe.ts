@@ -13,6 +13,8 @@ export interface RunnerProbeShape {
   readonly lostLease?: (queueId: string) => Effect.Effect<void>
   /** ends the lease loop's wait at once: the test asks for its next pass now (the loop's timer still runs) */
   readonly leasePassNow?: Effect.Effect<void>
+  /** the lease loop's timer is off: its passes run only when a test asks or a wake-up comes */
+  readonly leaseTimerOff?: boolean
   /** a pass of the lease loop ended: leases taken or renewed, runners started or stopped (or the pass failed) */
   readonly leasePassDone?: Effect.Effect<void>
 }
