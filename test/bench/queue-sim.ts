@@ -340,7 +340,9 @@ export const simulate = (params: SimParams): SimResult => {
       ciRunning.delete(e.runId)
       const items = runItems.get(e.runId) ?? []
       const hasBad = items.some((it) => prs.get(it.prNumber)?.bad === true)
-      const u = byContent ? flakyDraw.get(e.job)! : params.crn ? keyed(seed, 3, e.job)() : rng()
+      // without common random numbers the shared generator is drawn only for a run without a bad PR (as before the
+      // content keying), so the single-seed tables and the grid search of the best row keep their draws
+      const u = byContent ? flakyDraw.get(e.job)! : params.crn ? keyed(seed, 3, e.job)() : hasBad ? 1 : rng()
       flakyDraw.delete(e.job)
       const ok = !hasBad && u >= (params.regime?.(now).f ?? params.f)
       dispatch({
