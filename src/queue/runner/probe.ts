@@ -11,7 +11,7 @@ export interface RunnerProbeShape {
   readonly roundDone: (queueId: string) => Effect.Effect<void>
   /** the queue's runner found its lease gone (its round was refused: another instance holds the queue) and stops */
   readonly lostLease?: (queueId: string) => Effect.Effect<void>
-  /** ends the lease loop's wait at once: the test asks for its next pass now (the loop's timer still runs) */
+  /** ends the lease loop's wait at once: the test asks for its next pass now (the loop's timer still runs, unless `leaseTimerOff`) */
   readonly leasePassNow?: Effect.Effect<void>
   /** the lease loop's timer is off: its passes run only when a test asks or a wake-up comes */
   readonly leaseTimerOff?: boolean
