@@ -130,7 +130,6 @@ export const createTestRepo = (
   const work = (args: ReadonlyArray<string>, env: Readonly<Record<string, string>> = {}): string =>
     runGitSync(workDir, args, { GIT_OBJECT_DIRECTORY: objects, ...env })
   work(["init", "-q", "-b", "scratch", "."])
-  work(["remote", "add", "origin", gitDir])
 
   const bare = (...args: ReadonlyArray<string>): string => runGitSync(root, [`--git-dir=${gitDir}`, ...args])
 
@@ -149,39 +148,42 @@ export const createTestRepo = (
     return sha
   }
 
+  /**
+   * One `git fast-import` per commit (in the scratch repository, into the bare one's objects): a commit used to take a
+   * checkout, a clean, an add, a commit and a rev-parse, and a push to move the ref.
+   */
   const commit = (base: string | null, spec: CommitSpec): string => {
-    if (base === null) {
-      work(["checkout", "-q", "-f", "--orphan", `orphan-${clock}`])
-      work(["rm", "-rfq", "--ignore-unmatch", "."])
-    } else {
-      work(["checkout", "-q", "-f", "--detach", resolve(base)])
-    }
-    work(["clean", "-fdqx"])
-    for (const [file, content] of Object.entries(spec.files ?? {})) {
-      const target = path.join(workDir, file)
-      if (content === null) {
-        fs.rmSync(target, { force: true })
-      } else {
-        fs.mkdirSync(path.dirname(target), { recursive: true })
-        fs.writeFileSync(target, content)
-      }
-    }
-    work(["add", "-A"])
     clock += 60
     const author = spec.author ?? options.author ?? DEFAULT_AUTHOR
-    work(["commit", "-q", "--allow-empty", "--no-verify", "-m", spec.message ?? `commit ${clock}`], {
-      GIT_AUTHOR_NAME: author.name,
-      GIT_AUTHOR_EMAIL: author.email,
-      GIT_AUTHOR_DATE: `@${clock} +0000`,
-      GIT_COMMITTER_NAME: author.name,
-      GIT_COMMITTER_EMAIL: author.email,
-      GIT_COMMITTER_DATE: `@${clock} +0000`
+    const who = `${author.name} <${author.email}> ${clock} +0000`
+    const data = (text: string | Uint8Array) => {
+      const bytes = typeof text === "string" ? Buffer.from(text) : text
+      return [Buffer.from(`data ${bytes.length}\n`), bytes, Buffer.from("\n")]
+    }
+    const parts: Array<Uint8Array> = [
+      Buffer.from(`commit refs/heads/scratch\nmark :1\nauthor ${who}\ncommitter ${who}\n`),
+      ...data(`${(spec.message ?? `commit ${clock}`).trimEnd()}\n`),
+      Buffer.from(base === null ? "deleteall\n" : `from ${resolve(base)}\n`)
+    ]
+    for (const [file, content] of Object.entries(spec.files ?? {})) {
+      if (content === null) parts.push(Buffer.from(`D ${file}\n`))
+      else parts.push(Buffer.from(`M 100644 inline ${file}\n`), ...data(content))
+    }
+    parts.push(Buffer.from("\nget-mark :1\ndone\n"))
+    const result = Bun.spawnSync(["git", "fast-import", "--quiet", "--force", "--done"], {
+      cwd: workDir,
+      env: { ...isolatedEnv(), GIT_OBJECT_DIRECTORY: objects },
+      stdin: Buffer.concat(parts),
+      stdout: "pipe",
+      stderr: "pipe"
     })
-    return work(["rev-parse", "HEAD"])
+    if (result.exitCode !== 0) throw new Error(`git fast-import failed: ${result.stderr.toString()}`)
+    return result.stdout.toString().trim()
   }
 
-  const push = (sha: string, ref: string, force: boolean): void => {
-    work(["push", "-q", ...(force ? ["--force"] : []), "origin", `${sha}:${ref}`])
+  // the objects are in the bare repository already: a push is a move of the ref
+  const push = (sha: string, ref: string): void => {
+    bare("update-ref", ref, sha)
   }
 
   const buildPr = (n: number, spec: PrSpec): string => {
@@ -206,7 +208,7 @@ export const createTestRepo = (
   }
 
   const initial = commit(null, { files: options.files ?? { "README.md": "hello\n" }, message: "Initial commit" })
-  push(initial, "refs/heads/main", false)
+  push(initial, "refs/heads/main")
 
   return {
     root,
@@ -219,12 +221,12 @@ export const createTestRepo = (
     createPr: (n, spec = {}) => {
       if (prExists(n)) throw new Error(`refs/pull/${n}/head already exists`)
       const sha = buildPr(n, spec)
-      push(sha, `refs/pull/${n}/head`, false)
+      push(sha, `refs/pull/${n}/head`)
       return sha
     },
     forcePushPr: (n, spec = {}) => {
       const sha = buildPr(n, spec)
-      push(sha, `refs/pull/${n}/head`, true)
+      push(sha, `refs/pull/${n}/head`)
       return sha
     },
     deletePr: (n) => {
@@ -237,7 +239,7 @@ export const createTestRepo = (
         message: pushOptions.message ?? "Outside change",
         ...(pushOptions.author === undefined ? {} : { author: pushOptions.author })
       })
-      push(sha, `refs/heads/${branch}`, false)
+      push(sha, `refs/heads/${branch}`)
       return sha
     },
     setBranch: (branch, sha) => {
