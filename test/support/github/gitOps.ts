@@ -41,8 +41,29 @@ const isoToGit = (iso: string) => `@${Math.floor(Date.parse(iso) / 1000)} +0000`
 /** GitHub's timestamp form: ISO without milliseconds. */
 export const gitHubTime = (d: Date | number) => new Date(d).toISOString().replace(/\.\d{3}Z$/, "Z")
 
+/** A full object id: what it names never changes, so answers about it are kept (`GitOps.memo`). */
+const FULL_SHA = /^[0-9a-f]{40}$/
+
 export class GitOps {
   constructor(readonly gitDir: string) {}
+
+  /**
+   * Answers about full object ids (a commit's fields, counts and ancestry between two commits), kept: the runners
+   * and the simulator ask the same ones on every round, at a git process each.
+   */
+  private readonly memos = new Map<string, unknown>()
+
+  private async memo<A>(key: string, shas: ReadonlyArray<string>, compute: () => Promise<A>): Promise<A> {
+    if (!shas.every((sha) => FULL_SHA.test(sha))) return compute()
+    if (this.memos.has(key)) return this.memos.get(key) as A
+    const value = await compute()
+    // a missing object may appear later (a push): only what exists is kept
+    if (value !== null) {
+      if (this.memos.size >= 10_000) this.memos.clear()
+      this.memos.set(key, value)
+    }
+    return value
+  }
 
   /** Runs git to the end (see the module comment for why synchronously); async for the callers. */
   async run(args: ReadonlyArray<string>, extraEnv: Record<string, string> = {}): Promise<GitResult> {
@@ -84,7 +105,11 @@ export class GitOps {
     return r.code === 0 ? r.stdout.trim() : null
   }
 
-  async readCommit(sha: string): Promise<CommitInfo | null> {
+  readCommit(sha: string): Promise<CommitInfo | null> {
+    return this.memo(`commit ${sha}`, [sha], () => this.readCommitNow(sha))
+  }
+
+  private async readCommitNow(sha: string): Promise<CommitInfo | null> {
     const r = await this.run([
       "show",
       "-s",
@@ -109,13 +134,19 @@ export class GitOps {
   }
 
   async isAncestor(ancestor: string, descendant: string): Promise<boolean> {
-    const r = await this.run(["merge-base", "--is-ancestor", ancestor, descendant])
-    return r.code === 0
+    // null: git could not tell (an object missing), not kept
+    const known = await this.memo(`ancestor ${ancestor} ${descendant}`, [ancestor, descendant], async () => {
+      const r = await this.run(["merge-base", "--is-ancestor", ancestor, descendant])
+      return r.code === 0 ? true : r.code === 1 ? false : null
+    })
+    return known === true
   }
 
-  async mergeBase(a: string, b: string): Promise<string | null> {
-    const r = await this.run(["merge-base", a, b])
-    return r.code === 0 ? r.stdout.trim() : null
+  mergeBase(a: string, b: string): Promise<string | null> {
+    return this.memo(`base ${a} ${b}`, [a, b], async () => {
+      const r = await this.run(["merge-base", a, b])
+      return r.code === 0 ? r.stdout.trim() : null
+    })
   }
 
   /**
@@ -195,8 +226,10 @@ export class GitOps {
     return out === "" ? [] : out.split("\n")
   }
 
-  async count(from: string, to: string): Promise<number> {
-    return Number(await this.ok(["rev-list", "--count", `${from}..${to}`]))
+  count(from: string, to: string): Promise<number> {
+    return this.memo(`count ${from} ${to}`, [from, to], async () =>
+      Number(await this.ok(["rev-list", "--count", `${from}..${to}`]))
+    )
   }
 
   /** What `path` is at commit `sha`: a blob with its content, a tree with its entries, or null. */
