@@ -120,7 +120,7 @@ for (const db of databases) {
             }
             expect((await s.timeline(2)).map((t) => t.state)).toContain("tests_passed")
           } finally {
-            s.close()
+            await s.close()
           }
           await server.post("deleteWebhookEndpoint", { id: (created.body as { id: string }).id })
         } finally {
@@ -150,7 +150,7 @@ for (const db of databases) {
           expect(restarts.length).toBe(1)
           expect(restarts[0]?.causedByPr).toBe(1)
         } finally {
-          s.close()
+          await s.close()
         }
       },
       TIMEOUT
@@ -194,7 +194,7 @@ for (const db of databases) {
           expect(await s.timeline(2)).toEqual(before[1] ?? [])
           expect(await s.timeline(3)).toEqual(before[2] ?? [])
         } finally {
-          s.close()
+          await s.close()
         }
       },
       TIMEOUT

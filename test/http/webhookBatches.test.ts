@@ -74,7 +74,7 @@ for (const db of databases) {
             await s.ok("cancelPullRequest", { pr: { number: 6 } })
             await s.waitState(6, "cancelled")
           } finally {
-            s.close()
+            await s.close()
           }
 
           const of = (action: string, prs: ReadonlyArray<number>): Received =>

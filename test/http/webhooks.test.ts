@@ -91,7 +91,7 @@ for (const db of databases) {
             await s.ciPass(4)
             await s.waitState(4, "merged")
           } finally {
-            s.close()
+            await s.close()
           }
           // a batch: two PRs tested together, merged together
           const b = await openScenario(server, root, {
@@ -106,7 +106,7 @@ for (const db of databases) {
             await b.ciPass(6)
             await b.waitState(7, "merged")
           } finally {
-            b.close()
+            await b.close()
           }
 
           // flaky tests: a pass on retry makes a test flaky; then it is quarantined by hand

@@ -108,7 +108,7 @@ describe.each(DATABASES)("adaptive mode (%s)", (db) => {
         expect(merged7.timeBreakdown.testingMs).toBeGreaterThan(0)
         await s.checkOnePromise()
       } finally {
-        s.close()
+        await s.close()
       }
     },
     TIMEOUT

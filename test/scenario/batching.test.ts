@@ -33,7 +33,7 @@ const scenario = async (options: Omit<ScenarioOptions, "name">, body: (s: Scenar
     await body(s)
     await s.checkOnePromise()
   } finally {
-    s.close()
+    await s.close()
   }
 }
 

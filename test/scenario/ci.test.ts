@@ -47,7 +47,7 @@ test("built-in CI: a passing command merges, a failing one fails, the output is 
     expect(await output(s, pass.runId)).toBe("checking for a.txt\n\n[exit code 0]\n")
     await s.checkOnePromise()
   } finally {
-    s.close()
+    await s.close()
   }
   const f = await openScenario(server, root, { name: "ci2", concurrency: 1 })
   try {
@@ -61,6 +61,6 @@ test("built-in CI: a passing command merges, a failing one fails, the output is 
     expect(d.statusChecks[0]!.state).toBe("FAILURE")
     await f.checkOnePromise()
   } finally {
-    f.close()
+    await f.close()
   }
 }, 60_000)

@@ -49,7 +49,7 @@ describe.if(pgUrl !== undefined)("crash and takeover (PostgreSQL)", () => {
       expect(s.history()).toEqual(prs.map((n) => `PR #${n} (#${n})`))
     } finally {
       await server.kill("SIGTERM")
-      s.close()
+      await s.close()
       await pg.drop()
     }
   }, 240_000)
@@ -87,7 +87,7 @@ describe.if(pgUrl !== undefined)("crash and takeover (PostgreSQL)", () => {
     } finally {
       await a.kill("SIGTERM").catch(() => undefined)
       await b.kill("SIGTERM").catch(() => undefined)
-      s.close()
+      await s.close()
       await db.close()
       await pg.drop()
     }

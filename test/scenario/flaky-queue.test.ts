@@ -115,7 +115,7 @@ for (const db of databases) {
         await s.waitState(2, "failed")
         expect((await s.timeline(2)).at(-1)?.reason).toBe("TEST_RUN_REQUIRED_STATUS_FAILED")
       } finally {
-        s.close()
+        await s.close()
       }
     })
 
@@ -135,7 +135,7 @@ for (const db of databases) {
         await s.waitState(1, "failed")
         expect((await s.timeline(1)).at(-1)?.reason).toBe("TEST_RUN_REQUIRED_STATUS_FAILED")
       } finally {
-        s.close()
+        await s.close()
       }
     })
 
@@ -186,7 +186,7 @@ for (const db of databases) {
         expect(await s.testingCount(2)).toBe(2)
         expect((await s.timeline(2)).at(-1)?.reason).toBe("TEST_RUN_REQUIRED_STATUS_FAILED")
       } finally {
-        s.close()
+        await s.close()
       }
     })
 
@@ -214,7 +214,7 @@ for (const db of databases) {
         })
         expect(imported).toEqual({ status: 200, body: { imported: 1, created: 0, cleared: 0 } })
       } finally {
-        s.close()
+        await s.close()
       }
     })
   })

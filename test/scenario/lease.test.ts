@@ -36,7 +36,7 @@ const withServer = async (
   try {
     await body({ server, db, s })
   } finally {
-    s.close()
+    await s.close()
     await server.close()
     await db.close()
     await pg.drop()

@@ -33,7 +33,7 @@ const scenario = async (options: Omit<ScenarioOptions, "name">, body: (s: Scenar
     await body(s)
     await s.checkOnePromise()
   } finally {
-    s.close()
+    await s.close()
   }
 }
 
@@ -200,7 +200,7 @@ test(
       expect(crashes).toBe(1)
       await s.checkOnePromise()
     } finally {
-      s.close()
+      await s.close()
       await crashServer.close()
       fs.rmSync(crashRoot, { recursive: true, force: true })
     }

@@ -36,7 +36,7 @@ const scenario = async (options: Omit<ScenarioOptions, "name">, body: (s: Scenar
     await body(s)
     await s.checkLanePromise()
   } finally {
-    s.close()
+    await s.close()
   }
 }
 

@@ -27,8 +27,7 @@ const define = (name: string, options: QueueScenario["options"], body: QueueScen
 
 /**
  * Plays `body` on the fresh queue of `s`, then checks the one promise (unless the body did) and what `after` checks.
- * The queue is deleted at the end (when nothing is active in it), so that its runner stops polling the repository
- * while the next scenarios run.
+ * The queue is deleted at the end (`close`).
  */
 export const play = async (s: Scenario, body: QueueScenario["body"], after?: () => Promise<void>) => {
   try {
@@ -36,8 +35,7 @@ export const play = async (s: Scenario, body: QueueScenario["body"], after?: () 
     if (end?.checked !== true) await s.checkOnePromise(end ?? {})
     await after?.()
   } finally {
-    await s.post("deleteQueue").catch(() => undefined)
-    s.close()
+    await s.close()
   }
 }
 

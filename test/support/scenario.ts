@@ -9,7 +9,7 @@
  * await s.ciPass(1)
  * await s.waitState(1, "merged")
  * await s.checkOnePromise()
- * s.close()
+ * await s.close()
  * ```
  */
 import { expect } from "bun:test"
@@ -167,7 +167,8 @@ export interface Scenario<S extends ScenarioServer = TestServer> {
    * every commit on main is the change of exactly one merged PR (its tree diff equals the PR's diff) and every merged
    * PR landed exactly once, verified by a passing run that tested it and contained its dependencies. */
   readonly checkLanePromise: () => Promise<void>
-  readonly close: () => void
+  /** Deletes the queue (when nothing is active in it, so its runner stops polling) and the repository. */
+  readonly close: () => Promise<void>
 }
 
 export const openScenario = async <S extends ScenarioServer = TestServer>(
@@ -586,9 +587,10 @@ export const openScenario = async <S extends ScenarioServer = TestServer>(
     autoCi,
     setTargets,
     checkLanePromise,
-    close: () => {
+    close: async () => {
       closed = true
       clearInterval(timer)
+      await post("deleteQueue").catch(() => undefined)
       repo.cleanup()
     }
   }
