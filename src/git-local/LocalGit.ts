@@ -108,11 +108,14 @@ export const makeLocalGit = (gitRootInput: string): GitHostService => {
     )
   }
 
+  // every runner reads its target branch once per Git poll: a line to the repository's cat-file process, not a
+  // `git rev-parse` each (the ref is read anew for each line)
   const getBranchSha = (repo: RepoRef, branch: string): Effect.Effect<string | null, RepoNotFound | GitError> =>
     Effect.gen(function* () {
       const gitDir = yield* dirOf(repo)
       yield* checkBranch(branch)
-      return yield* readRef(gitDir, `refs/heads/${branch}`)
+      const object = yield* catFile.read(gitDir, `refs/heads/${branch}`)
+      return object?.sha ?? null
     })
 
   /** Replays `commits` onto `start`; returns the new tip after each commit (or null when it was dropped). */
