@@ -42,6 +42,19 @@ for (const db of databases) {
             name: `batches-${db}`,
             config: { batch: true, batchingMinSize: 2, batchingMaxWaitTimeMinutes: 1 }
           })
+          const of = (action: string, prs: ReadonlyArray<number>): Received =>
+            receiver.received.find(
+              (r) =>
+                r.message.type === `pull_request_batch.${action}` &&
+                JSON.stringify(r.message.data.pr_numbers) === JSON.stringify(prs)
+            ) as Received
+          const wait = (action: string, prs: ReadonlyArray<number>) =>
+            receiver.waitFor(
+              (r) =>
+                r.message.type === `pull_request_batch.${action}` &&
+                JSON.stringify(r.message.data.pr_numbers) === JSON.stringify(prs),
+              `pull_request_batch.${action} of ${prs.join(",")}`
+            )
           /** submits two pull requests while the queue is paused, so that they start as one batch */
           const batchOf = async (a: number, b: number) => {
             await s.updateQueue({ state: "paused", batch: true })
@@ -73,33 +86,20 @@ for (const db of databases) {
             await s.waitState(5, "cancelled")
             await s.ok("cancelPullRequest", { pr: { number: 6 } })
             await s.waitState(6, "cancelled")
+            // every batch event arrives before the queue is deleted (close)
+            for (const prs of [
+              [1, 2],
+              [3, 4],
+              [5, 6]
+            ])
+              for (const action of ["submitted", "queued", "testing"]) await wait(action, prs)
+            await wait("merged", [1, 2])
+            await wait("pending_failure", [3, 4])
+            await wait("failed", [3, 4])
+            await wait("canceled", [5, 6])
           } finally {
             await s.close()
           }
-
-          const of = (action: string, prs: ReadonlyArray<number>): Received =>
-            receiver.received.find(
-              (r) =>
-                r.message.type === `pull_request_batch.${action}` &&
-                JSON.stringify(r.message.data.pr_numbers) === JSON.stringify(prs)
-            ) as Received
-          const wait = (action: string, prs: ReadonlyArray<number>) =>
-            receiver.waitFor(
-              (r) =>
-                r.message.type === `pull_request_batch.${action}` &&
-                JSON.stringify(r.message.data.pr_numbers) === JSON.stringify(prs),
-              `pull_request_batch.${action} of ${prs.join(",")}`
-            )
-          for (const prs of [
-            [1, 2],
-            [3, 4],
-            [5, 6]
-          ])
-            for (const action of ["submitted", "queued", "testing"]) await wait(action, prs)
-          await wait("merged", [1, 2])
-          await wait("pending_failure", [3, 4])
-          await wait("failed", [3, 4])
-          await wait("canceled", [5, 6])
 
           for (const r of receiver.received) {
             expect(verifier.verify(r.body, r.headers)).toEqual(r.message as unknown as Record<string, unknown>)
