@@ -1,3 +1,4 @@
+import * as fs from "node:fs"
 import * as Reactivity from "@effect/experimental/Reactivity"
 import * as SqlClient from "@effect/sql/SqlClient"
 import type { Connection } from "@effect/sql/SqlConnection"
@@ -160,6 +161,9 @@ export const makePglite = (db: PGlite, use: PgliteUse = { inUse: 0, waiting: 0 }
     })
   })
 
+/** How often a new embedded database is made before its start fails. */
+const INITDB_ATTEMPTS = 3
+
 /**
  * Opens (or creates) the embedded database in `dataDir`; `undefined` keeps it in memory, started from `seed` (a dumped
  * data directory) when given.
@@ -172,18 +176,24 @@ export const layerPglite = (
   Layer.scoped(
     SqlClient.SqlClient,
     Effect.gen(function* () {
-      const db = yield* Effect.acquireRelease(
-        Effect.tryPromise({
-          // loaded only here: a process on PostgreSQL does not carry PGlite's modules
-          try: () =>
-            import("@electric-sql/pglite").then(({ PGlite }) =>
-              dataDir === undefined && seed !== undefined
-                ? PGlite.create({ loadDataDir: seed })
-                : PGlite.create(dataDir)
-            ),
-          catch: toSqlError(`Failed to open the embedded database${dataDir ? ` in ${dataDir}` : ""}`)
-        }),
-        (db) => Effect.promise(() => db.close()).pipe(Effect.ignore)
+      // a new (absent or empty) data directory: PGlite's initdb under Bun now and then fails at random ("access to
+      // a null reference"), leaving a partial directory; that one is removed and made again (docs/decisions.md)
+      const isNew = dataDir !== undefined && (!fs.existsSync(dataDir) || fs.readdirSync(dataDir).length === 0)
+      const open = Effect.tryPromise({
+        // loaded only here: a process on PostgreSQL does not carry PGlite's modules
+        try: () =>
+          import("@electric-sql/pglite").then(({ PGlite }) =>
+            dataDir === undefined && seed !== undefined ? PGlite.create({ loadDataDir: seed }) : PGlite.create(dataDir)
+          ),
+        catch: toSqlError(`Failed to open the embedded database${dataDir ? ` in ${dataDir}` : ""}`)
+      })
+      const openNew = Effect.tapError(open, () =>
+        Effect.sync(() => {
+          if (dataDir !== undefined) fs.rmSync(dataDir, { recursive: true, force: true })
+        })
+      ).pipe(Effect.retry({ times: INITDB_ATTEMPTS - 1 }))
+      const db = yield* Effect.acquireRelease(isNew ? openNew : open, (db) =>
+        Effect.promise(() => db.close()).pipe(Effect.ignore)
       )
       return yield* makePglite(db, use)
     })
