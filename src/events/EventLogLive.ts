@@ -134,7 +134,7 @@ export const EventLogLive = Layer.effectContext(
           select (select count(*)::int from msgs) as n,
             (select string_agg(distinct p.org_id::text, ',') from event_stream_presence p
              where p.until > now() and p.org_id in (select org_id from ins where type is not null)) as streamed`
-        if ((fanned[0]?.n ?? 0) > 0) yield* db.notify(DELIVERY_CHANNEL, "")
+        if ((fanned[0]?.n ?? 0) > 0) yield* db.notify(DELIVERY_CHANNEL, "due")
         // organizations someone streams: their streams wake at commit (StreamWakeups.ts)
         const streamed = fanned[0]?.streamed
         if (typeof streamed === "string" && streamed !== "") {

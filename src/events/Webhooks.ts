@@ -279,7 +279,7 @@ export const WebhooksLive = Layer.effect(
               returning 1)
             select count(*)::int as n from upserted`
           const replayed = rows[0]?.n ?? 0
-          if (replayed > 0) yield* db.notify(DELIVERY_CHANNEL, "")
+          if (replayed > 0) yield* db.notify(DELIVERY_CHANNEL, "due")
           return { replayed }
         })
     } satisfies WebhooksShape

@@ -13,7 +13,10 @@ export interface PoolUse {
 /** What kind of database is behind the `SqlClient`, and a wake-up channel between instances sharing it. */
 export interface DatabaseShape {
   readonly kind: "postgres" | "pglite"
-  /** Tells every instance (with PostgreSQL: through NOTIFY) that something on `channel` changed. */
+  /**
+   * Tells every instance (with PostgreSQL: through NOTIFY) that something on `channel` changed. `payload` must not be
+   * empty: `@effect/sql-pg`'s `listen` drops notifications without one.
+   */
   readonly notify: (channel: string, payload: string) => Effect.Effect<void>
   readonly listen: (channel: string) => Stream.Stream<string>
   /** How the connections are used right now (`GET /metrics`). */
