@@ -33,6 +33,9 @@ export const DISABLE_AFTER_MS = 5 * 24 * 3_600_000
 const LEASE_MS = 60_000
 const MAX_IN_FLIGHT = 128
 const MAX_RETRY_AFTER_MS = 24 * 3_600_000
+/** The delivery loop's wait while messages are in flight, and its longest wait with none due. */
+const BUSY_WAIT = Duration.seconds(1)
+const IDLE_WAIT = Duration.seconds(30)
 
 /** The wait before attempt `attempts + 1` (attempts made so far), ±10% jitter; undefined when none is left. */
 export const retryDelay = (attempts: number, random: number): number | undefined => {
@@ -135,6 +138,24 @@ export const DeliveryLive = Layer.scoped(
           and e.seq = m.event_seq and w.id = m.endpoint_id
         returning m.endpoint_id, m.event_seq, m.attempts, e.id, e.body, w.url, w.secret, w.previous_secret,
           w.previous_secret_until, w.failing_since`
+
+    /**
+     * When the next message can be claimed (ms), null when none is pending: of each endpoint and ordering key the
+     * head, as `claim` takes them, at its next attempt or when its lease ends.
+     */
+    const nextDue = Effect.map(
+      sql<{ due: Date | string | null }>`
+        with heads as (
+          select distinct on (m.endpoint_id, m.ordering_key) m.endpoint_id, m.next_attempt_at, m.locked_until
+          from webhook_messages m where m.status = 'pending'
+          order by m.endpoint_id, m.ordering_key, m.event_seq)
+        select min(greatest(h.next_attempt_at, coalesce(h.locked_until, h.next_attempt_at))) as due
+        from heads h join webhook_endpoints w on w.id = h.endpoint_id and not w.disabled`,
+      (rows) => {
+        const due = rows[0]?.due
+        return due === null || due === undefined ? null : new Date(due).getTime()
+      }
+    )
 
     const send = (msg: Claimed, now: number): Effect.Effect<Outcome> =>
       Effect.promise(async (): Promise<Outcome> => {
@@ -310,10 +331,19 @@ export const DeliveryLive = Layer.scoped(
       const sending = yield* FiberSet.make()
       let inFlight = 0
       // each message in a fiber of its own: a slow receiver holds its own slot, not the loop
+      // the wait after a pass: a second while messages are sent; when none was due, until the next one is (a new
+      // message, a replay and a finished attempt wake the loop sooner), at most IDLE_WAIT
       const pass = Effect.gen(function* () {
         const free = MAX_IN_FLIGHT - inFlight
-        if (free <= 0) return
-        const claimed = yield* claim(yield* Clock.currentTimeMillis, free)
+        if (free <= 0) return BUSY_WAIT
+        const now = yield* Clock.currentTimeMillis
+        const claimed = yield* claim(now, free)
+        if (claimed.length === 0) {
+          const due = yield* nextDue
+          return due === null
+            ? IDLE_WAIT
+            : Duration.millis(Math.min(Math.max(0, due - now), Duration.toMillis(IDLE_WAIT)))
+        }
         inFlight += claimed.length
         for (const msg of claimed) {
           yield* FiberSet.run(
@@ -329,6 +359,7 @@ export const DeliveryLive = Layer.scoped(
             )
           )
         }
+        return BUSY_WAIT
       })
       // what finished is recorded in batches; then the loop looks for what is due next (the next of each order)
       const recorder = Effect.gen(function* () {
@@ -347,8 +378,10 @@ export const DeliveryLive = Layer.scoped(
       yield* Effect.forkScoped(
         Effect.forever(
           pass.pipe(
-            Effect.catchAllCause((cause) => Effect.logError("webhook delivery pass failed", cause)),
-            Effect.zipRight(Effect.raceFirst(Queue.take(wake), Effect.sleep(Duration.seconds(1)))),
+            Effect.catchAllCause((cause) =>
+              Effect.as(Effect.logError("webhook delivery pass failed", cause), BUSY_WAIT)
+            ),
+            Effect.flatMap((wait) => Effect.raceFirst(Queue.take(wake), Effect.sleep(wait))),
             Effect.zipRight(Effect.sleep(gather))
           )
         )
