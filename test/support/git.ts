@@ -89,15 +89,17 @@ const isolatedEnv = (): Record<string, string> => {
   return env
 }
 
-/** Runs git synchronously (cwd = `cwd`); returns trimmed stdout, throws with stderr on failure. */
+/** Runs git synchronously (cwd = `cwd`, `input` on its stdin); returns trimmed stdout, throws with stderr on failure. */
 export const runGitSync = (
   cwd: string,
   args: ReadonlyArray<string>,
-  env: Readonly<Record<string, string>> = {}
+  env: Readonly<Record<string, string>> = {},
+  input?: Uint8Array
 ): string => {
   const result = Bun.spawnSync(["git", ...args], {
     cwd,
     env: { ...isolatedEnv(), ...env },
+    ...(input === undefined ? {} : { stdin: input }),
     stdout: "pipe",
     stderr: "pipe"
   })
@@ -127,8 +129,8 @@ export const createTestRepo = (
   fs.mkdirSync(path.dirname(gitDir), { recursive: true })
   runGitSync(root, ["init", "-q", "--bare", "-b", "main", gitDir])
   const objects = path.join(gitDir, "objects")
-  const work = (args: ReadonlyArray<string>, env: Readonly<Record<string, string>> = {}): string =>
-    runGitSync(workDir, args, { GIT_OBJECT_DIRECTORY: objects, ...env })
+  const work = (args: ReadonlyArray<string>, input?: Uint8Array): string =>
+    runGitSync(workDir, args, { GIT_OBJECT_DIRECTORY: objects }, input)
   work(["init", "-q", "-b", "scratch", "."])
 
   const bare = (...args: ReadonlyArray<string>): string => runGitSync(root, [`--git-dir=${gitDir}`, ...args])
@@ -170,15 +172,7 @@ export const createTestRepo = (
       else parts.push(Buffer.from(`M 100644 inline ${file}\n`), ...data(content))
     }
     parts.push(Buffer.from("\nget-mark :1\ndone\n"))
-    const result = Bun.spawnSync(["git", "fast-import", "--quiet", "--force", "--done"], {
-      cwd: workDir,
-      env: { ...isolatedEnv(), GIT_OBJECT_DIRECTORY: objects },
-      stdin: Buffer.concat(parts),
-      stdout: "pipe",
-      stderr: "pipe"
-    })
-    if (result.exitCode !== 0) throw new Error(`git fast-import failed: ${result.stderr.toString()}`)
-    return result.stdout.toString().trim()
+    return work(["fast-import", "--quiet", "--force", "--done"], Buffer.concat(parts))
   }
 
   // the objects are in the bare repository already: a push is a move of the ref
