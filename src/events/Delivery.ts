@@ -330,7 +330,6 @@ export const DeliveryLive = Layer.scoped(
       const finished = yield* Queue.unbounded<Done>()
       const sending = yield* FiberSet.make()
       let inFlight = 0
-      // each message in a fiber of its own: a slow receiver holds its own slot, not the loop
       // the wait after a pass: a second while messages are sent; when none was due, until the next one is (a new
       // message, a replay and a finished attempt wake the loop sooner), at most IDLE_WAIT
       const pass = Effect.gen(function* () {
@@ -345,6 +344,7 @@ export const DeliveryLive = Layer.scoped(
             : Duration.millis(Math.min(Math.max(0, due - now), Duration.toMillis(IDLE_WAIT)))
         }
         inFlight += claimed.length
+        // each message in a fiber of its own: a slow receiver holds its own slot, not the loop
         for (const msg of claimed) {
           yield* FiberSet.run(
             sending,
