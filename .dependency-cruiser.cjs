@@ -4,7 +4,7 @@
  * adapters (http, web, db, git-local, github, metrics) → the composition root (main, cli, server, providers).
  */
 const core = "^src/(queue/planner/|flaky/(classify|junit|codeowners|normalize|testCaseIds)[.]ts$)"
-const feature = "^src/(queue|flaky|tenancy|events)/"
+const feature = "^src/(queue|flaky|tenancy|events|audit)/"
 // a feature's HTTP handlers and inbound webhooks are part of the HTTP edge, kept beside the feature they serve
 const edgeModule = "/(Http|webhooks)[.]ts$"
 const adapter = "^src/(http|web|db|git-local|github|metrics)/"
