@@ -307,7 +307,8 @@ for (const db of databases) {
       const names = Object.keys(ops).sort()
       expect(Object.keys(CASES).sort()).toEqual(names)
       expect(Object.keys(PERMISSIONS).sort()).toEqual(names)
-      for (const name of names as Array<OpName>) expect(`${name}: ${PERMISSIONS[name].role}`).toBe(`${name}: ${CASES[name].role}`)
+      for (const name of names as Array<OpName>)
+        expect(`${name}: ${PERMISSIONS[name].role}`).toBe(`${name}: ${CASES[name].role}`)
       // a role's operations are those of the roles below it and more
       const allowed = (role: Role) => names.filter((n) => roleAllows(role, PERMISSIONS[n as OpName].role))
       expect(allowed("read").length).toBeLessThan(allowed("write").length)
@@ -354,9 +355,9 @@ for (const db of databases) {
           const r = await send(op, fixture.tokens[as].token, CASES[op].call(as, fixture))
           results.push({ op, as, status: r.status })
           const expected = CASES[op].allowed ?? [200]
-          expect(`${op} as ${as}: ${expected.includes(r.status) ? "expected" : `${r.status} ${JSON.stringify(r.body)}`}`).toBe(
-            `${op} as ${as}: expected`
-          )
+          expect(
+            `${op} as ${as}: ${expected.includes(r.status) ? "expected" : `${r.status} ${JSON.stringify(r.body)}`}`
+          ).toBe(`${op} as ${as}: expected`)
           if (PERMISSIONS[op].changes && r.status === 200) changed.push(`${op} ${fixture.tokens[as].id} ${as}`)
         }
       }
