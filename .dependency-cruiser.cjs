@@ -1,6 +1,6 @@
 /**
  * The dependency rule of docs/architecture.md, checked in CI (`npm run check:deps`).
- * Layers, inside out: pure cores → feature services (queue, flaky, tenancy, events) and the shared kernel →
+ * Layers, inside out: pure cores → feature services (queue, flaky, tenancy, events, audit) and the shared kernel →
  * adapters (http, web, db, git-local, github, metrics) → the composition root (main, cli, server, providers).
  */
 const core = "^src/(queue/planner/|flaky/(classify|junit|codeowners|normalize|testCaseIds)[.]ts$)"
