@@ -1,10 +1,10 @@
 /**
  * The dependency rule of docs/architecture.md, checked in CI (`npm run check:deps`).
- * Layers, inside out: pure cores → feature services (queue, flaky, tenancy, events) and the shared kernel →
+ * Layers, inside out: pure cores → feature services (queue, flaky, tenancy, events, audit) and the shared kernel →
  * adapters (http, web, db, git-local, github, metrics) → the composition root (main, cli, server, providers).
  */
 const core = "^src/(queue/planner/|flaky/(classify|junit|codeowners|normalize|testCaseIds)[.]ts$)"
-const feature = "^src/(queue|flaky|tenancy|events)/"
+const feature = "^src/(queue|flaky|tenancy|events|audit)/"
 // a feature's HTTP handlers and inbound webhooks are part of the HTTP edge, kept beside the feature they serve
 const edgeModule = "/(Http|webhooks)[.]ts$"
 const adapter = "^src/(http|web|db|git-local|github|metrics)/"

@@ -2,12 +2,13 @@ import { stripVTControlCharacters } from "node:util"
 import { Args, Command, Options } from "@effect/cli"
 import * as BunContext from "@effect/platform-bun/BunContext"
 import * as BunRuntime from "@effect/platform-bun/BunRuntime"
-import { Console, Effect, Layer } from "effect"
+import { Console, Effect, Layer, Option } from "effect"
 import { CLIENT_COMMANDS, runClient } from "./client/main.ts"
 import { AppConfigLive } from "./config.ts"
 import { DatabaseLive, DatabaseLocked } from "./db/Database.ts"
 import { GitHubClientLive } from "./github/GitHubClient.ts"
 import { InstallationClaimGuardLive } from "./github/installations.ts"
+import { ROLES, type Role } from "./tenancy/principal.ts"
 import { Tenancy, TenancyLive } from "./tenancy/Tenancy.ts"
 
 /**
@@ -109,7 +110,7 @@ const orgOption = Options.text("org").pipe(Options.withDescription("the organiza
 interface TokenRow {
   readonly id: string
   readonly name: string
-  readonly admin: boolean
+  readonly role: Role
   readonly createdAt: string
   readonly revokedAt: string | null
 }
@@ -121,13 +122,18 @@ const tokens = Command.make("tokens").pipe(
       {
         org: orgOption,
         name: Options.text("name").pipe(Options.withDefault(""), Options.withDescription("a name to recognise it by")),
-        admin: Options.boolean("admin").pipe(Options.withDescription("the token may also use the admin API"))
+        role: Options.choice("role", ROLES).pipe(
+          Options.optional,
+          Options.withDescription("what the token may do: read, write (default), maintain or admin (docs/security.md)")
+        ),
+        admin: Options.boolean("admin").pipe(Options.withDescription("the same as --role admin"))
       },
-      ({ org, name, admin }) =>
+      ({ org, name, role, admin }) =>
         Effect.gen(function* () {
+          const chosen: Role = Option.getOrElse(role, () => (admin ? "admin" : "write"))
           const token = yield* locallyOrViaServer(
-            Effect.flatMap(Tenancy, (t) => t.createToken(org, name, admin)),
-            () => viaServer<{ id: string; token: string }>("createToken", { org, name, admin })
+            Effect.flatMap(Tenancy, (t) => t.createToken(org, name, chosen)),
+            () => viaServer<{ id: string; token: string }>("createToken", { org, name, role: chosen })
           )
           yield* Console.log(token.id)
           yield* Console.log(token.token)
@@ -140,7 +146,9 @@ const tokens = Command.make("tokens").pipe(
             Effect.map(
               (rows): ReadonlyArray<TokenRow> =>
                 rows.map((r) => ({
-                  ...r,
+                  id: r.id,
+                  name: r.name,
+                  role: r.role,
                   createdAt: r.createdAt.toISOString(),
                   revokedAt: r.revokedAt?.toISOString() ?? null
                 }))
@@ -150,11 +158,11 @@ const tokens = Command.make("tokens").pipe(
         )
         for (const t of list) {
           yield* Console.log(
-            `${t.id}\t${t.name || "-"}${t.admin ? " (admin)" : ""}\t${t.createdAt}\t${t.revokedAt ? `revoked ${t.revokedAt}` : "active"}`
+            `${t.id}\t${t.name || "-"}\t${t.role}\t${t.createdAt}\t${t.revokedAt ? `revoked ${t.revokedAt}` : "active"}`
           )
         }
       })
-    ).pipe(Command.withDescription("List an organization's tokens: id, name, created, active or revoked")),
+    ).pipe(Command.withDescription("List an organization's tokens: id, name, role, created, active or revoked")),
     Command.make("revoke", { id: Args.text({ name: "id" }).pipe(Args.withDescription("the token's id")) }, ({ id }) =>
       Effect.gen(function* () {
         const revoked = yield* locallyOrViaServer(

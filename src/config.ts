@@ -47,6 +47,11 @@ export interface AppConfigShape {
   readonly webhookWorker: boolean
   /** Days the event log keeps events, with their webhook messages (EVENT_RETENTION_DAYS, default 30). */
   readonly eventRetentionDays: number
+  /**
+   * Days the audit log keeps its events: EVENT_RETENTION_DAYS when it is set, else 365 (a year; the event log's 30
+   * days are too short to answer "who did this last quarter": docs/decisions.md).
+   */
+  readonly auditRetentionDays: number
   /** Live event streams (GET /v1/events/stream) open at once per organization and instance (default 20). */
   readonly eventStreamsPerOrg: number
   /**
@@ -66,6 +71,9 @@ export interface AppConfigShape {
    */
   readonly embeddedSeed?: Blob
 }
+
+/** How long the audit log keeps events when EVENT_RETENTION_DAYS is not set: a year. */
+export const DEFAULT_AUDIT_RETENTION_DAYS = 365
 
 /** The default of DATABASE_POOL_MAX. */
 export const DEFAULT_POOL_MAX = 20
@@ -104,6 +112,7 @@ export const appConfig: Config.Config<AppConfigShape> = Config.all({
   webhookAllowPrivate: Config.boolean("WEBHOOK_ALLOW_PRIVATE").pipe(Config.withDefault(false)),
   webhookWorker: Config.boolean("WEBHOOK_WORKER").pipe(Config.withDefault(true)),
   eventRetentionDays: Config.integer("EVENT_RETENTION_DAYS").pipe(Config.withDefault(30)),
+  auditRetentionDays: Config.option(Config.integer("EVENT_RETENTION_DAYS")),
   eventStreamsPerOrg: Config.integer("EVENT_STREAMS_PER_ORG").pipe(Config.withDefault(20)),
   eventStreamPollMs: Config.integer("EVENT_STREAM_POLL_MS").pipe(Config.withDefault(5000)),
   checkAnswers: Config.boolean("CHECK_ANSWERS").pipe(Config.withDefault(false))
@@ -120,7 +129,8 @@ export const appConfig: Config.Config<AppConfigShape> = Config.all({
     githubAppPrivateKey: Option.filter(c.githubAppPrivateKey, (k) => Redacted.value(k).trim() !== ""),
     githubToken: Option.filter(c.githubToken, (t) => Redacted.value(t).trim() !== ""),
     githubWebhookSecret: Option.filter(c.githubWebhookSecret, (t) => Redacted.value(t) !== ""),
-    publicUrl: Option.getOrElse(c.publicUrl, () => `http://localhost:${c.port}`).replace(/\/+$/, "")
+    publicUrl: Option.getOrElse(c.publicUrl, () => `http://localhost:${c.port}`).replace(/\/+$/, ""),
+    auditRetentionDays: Option.getOrElse(c.auditRetentionDays, () => DEFAULT_AUDIT_RETENTION_DAYS)
   }))
 )
 

@@ -1,5 +1,6 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import { Context, Effect, Fiber, Layer, Logger, LogLevel, ManagedRuntime, Option, Redacted } from "effect"
+import { AuditLog, AuditLogLive } from "./audit/AuditLog.ts"
 import { clientBundle } from "./client/build.ts"
 import { AppConfig } from "./config.ts"
 import { DatabaseLive } from "./db/Database.ts"
@@ -20,6 +21,7 @@ import { openApiDocument } from "./http/Api.ts"
 import { REDOC_PATH, redocBundle, renderDocs } from "./http/docs.ts"
 import { ApiError, errorResponse } from "./http/errors.ts"
 import { refineDocument } from "./http/openapiDoc.ts"
+import { PERMISSIONS } from "./http/roles.ts"
 import { makeApp, RateLimiter, servesEveryOp } from "./http/router.ts"
 import { adminRoutes } from "./http/routes/admin.ts"
 import { makeEventStream, STREAM_PATH } from "./http/routes/eventStream.ts"
@@ -88,7 +90,7 @@ export const AppLayer = <E>(config: Layer.Layer<AppConfig, E>, probe?: RunnerPro
   // the flaky-test results answer the queue's runners why a test run failed (#20, TestVerdicts)
   const flaky = Layer.provideMerge(FlakyTestVerdictsLive, FlakyLive)
   // the dashboard's read models and sessions
-  const dashboard = Layer.mergeAll(QueueActivityLive, TestHistoryLive, SessionsLive)
+  const dashboard = Layer.mergeAll(QueueActivityLive, TestHistoryLive, SessionsLive, AuditLogLive)
   const features = Layer.mergeAll(EngineLive, dashboard).pipe(Layer.provideMerge(flaky), Layer.provideMerge(events))
   // reconciliation hands what GitHub shows to the engine
   return GitHubReconcileLive.pipe(Layer.provideMerge(features))
@@ -97,7 +99,8 @@ export const AppLayer = <E>(config: Layer.Layer<AppConfig, E>, probe?: RunnerPro
 /**
  * Every operation of `Api.ts` with its handler. The compiler checks that none is missing (`servesEveryOp`) and that
  * every handler's requirements are among the application's services (`makeApp` over the application's runtime);
- * `makeApp` refuses two handlers for one operation at start-up.
+ * `makeApp` refuses two handlers for one operation at start-up. The role each one needs is in http/roles.ts
+ * (`PERMISSIONS`), checked by the compiler the same way.
  */
 const routes = servesEveryOp([
   ...queueRoutes,
@@ -243,7 +246,7 @@ export const startServer = async <E>(
       const session = await dashboard.apiSession(request)
       return session === undefined ? Option.none() : Option.some(session.org)
     }
-    return runtime.runPromise(tenancy.authenticate(token))
+    return Option.map(await runtime.runPromise(tenancy.authenticate(token)), (found) => found.org)
   }
 
   const extra = async (request: Request, url: URL): Promise<Response | undefined> => {
@@ -324,11 +327,15 @@ export const startServer = async <E>(
     runtime: rt,
     authenticator: {
       authenticate: (token) => {
-        const org = tenancy.remembered(token, Date.now())
-        return org !== undefined ? Promise.resolve(Option.some(org)) : runtime.runPromise(tenancy.authenticate(token))
+        const found = tenancy.remembered(token, Date.now())
+        return found !== undefined
+          ? Promise.resolve(Option.some(found))
+          : runtime.runPromise(tenancy.authenticate(token))
       }
     },
     session: dashboard.apiSession,
+    permissions: PERMISSIONS,
+    audit: { append: (event) => Effect.flatMap(AuditLog, (log) => log.append(event)) },
     rateLimiter: new RateLimiter(config.rateLimitPerSecond, () => Date.now()),
     observer: { observe: metrics.observeRequest },
     tracer: Option.isSome(config.otlpEndpoint) ? makeRequestTracer(rt) : undefined,
@@ -345,7 +352,7 @@ export const startServer = async <E>(
     hostname: config.host,
     maxRequestBodySize: 1024 * 1024 * 1024,
     idleTimeout: 120,
-    fetch: async (request) => {
+    fetch: async (request, bun) => {
       // a request on a connection kept open after the stop began (keep-alive) is not served any more
       if (stopping !== undefined) {
         return errorResponse(
@@ -359,7 +366,7 @@ export const startServer = async <E>(
       }
       inFlight++
       try {
-        return await app(request)
+        return await app(request, bun.requestIP(request)?.address)
       } finally {
         inFlight--
       }

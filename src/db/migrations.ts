@@ -1,11 +1,13 @@
 import * as Migrator from "@effect/sql/Migrator"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { Effect } from "effect"
+import { auditMigration } from "../audit/migration.ts"
 import { eventsMigration, streamPresenceMigration, timelineInLogMigration } from "../events/migration.ts"
 import { flakyStatusHistory } from "../flaky/historyMigration.ts"
 import { flakyMigration, flakyQuarantineLifecycle, flakyResultsByTime } from "../flaky/migration.ts"
 import { requestsAndRunnerErrors } from "../queue/migration.ts"
 import { adminTokensMigration } from "../tenancy/migration.ts"
+import { tokenRolesMigration } from "../tenancy/rolesMigration.ts"
 import { webSessionsMigration } from "../tenancy/sessionsMigration.ts"
 
 /**
@@ -257,7 +259,9 @@ export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.S
   "0100_flaky_status_history": flakyStatusHistory,
   "0101_test_runs_by_entry": testRunsByEntry,
   "0102_event_stream_presence": streamPresenceMigration,
-  "0103_timeline_in_event_log": timelineInLogMigration
+  "0103_timeline_in_event_log": timelineInLogMigration,
+  "0200_token_roles": tokenRolesMigration,
+  "0201_audit_events": auditMigration
 }
 
 export const runMigrations = Migrator.make({})({

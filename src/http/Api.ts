@@ -5,6 +5,7 @@ import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
 import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
 import * as OpenApi from "@effect/platform/OpenApi"
 import * as Schema from "effect/Schema"
+import * as AU from "../audit/schemas.ts"
 import * as W from "../events/schemas.ts"
 import * as FH from "../flaky/history.ts"
 import * as F from "../flaky/schemas.ts"
@@ -162,6 +163,7 @@ export const ops = {
   createApiToken: post("createApiToken", "/createApiToken", D.CreateApiTokenRequest, D.CreatedApiToken),
   revokeApiToken: post("revokeApiToken", "/revokeApiToken", D.RevokeApiTokenRequest, EmptyObject),
   getQueueHealth: post("getQueueHealth", "/getQueueHealth", QA.HealthRequest, QA.QueueHealth),
+  listAuditEvents: post("listAuditEvents", "/listAuditEvents", AU.ListAuditEventsRequest, AU.ListAuditEventsResponse),
 
   // the admin API (admin tokens only): what the CLI uses while the server holds the embedded database
   adminCreateOrganization: post(
@@ -297,8 +299,15 @@ export const Api = HttpApi.make("greenline")
   )
   .add(
     group(
+      "audit",
+      "The organization's audit log: every change through the API or the dashboard, allowed or refused, with its actor (role admin)",
+      "listAuditEvents"
+    )
+  )
+  .add(
+    group(
       "admin",
-      "Organizations, API tokens and repositories (admin tokens only)",
+      "Organizations, API tokens and repositories of any organization (role admin)",
       "adminCreateOrganization",
       "adminCreateToken",
       "adminListTokens",

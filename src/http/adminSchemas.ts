@@ -1,5 +1,7 @@
 import { Schema } from "effect"
 import { RepoRef } from "../queue/schemas.ts"
+import { ROLES } from "../tenancy/principal.ts"
+import { RoleValue } from "./dashboardSchemas.ts"
 
 /** The admin API's requests and answers (`/v1/admin/...`, admin tokens only). */
 
@@ -19,12 +21,16 @@ export const Organization = Schema.Struct({ id: Schema.UUID, slug: Schema.String
 export const CreateTokenRequest = Schema.Struct({
   org: Slug,
   name: Schema.optionalWith(Schema.String.pipe(Schema.maxLength(200)), { default: () => "" }),
+  role: Schema.optionalWith(RoleValue, { exact: true }).annotations({
+    description: "the token's role (default `write`, or `admin` with `admin: true`)"
+  }),
   admin: Schema.optionalWith(Schema.Boolean, { default: () => false }).annotations({
-    description: "an admin token may also call the admin API"
+    description: "before roles: `true` is `role: admin` (when `role` is not given)"
   })
 }).annotations({ identifier: "CreateTokenRequest" })
 export const CreatedToken = Schema.Struct({
   id: Schema.UUID,
+  role: Schema.Literal(...ROLES),
   token: Schema.String.annotations({ description: "the token itself: shown only in this answer, stored as a hash" })
 }).annotations({ identifier: "CreatedToken" })
 
@@ -32,7 +38,8 @@ export const OrgRequest = Schema.Struct({ org: Slug }).annotations({ identifier:
 export const TokenInfo = Schema.Struct({
   id: Schema.UUID,
   name: Schema.String,
-  admin: Schema.Boolean,
+  role: Schema.Literal(...ROLES),
+  admin: Schema.Boolean.annotations({ description: "`role` is admin (kept for clients from before roles)" }),
   createdAt: Schema.String.annotations({ description: "ISO 8601" }),
   revokedAt: Schema.NullOr(Schema.String).annotations({ description: "ISO 8601, null while the token is active" })
 }).annotations({ identifier: "TokenInfo" })

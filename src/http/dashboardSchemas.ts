@@ -1,6 +1,7 @@
 import { Schema } from "effect"
 import { CiOutputView, CommentView, RunView } from "../queue/activity.ts"
-import { opt, PrNumber, RepoRef, SubmittedPullRequest } from "../queue/schemas.ts"
+import { CaseInsensitive, opt, PrNumber, RepoRef, SubmittedPullRequest } from "../queue/schemas.ts"
+import { ROLES } from "../tenancy/principal.ts"
 
 /** Request and answer schemas of the dashboard's extension endpoints (the queue's and flaky tests' are beside them). */
 
@@ -22,9 +23,17 @@ export const PullRequestActivity = Schema.Struct({
 }).annotations({ identifier: "PullRequestActivity" })
 export type PullRequestActivity = typeof PullRequestActivity.Type
 
+/** A role, in any letter case on input (read < write < maintain < admin; each includes the ones below it). */
+export const RoleValue = CaseInsensitive(...ROLES).annotations({
+  description: "read < write < maintain < admin; each includes the ones below it"
+})
+const RoleOut = Schema.Literal(...ROLES)
+
 export const ApiTokenView = Schema.Struct({
   id: Schema.String,
   name: Schema.String,
+  /** what the token may do */
+  role: RoleOut,
   createdAt: Schema.String,
   revokedAt: Schema.NullOr(Schema.String)
 }).annotations({ identifier: "ApiToken" })
@@ -37,12 +46,15 @@ export const CreateApiTokenRequest = Schema.Struct({
   name: Schema.String.pipe(
     Schema.minLength(1, { message: () => "must be a non-empty string" }),
     Schema.maxLength(100, { message: () => "must be at most 100 characters" })
-  )
+  ),
+  /** default `write`; at most the caller's own role */
+  role: opt(RoleValue)
 }).annotations({ identifier: "CreateApiTokenRequest" })
 
 export const CreatedApiToken = Schema.Struct({
   id: Schema.String,
   name: Schema.String,
+  role: RoleOut,
   /** shown only in this answer */
   token: Schema.String
 }).annotations({ identifier: "CreatedApiToken" })

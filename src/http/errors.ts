@@ -1,8 +1,11 @@
 import { Data, type ParseResult, Schema } from "effect"
+import type { AuditError } from "../audit/errors.ts"
 import type { EventsError } from "../events/errors.ts"
 import type { FlakyError } from "../flaky/errors.ts"
 import { describeParseError, type ErrorDetail } from "../kernel/errors.ts"
 import type { QueueError } from "../queue/errors.ts"
+import type { Role } from "../tenancy/principal.ts"
+import type { PermissionDenied } from "../tenancy/Tenancy.ts"
 
 /** The stable error codes of contract.md §1. */
 export type ErrorCode =
@@ -11,6 +14,7 @@ export type ErrorCode =
   | "INVALID_PAGE_TOKEN"
   | "INVALID_JUNIT"
   | "UNAUTHORIZED"
+  | "PERMISSION_DENIED"
   | "NOT_FOUND"
   | "QUEUE_NOT_FOUND"
   | "PR_NOT_FOUND"
@@ -45,6 +49,13 @@ export const notFound = (code: ErrorCode, message: string) => new ApiError({ sta
 export const conflict = (code: ErrorCode, message: string) => new ApiError({ status: 409, code, message })
 export const unauthorized = (message = "a valid API token is required (x-api-token or Authorization: Bearer)") =>
   new ApiError({ status: 401, code: "UNAUTHORIZED", message })
+/** The caller's role is below what the operation needs (contract.md §1): nothing ran. */
+export const permissionDenied = (operation: string, needed: Role, held: Role) =>
+  new ApiError({
+    status: 403,
+    code: "PERMISSION_DENIED",
+    message: `${operation} needs the role ${needed} or above; this token or person has ${held}`
+  })
 export const internal = () =>
   new ApiError({ status: 500, code: "INTERNAL", message: "the server could not complete the request" })
 export const notImplemented = (what: string) =>
@@ -93,7 +104,7 @@ export const fromParseError = (error: ParseResult.ParseError): ApiError => {
 }
 
 /** Every feature's domain errors: the HTTP edge is the one place that knows their status codes and contract codes. */
-export type DomainError = FlakyError | QueueError | EventsError
+export type DomainError = FlakyError | QueueError | EventsError | AuditError | PermissionDenied
 
 const domainStatus: { readonly [Tag in DomainError["_tag"]]: readonly [status: number, code: ErrorCode] } = {
   RepositoryNotFound: [404, "NOT_FOUND"],
@@ -109,7 +120,9 @@ const domainStatus: { readonly [Tag in DomainError["_tag"]]: readonly [status: n
   TestRunNotFound: [404, "TEST_RUN_NOT_FOUND"],
   InvalidQuarantineInput: [400, "INVALID_REQUEST"],
   EventsNotFound: [404, "NOT_FOUND"],
-  InvalidEventsRequest: [400, "INVALID_REQUEST"]
+  InvalidEventsRequest: [400, "INVALID_REQUEST"],
+  AuditPageTokenInvalid: [400, "INVALID_PAGE_TOKEN"],
+  PermissionDenied: [403, "PERMISSION_DENIED"]
 }
 
 export const fromDomainError = (error: DomainError): ApiError => {

@@ -7,6 +7,7 @@ import type { OpDoc } from "./docs/examples.ts"
 import { FLAKY_DOCS } from "./docs/flaky.ts"
 import { QUEUE_DOCS } from "./docs/queue.ts"
 import type { ErrorCode } from "./errors.ts"
+import { PERMISSIONS } from "./roles.ts"
 
 /**
  * The OpenAPI document as users read it: the document `OpenApi.fromApi` generates from the schemas, completed with
@@ -31,6 +32,7 @@ export const ERROR_CODES: ReadonlyArray<ErrorCode> = [
   "INVALID_PAGE_TOKEN",
   "INVALID_JUNIT",
   "UNAUTHORIZED",
+  "PERMISSION_DENIED",
   "NOT_FOUND",
   "QUEUE_NOT_FOUND",
   "PR_NOT_FOUND",
@@ -82,6 +84,7 @@ const errorEnvelope = {
 const ERROR_DESCRIPTIONS: Record<string, string> = {
   "400": "Invalid request (INVALID_REQUEST, with a detail per field; or a feature's own code)",
   "401": "No valid API token (UNAUTHORIZED)",
+  "403": "The token's or person's role does not allow this (PERMISSION_DENIED); nothing changed",
   "404": "Not found, or another organization's (QUEUE_NOT_FOUND, PR_NOT_FOUND, ...)",
   "409": "Conflicts with the current state (QUEUE_ALREADY_EXISTS, QUEUE_NOT_EMPTY, PR_NOT_ACTIVE, ...)",
   "413": "The body is over 20 MiB (PAYLOAD_TOO_LARGE)",
@@ -128,6 +131,15 @@ export const refineDocument = (generated: OpenApi.OpenAPISpec, publicUrl: string
         op.description = about.description
       }
       op.operationId = name
+      // the role it needs (http/roles.ts), said in the description and as an extension; a 403 wherever one can come
+      const permission = name in PERMISSIONS ? PERMISSIONS[name as OpName] : undefined
+      if (permission !== undefined) {
+        op["x-required-role"] = permission.role
+        if (typeof op.description === "string" && !op.description.includes(`Role \`${permission.role}\``)) {
+          op.description = `Role \`${permission.role}\` or above. ${op.description}`
+        }
+        if (permission.role !== "read") (op.responses as Json)["403"] = {}
+      }
       const body = isObject(op.requestBody) && isObject(op.requestBody.content) ? op.requestBody.content : undefined
       const json = body !== undefined && isObject(body["application/json"]) ? body["application/json"] : undefined
       if (json !== undefined && about?.request !== undefined) json.example = about.request

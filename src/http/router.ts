@@ -1,6 +1,10 @@
 import { Cause, Context, Effect, Either, Exit, Option, type ParseResult, Runtime, Schema, type SchemaAST } from "effect"
+import type { AuditEvent } from "../audit/auditRepo.ts"
+import { auditTarget } from "../audit/target.ts"
+import { type PendingAudit, withPendingAudit } from "../audit/trail.ts"
 import { describeCause } from "../kernel/errors.ts"
-import type { Organization } from "../tenancy/Tenancy.ts"
+import { type Principal, roleAllows } from "../tenancy/principal.ts"
+import type { Authenticated, Organization } from "../tenancy/Tenancy.ts"
 import type { OpName } from "./Api.ts"
 import {
   ApiError,
@@ -9,16 +13,27 @@ import {
   fromParseError,
   internal,
   invalidRequest,
+  permissionDenied,
   toApiError,
   unauthorized
 } from "./errors.ts"
 import { IGNORED_FIELDS_HEADER, IGNORED_FIELDS_MAX_BYTES, unexpectedPaths } from "./ignoredFields.ts"
 import { checkInput } from "./input.ts"
 import type { Op } from "./operation.ts"
+import type { Permission, Permissions } from "./roles.ts"
 import type { RequestSpan, RequestTracer } from "./tracing.ts"
 
-/** The organization of the API token that made the current request. */
+/** The organization of the API token (or session) that made the current request. */
 export class CurrentOrg extends Context.Tag("greenline/CurrentOrg")<CurrentOrg, Organization>() {}
+
+/** Who made the current request (a token, or a person signed in to the dashboard), and the role they hold. */
+export class CurrentPrincipal extends Context.Tag("greenline/CurrentPrincipal")<CurrentPrincipal, Principal>() {}
+
+/**
+ * The client's address as the router sees it: the connection's peer. The one place it is decided, so that a proxy's
+ * `X-Forwarded-For` can be made to count here (TRUST_PROXY) for the audit log and whatever else reads it.
+ */
+export const clientAddress = (_request: Request, peer: string | undefined): string | undefined => peer
 
 /** The raw request, for the few handlers that read it themselves (the multipart upload). */
 export interface RawRequest {
@@ -78,13 +93,16 @@ export type OpRoute<Name extends string> = Pick<
 /** An operation with its handler; `R` is what the handler needs from the application's services. */
 export interface Route<R, Name extends string = string> {
   readonly op: OpRoute<Name>
-  readonly run: (payload: unknown, raw: RawRequest) => Effect.Effect<unknown, ApiError, R | CurrentOrg>
+  readonly run: (
+    payload: unknown,
+    raw: RawRequest
+  ) => Effect.Effect<unknown, ApiError, R | CurrentOrg | CurrentPrincipal>
 }
 
 /** Serves `op` with `handler`; the payload is decoded by the op's schema before the handler sees it. */
 export const handle = <Name extends string, P, PI, S, SI, R>(
   op: Op<Name, P, PI, S, SI>,
-  handler: (payload: P) => Effect.Effect<S, ApiError | DomainError, R | CurrentOrg>
+  handler: (payload: P) => Effect.Effect<S, ApiError | DomainError, R | CurrentOrg | CurrentPrincipal>
 ): Route<R, Name> => {
   const decode = Schema.decodeUnknown(op.payload, { errors: "all", onExcessProperty: "ignore" })
   const decodeStrict = Schema.decodeUnknownEither(op.payload, { errors: "all", onExcessProperty: "error" })
@@ -125,7 +143,13 @@ export const handle = <Name extends string, P, PI, S, SI, R>(
 }
 
 export interface Authenticator {
-  readonly authenticate: (token: string) => Promise<Option.Option<Organization>>
+  /** The organization and principal of an active token; the same object for a token seen a moment ago. */
+  readonly authenticate: (token: string) => Promise<Option.Option<Authenticated>>
+}
+
+/** Where the router writes the audit log (AuditLog.append over the application's services). */
+export interface AuditSink<R> {
+  readonly append: (event: AuditEvent) => Effect.Effect<void, unknown, R>
 }
 
 export interface RequestObserver {
@@ -257,14 +281,26 @@ export interface AppOptions<R> {
   readonly tracer?: RequestTracer | undefined
   readonly logError: (message: string, cause: unknown) => void
   /**
-   * A dashboard session (cookie) for a request without an API token: its organization, a rate-limit key, and whether
-   * the request carries the session's anti-CSRF token (required for anything but GET).
+   * A dashboard session (cookie) for a request without an API token: its organization and principal, a rate-limit
+   * key, and whether the request carries the session's anti-CSRF token (required for anything but GET).
    */
   readonly session?:
-    | ((
-        request: Request
-      ) => Promise<{ readonly org: Organization; readonly key: string; readonly csrfOk: boolean } | undefined>)
+    | ((request: Request) => Promise<
+        | {
+            readonly org: Organization
+            readonly principal: Principal
+            readonly key: string
+            readonly csrfOk: boolean
+          }
+        | undefined
+      >)
     | undefined
+  /** The role each operation needs, and whether it changes anything (roles.ts: PERMISSIONS). */
+  readonly permissions: Permissions
+  /** Where changes and refusals are recorded; without it (some unit tests), nothing is. */
+  readonly audit?: AuditSink<R> | undefined
+  /** The client's address (default: `clientAddress`, the connection's peer). */
+  readonly clientAddress?: ((request: Request, peer: string | undefined) => string | undefined) | undefined
   /** Check every answer against its schema (CHECK_ANSWERS); answers whose schema transforms are always encoded. */
   readonly checkAnswers?: boolean | undefined
   /** Routes outside the API (health, docs, metrics, CI output); return undefined when the path is not theirs. */
@@ -279,39 +315,67 @@ const json = (body: unknown, status = 200) =>
  * answering every failure with the contract's envelope. One map lookup per request, no per-request layer building.
  */
 export const makeApp = <R>(options: AppOptions<R>) => {
-  const table = new Map<string, Route<R>>()
+  const table = new Map<string, { readonly route: Route<R>; readonly permission: Permission }>()
   for (const route of options.routes) {
     const key = `${route.op.method} /v1${route.op.path}`
     if (table.has(key)) throw new Error(`two handlers for ${key}`)
-    table.set(key, route)
+    const permission = (options.permissions as Readonly<Record<string, Permission | undefined>>)[route.op.name]
+    // the compiler checks the table (roles.ts); this catches a route whose op is not in it
+    if (permission === undefined) throw new Error(`no role for the operation ${route.op.name} (http/roles.ts)`)
+    table.set(key, { route, permission })
   }
+  const addressOf = options.clientAddress ?? clientAddress
   // the methods each API path answers, for 405's Allow
   const methods = new Map<string, Array<string>>()
   for (const route of options.routes) {
     const path = `/v1${route.op.path}`
     methods.set(path, [...(methods.get(path) ?? []), route.op.method])
   }
-  // one runtime per organization, with CurrentOrg in its context: a request provides nothing (providing a service
-  // copies the whole context), it runs on its token's organization's runtime (a new organization object, after the
+  // one runtime per authenticated token, with CurrentOrg and CurrentPrincipal in its context: a request provides
+  // nothing (providing a service copies the whole context), it runs on its token's runtime (a new object, after the
   // token cache renewed it, gets a new one; the old one is collected with it)
   const runtimes = new WeakMap<
-    Organization,
-    (effect: Effect.Effect<unknown, ApiError, R | CurrentOrg>) => Promise<Exit.Exit<unknown, ApiError>>
+    Authenticated,
+    (
+      effect: Effect.Effect<unknown, ApiError, R | CurrentOrg | CurrentPrincipal>
+    ) => Promise<Exit.Exit<unknown, ApiError>>
   >()
-  const runnerOf = (org: Organization) => {
-    let run = runtimes.get(org)
+  const runnerOf = (who: Authenticated) => {
+    let run = runtimes.get(who)
     if (run === undefined) {
       const base = options.runtime
       run = Runtime.runPromiseExit(
         Runtime.make({
-          context: Context.add(base.context, CurrentOrg, org),
+          context: Context.add(Context.add(base.context, CurrentOrg, who.org), CurrentPrincipal, who.principal),
           fiberRefs: base.fiberRefs,
           runtimeFlags: base.runtimeFlags
         })
       )
-      runtimes.set(org, run)
+      runtimes.set(who, run)
     }
     return run
+  }
+
+  /** Records a refused call (its 403 is answered whatever becomes of the record). */
+  const recordRefusal = async (who: Authenticated, event: AuditEvent) => {
+    if (options.audit === undefined) return
+    const exit = await runnerOf(who)(Effect.mapError(options.audit.append(event), () => internal()))
+    if (Exit.isFailure(exit)) options.logError("recording a refusal in the audit log failed", describeCause(exit.cause))
+  }
+
+  /** The payload of a refused call, read only to name its target in the audit log (a body it cannot read: none). */
+  const refusedPayload = async (request: Request, url: URL, route: Route<R>): Promise<unknown> => {
+    if (route.op.source === "query") return Object.fromEntries(url.searchParams)
+    if (route.op.source === "raw" || !isJsonType(request.headers.get("content-type"))) {
+      await discardBody(request, Number(request.headers.get("content-length") ?? Number.NaN))
+      return undefined
+    }
+    try {
+      const read = await readBody(request, MAX_BODY_BYTES)
+      return read === "too-large" ? undefined : JSON.parse(decoder.decode(read))
+    } catch {
+      return undefined
+    }
   }
 
   const fail = (error: ApiError) => errorResponse(error)
@@ -320,6 +384,8 @@ export const makeApp = <R>(options: AppOptions<R>) => {
     request: Request,
     url: URL,
     route: Route<R>,
+    permission: Permission,
+    peer: string | undefined,
     span: RequestSpan | undefined
   ): Promise<Response> => {
     const declared = Number(request.headers.get("content-length") ?? Number.NaN)
@@ -329,7 +395,7 @@ export const makeApp = <R>(options: AppOptions<R>) => {
     }
 
     let token = tokenOf(request)
-    let org: Option.Option<Organization>
+    let found: Option.Option<Authenticated>
     if (token === undefined) {
       const session = options.session === undefined ? undefined : await options.session(request)
       if (session === undefined) return fail(unauthorized())
@@ -338,12 +404,13 @@ export const makeApp = <R>(options: AppOptions<R>) => {
           new ApiError({ status: 403, code: "UNAUTHORIZED", message: "the session's x-csrf-token is missing or wrong" })
         )
       }
-      org = Option.some(session.org)
+      found = Option.some({ org: session.org, principal: session.principal })
       token = session.key
     } else {
-      org = await options.authenticator.authenticate(token)
+      found = await options.authenticator.authenticate(token)
     }
-    if (Option.isNone(org)) return fail(unauthorized("the API token is unknown or revoked"))
+    if (Option.isNone(found)) return fail(unauthorized("the API token is unknown or revoked"))
+    const who = found.value
     const wait = options.rateLimiter.take(token)
     if (wait > 0) {
       return fail(
@@ -354,6 +421,21 @@ export const makeApp = <R>(options: AppOptions<R>) => {
           headers: { "retry-after": String(wait) }
         })
       )
+    }
+
+    // the role, before the body is looked at or anything runs (roles.ts)
+    const eventOf = (payload: unknown, outcome: AuditEvent["outcome"]): AuditEvent => ({
+      orgId: who.org.id,
+      actor: who.principal.actor,
+      role: who.principal.role,
+      action: route.op.name,
+      target: auditTarget(payload),
+      outcome,
+      sourceIp: addressOf(request, peer)
+    })
+    if (!roleAllows(who.principal.role, permission.role)) {
+      await recordRefusal(who, eventOf(await refusedPayload(request, url, route), "refused"))
+      return fail(permissionDenied(route.op.name, permission.role, who.principal.role))
     }
 
     let payload: unknown
@@ -411,8 +493,31 @@ export const makeApp = <R>(options: AppOptions<R>) => {
     }
 
     const ignored = route.op.source === "json" && body.byteLength <= IGNORED_FIELDS_MAX_BYTES ? [] : undefined
-    const effect = route.run(payload, { request, body, checkAnswer: options.checkAnswers === true, ignored })
-    const exit = await runnerOf(org.value)(span === undefined ? effect : span.wrap(effect))
+    const run = route.run(payload, { request, body, checkAnswer: options.checkAnswers === true, ignored })
+    // a change is recorded: in its handler's transaction where it has one (audit/trail.ts), else once it succeeded
+    const audit = options.audit
+    const pending: PendingAudit | undefined =
+      audit === undefined || !permission.changes ? undefined : { event: eventOf(payload, "allowed"), written: false }
+    const effect =
+      audit === undefined || pending === undefined
+        ? run
+        : withPendingAudit(
+            pending,
+            Effect.tap(run, () =>
+              pending.written
+                ? Effect.void
+                : audit
+                    .append(pending.event)
+                    .pipe(
+                      Effect.catchAllCause((cause) =>
+                        Effect.sync(() =>
+                          options.logError(`recording ${route.op.name} in the audit log failed`, describeCause(cause))
+                        )
+                      )
+                    )
+            )
+          )
+    const exit = await runnerOf(who)(span === undefined ? effect : span.wrap(effect))
     if (Exit.isSuccess(exit)) {
       const value = exit.value
       if (route.op.contentType !== undefined) {
@@ -429,6 +534,8 @@ export const makeApp = <R>(options: AppOptions<R>) => {
     const failure = Cause.failureOption(exit.cause)
     if (Option.isSome(failure)) {
       if (failure.value.status >= 500) options.logError(`${route.op.name} failed`, failure.value)
+      // refused by a domain rule (a token above the caller's role, another's token): recorded like the router's
+      if (failure.value.code === "PERMISSION_DENIED") await recordRefusal(who, eventOf(payload, "refused"))
       return fail(failure.value)
     }
     if (Cause.isInterruptedOnly(exit.cause)) {
@@ -438,10 +545,12 @@ export const makeApp = <R>(options: AppOptions<R>) => {
     return fail(internal())
   }
 
-  return async (request: Request): Promise<Response> => {
+  /** Answers `request`; `peer` is the connection's remote address (Bun's `server.requestIP`). */
+  return async (request: Request, peer?: string): Promise<Response> => {
     const started = performance.now()
     const url = new URL(request.url)
-    const route = table.get(`${request.method} ${url.pathname}`)
+    const served = table.get(`${request.method} ${url.pathname}`)
+    const route = served?.route
     // every route labelled by its full path, as the requests name it (/v1/getQueue, /v1/openapi.json, /metrics)
     let label = route ? `/v1${route.op.path}` : "other"
     const span = options.tracer?.start(request.method, route ? url.pathname : undefined)
@@ -456,8 +565,8 @@ export const makeApp = <R>(options: AppOptions<R>) => {
             headers: { connection: "close" }
           })
         )
-      } else if (route !== undefined) {
-        response = await serveRoute(request, url, route, span)
+      } else if (served !== undefined) {
+        response = await serveRoute(request, url, served.route, served.permission, peer, span)
       } else {
         const extra = await options.extra(request, url)
         if (extra !== undefined) {

@@ -2,6 +2,7 @@ import { createHash, randomBytes } from "node:crypto"
 import * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Context, Effect, Layer, Option } from "effect"
+import { type Principal, ROLES, type Role } from "./principal.ts"
 import { type Organization, Tenancy } from "./Tenancy.ts"
 
 /** Dashboard sign-in (the web adapter serves it): sessions opened with an API token, stored hashed, ended by inactivity or by revoking the token. */
@@ -20,6 +21,8 @@ export const csrfOf = (secret: string) => createHash("sha256").update(`csrf:${se
 
 export interface OpenSession {
   readonly org: Organization
+  /** Who is signed in, with which role: a session opened with a token acts as that token, in its role. */
+  readonly principal: Principal
   readonly csrf: string
   /** A stable key for the rate limiter (not the secret). */
   readonly key: string
@@ -36,6 +39,9 @@ export interface SessionsShape {
 export class Sessions extends Context.Tag("greenline/Sessions")<Sessions, SessionsShape>() {}
 
 interface SessionRow {
+  readonly token_id: string
+  readonly token_name: string
+  readonly role: string
   readonly org_id: string
   readonly slug: string
   readonly claim_on_first_use: boolean
@@ -51,11 +57,11 @@ export const SessionsLive = Layer.effect(
     return {
       signIn: (token) =>
         Effect.gen(function* () {
-          const org = yield* tenancy.authenticate(token.trim())
-          if (Option.isNone(org)) return Option.none()
+          const found = yield* tenancy.authenticate(token.trim())
+          if (Option.isNone(found)) return Option.none()
           const secret = randomBytes(32).toString("base64url")
           yield* sql`insert into web_sessions (id_hash, org_id, token_hash)
-                     values (${sha256(secret)}, ${org.value.id}, ${sha256(token.trim())})`
+                     values (${sha256(secret)}, ${found.value.org.id}, ${sha256(token.trim())})`
           // sessions idle for too long are removed as new ones open
           yield* sql`delete from web_sessions where last_seen_at < now() - make_interval(secs => ${idleSeconds})`
           return Option.some(secret)
@@ -66,7 +72,8 @@ export const SessionsLive = Layer.effect(
           const hash = sha256(secret)
           // the token must still be valid: revoking it ends the sessions it opened
           const rows = yield* sql<SessionRow>`
-            select o.id as org_id, o.slug, o.claim_on_first_use, s.last_seen_at
+            select t.id as token_id, t.name as token_name, t.role,
+                   o.id as org_id, o.slug, o.claim_on_first_use, s.last_seen_at
             from web_sessions s
             join api_tokens t on t.token_hash = s.token_hash and t.revoked_at is null
             join organizations o on o.id = s.org_id and o.id = t.org_id
@@ -78,6 +85,10 @@ export const SessionsLive = Layer.effect(
           }
           return Option.some({
             org: { id: row.org_id, slug: row.slug, claimOnFirstUse: row.claim_on_first_use },
+            principal: {
+              actor: { kind: "token", id: row.token_id, name: row.token_name },
+              role: (ROLES as ReadonlyArray<string>).includes(row.role) ? (row.role as Role) : "read"
+            },
             csrf: csrfOf(secret),
             key: `session:${hash.toString("base64url").slice(0, 16)}`
           })

@@ -3,6 +3,7 @@ import * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Clock, Context, Data, Effect, Layer, Option, Stream } from "effect"
 import { Database } from "../kernel/Database.ts"
+import { type Actor, type Principal, ROLES, type Role, roleAllows } from "./principal.ts"
 
 /** A repository by its host, owner and name (the API's `repo` object). */
 export interface RepoRef {
@@ -29,6 +30,35 @@ export interface Repository {
 
 export class TenancyError extends Data.TaggedError("TenancyError")<{ readonly message: string }> {}
 
+/**
+ * The caller's role does not allow what it asked of the tenancy service (the HTTP edge answers 403
+ * `PERMISSION_DENIED`): a token above its own role, or another's token managed by a caller below `admin`.
+ */
+export class PermissionDenied extends Data.TaggedError("PermissionDenied")<{ readonly message: string }> {}
+
+/** What a valid API token stands for: its organization, and who calls with it in which role. */
+export interface Authenticated {
+  readonly org: Organization
+  readonly principal: Principal
+}
+
+/** An API token as listed: its role, and who made it (`created_by`: `token:<id>`, `person:<subject>`, or null). */
+export interface TokenInfo {
+  readonly id: string
+  readonly name: string
+  readonly role: Role
+  readonly createdAt: Date
+  readonly revokedAt: Date | null
+  readonly createdBy: string | null
+}
+
+/** How a token's maker is stored: `token:<id>` or `person:<subject>`. */
+export const actorKey = (actor: Actor): string =>
+  actor.kind === "token" ? `token:${actor.id}` : `person:${actor.subject}`
+
+const isRole = (value: unknown): value is Role =>
+  typeof value === "string" && (ROLES as ReadonlyArray<string>).includes(value)
+
 const hashToken = (token: string) => createHash("sha256").update(token, "utf8").digest()
 
 /** A new API token: 32 random bytes, base64url, with a recognisable prefix. */
@@ -37,12 +67,14 @@ export const newToken = () => `glt_${randomBytes(32).toString("base64url")}`
 const SLUG = /^[a-z0-9][a-z0-9._-]{0,62}$/i
 
 export interface TenancyShape {
-  readonly authenticate: (token: string) => Effect.Effect<Option.Option<Organization>, SqlError>
+  /** The organization and principal (the token as actor, with its role) of an active token. */
+  readonly authenticate: (token: string) => Effect.Effect<Option.Option<Authenticated>, SqlError>
   /**
-   * The organization `authenticate` found for `token` less than a few seconds before `now` (epoch ms), without
-   * running an effect: the HTTP front's path for a token it saw a moment ago. Undefined: ask `authenticate`.
+   * What `authenticate` found for `token` less than a few seconds before `now` (epoch ms), without running an
+   * effect: the HTTP front's path for a token it saw a moment ago (the same object each time). Undefined: ask
+   * `authenticate`.
    */
-  readonly remembered: (token: string, now: number) => Organization | undefined
+  readonly remembered: (token: string, now: number) => Authenticated | undefined
   /** Clears remembered tokens whenever any instance revokes one (runs until interrupted; the server runs it). */
   readonly followRevocations: Effect.Effect<void>
   /**
@@ -57,26 +89,37 @@ export interface TenancyShape {
   readonly firstRun: (
     slug: string
   ) => Effect.Effect<Option.Option<{ readonly org: Organization; readonly token: string }>, SqlError | TenancyError>
-  /** Whether `token` is an active admin token (the admin API's guard). */
-  readonly isAdmin: (token: string) => Effect.Effect<boolean, SqlError>
   readonly createOrg: (slug: string, claimOnFirstUse?: boolean) => Effect.Effect<Organization, SqlError | TenancyError>
   readonly findOrg: (slug: string) => Effect.Effect<Option.Option<Organization>, SqlError>
+  /**
+   * A new token of `slug` with `role` (default `write`). With `by` (the caller), the token's role may not be above
+   * the caller's (PermissionDenied), and the caller is recorded as its maker; without it, the operator made it (the
+   * CLI, the bootstrap).
+   */
   readonly createToken: (
     slug: string,
     name: string,
-    admin?: boolean
-  ) => Effect.Effect<{ readonly id: string; readonly token: string }, SqlError | TenancyError>
-  readonly listTokens: (slug: string) => Effect.Effect<
-    ReadonlyArray<{
-      readonly id: string
-      readonly name: string
-      readonly createdAt: Date
-      readonly revokedAt: Date | null
-      readonly admin: boolean
-    }>,
-    SqlError | TenancyError
+    role?: Role,
+    by?: Principal
+  ) => Effect.Effect<
+    { readonly id: string; readonly token: string; readonly role: Role },
+    SqlError | TenancyError | PermissionDenied
   >
-  readonly revokeToken: (id: string) => Effect.Effect<boolean, SqlError>
+  /**
+   * The tokens of `slug`, oldest first. With `by` below `admin`: only the caller's own (the ones it made, and itself).
+   */
+  readonly listTokens: (
+    slug: string,
+    by?: Principal
+  ) => Effect.Effect<ReadonlyArray<TokenInfo>, SqlError | TenancyError>
+  /**
+   * Revokes token `id`: false when there is none (with `within`, none of that organization). With `within.by` below
+   * `admin`, only the caller's own tokens of its role or below (PermissionDenied).
+   */
+  readonly revokeToken: (
+    id: string,
+    within?: { readonly org: Organization; readonly by: Principal }
+  ) => Effect.Effect<boolean, SqlError | PermissionDenied>
   readonly addRepo: (slug: string, repo: RepoRef) => Effect.Effect<Repository, SqlError | TenancyError>
   /** The repository if it belongs to `org`; with `claim`, an unowned repository is claimed when `org` may do so. */
   readonly findRepo: (
@@ -104,6 +147,14 @@ interface OrgRow {
   readonly id: string
   readonly slug: string
   readonly claim_on_first_use: boolean
+}
+interface TokenRow {
+  readonly id: string
+  readonly name: string
+  readonly role: string
+  readonly created_at: Date
+  readonly revoked_at: Date | null
+  readonly created_by: string | null
 }
 interface RepoRow {
   readonly id: string
@@ -134,7 +185,7 @@ export const TenancyLive = Layer.effect(
     const guard = yield* Effect.serviceOption(RepoClaimGuard)
     const refusal = (repo: RepoRef) =>
       Option.isSome(guard) ? guard.value.refusal(repo) : Effect.succeed<string | undefined>(undefined)
-    const authCache = new Map<string, { readonly org: Organization; readonly until: number }>()
+    const authCache = new Map<string, { readonly found: Authenticated; readonly until: number }>()
 
     const findOrg = (slug: string) =>
       Effect.map(sql<OrgRow>`select id, slug, claim_on_first_use from organizations where slug = ${slug}`, (rows) =>
@@ -162,14 +213,27 @@ export const TenancyLive = Layer.effect(
         return yield* requireOrg(slug)
       })
 
-    const insertToken = (orgId: string, name: string, token: string, admin = false) =>
+    const insertToken = (orgId: string, name: string, token: string, role: Role, createdBy: string | null = null) =>
       Effect.gen(function* () {
         const id = crypto.randomUUID()
-        yield* sql`insert into api_tokens (id, org_id, name, token_hash, admin)
-                   values (${id}, ${orgId}, ${name}, ${hashToken(token)}, ${admin})
+        yield* sql`insert into api_tokens (id, org_id, name, token_hash, role, created_by)
+                   values (${id}, ${orgId}, ${name}, ${hashToken(token)}, ${role}, ${createdBy})
                    on conflict (token_hash) do nothing`
         return id
       })
+
+    /** Whether token `t` is one of `by`'s own: one it made, or itself. */
+    const owns = (by: Principal, t: { readonly id: string; readonly created_by: string | null }) =>
+      t.created_by === actorKey(by.actor) || (by.actor.kind === "token" && by.actor.id === t.id)
+
+    const toTokenInfo = (r: TokenRow): TokenInfo => ({
+      id: r.id,
+      name: r.name,
+      role: isRole(r.role) ? r.role : "read",
+      createdAt: new Date(r.created_at),
+      revokedAt: r.revoked_at === null ? null : new Date(r.revoked_at),
+      createdBy: r.created_by
+    })
 
     const revoked = (ids: ReadonlyArray<string>) =>
       Effect.gen(function* () {
@@ -184,25 +248,34 @@ export const TenancyLive = Layer.effect(
         const key = hash.toString("base64")
         const now = yield* Clock.currentTimeMillis
         const cached = authCache.get(key)
-        if (cached !== undefined && cached.until > now) return Option.some(cached.org)
-        const rows = yield* sql<OrgRow & { readonly token_hash: Uint8Array }>`
-          select o.id, o.slug, o.claim_on_first_use, t.token_hash
+        if (cached !== undefined && cached.until > now) return Option.some(cached.found)
+        const rows = yield* sql<
+          OrgRow & { readonly token_hash: Uint8Array; token_id: string; token_name: string; role: string }
+        >`
+          select o.id, o.slug, o.claim_on_first_use, t.token_hash, t.id as token_id, t.name as token_name, t.role
           from api_tokens t join organizations o on o.id = t.org_id
           where t.token_hash = ${hash} and t.revoked_at is null`
         const row = rows[0]
         if (row === undefined) return Option.none()
         const stored = Buffer.from(row.token_hash)
         if (stored.length !== hash.length || !timingSafeEqual(stored, hash)) return Option.none()
-        const org = toOrg(row)
+        const found: Authenticated = {
+          org: toOrg(row),
+          principal: {
+            actor: { kind: "token", id: row.token_id, name: row.token_name },
+            // a role this version does not know grants the least
+            role: isRole(row.role) ? row.role : "read"
+          }
+        }
         if (authCache.size > 10_000) authCache.clear()
-        authCache.set(key, { org, until: now + AUTH_CACHE_MS })
-        return Option.some(org)
+        authCache.set(key, { found, until: now + AUTH_CACHE_MS })
+        return Option.some(found)
       })
 
     const remembered: TenancyShape["remembered"] = (token, now) => {
       if (token.length < 16 || token.length > 512) return undefined
       const cached = authCache.get(hashToken(token).toString("base64"))
-      return cached !== undefined && cached.until > now ? cached.org : undefined
+      return cached !== undefined && cached.until > now ? cached.found : undefined
     }
 
     const findRepo: TenancyShape["findRepo"] = (org, repo, options) =>
@@ -238,9 +311,9 @@ export const TenancyLive = Layer.effect(
               const org = yield* createOrg(slug, true)
               yield* sql`update organizations set claim_on_first_use = true where id = ${org.id}`
               const hash = hashToken(token)
-              yield* insertToken(org.id, "bootstrap", token, true)
+              yield* insertToken(org.id, "bootstrap", token, "admin")
               // the same token given again (a restart) stays; an older bootstrap token of the organization goes
-              yield* sql`update api_tokens set admin = true, revoked_at = null
+              yield* sql`update api_tokens set role = 'admin', revoked_at = null
                          where token_hash = ${hash} and org_id = ${org.id} and name = 'bootstrap'`
               const replaced = yield* sql<{ id: string }>`
                 update api_tokens set revoked_at = now()
@@ -262,46 +335,51 @@ export const TenancyLive = Layer.effect(
             if (counts === undefined || Number(counts.orgs) > 0 || Number(counts.tokens) > 0) return Option.none()
             const org = yield* createOrg(slug, true)
             const token = newToken()
-            yield* insertToken(org.id, "first-run admin", token, true)
+            yield* insertToken(org.id, "first-run admin", token, "admin")
             return Option.some({ org, token })
           })
         ),
-      isAdmin: (token) =>
-        Effect.gen(function* () {
-          if (token.length < 16 || token.length > 512) return false
-          const rows = yield* sql<{ admin: boolean }>`
-            select admin from api_tokens where token_hash = ${hashToken(token)} and revoked_at is null`
-          return rows[0]?.admin === true
-        }),
-      createToken: (slug, name, admin = false) =>
+      createToken: (slug, name, role = "write", by) =>
         Effect.gen(function* () {
           const org = yield* requireOrg(slug)
+          if (by !== undefined && !roleAllows(by.role, role)) {
+            return yield* new PermissionDenied({
+              message: `a ${by.role} token or person can create tokens of role ${by.role} or below, not ${role}`
+            })
+          }
           const token = newToken()
-          const id = yield* insertToken(org.id, name, token, admin)
-          return { id, token }
+          const id = yield* insertToken(org.id, name, token, role, by === undefined ? null : actorKey(by.actor))
+          return { id, token, role }
         }),
-      listTokens: (slug) =>
+      listTokens: (slug, by) =>
         Effect.gen(function* () {
           const org = yield* requireOrg(slug)
-          const rows = yield* sql<{
-            id: string
-            name: string
-            created_at: Date
-            revoked_at: Date | null
-            admin: boolean
-          }>`
-            select id, name, created_at, revoked_at, admin from api_tokens where org_id = ${org.id} order by created_at`
-          return rows.map((r) => ({
-            id: r.id,
-            name: r.name,
-            createdAt: new Date(r.created_at),
-            revokedAt: r.revoked_at === null ? null : new Date(r.revoked_at),
-            admin: r.admin === true
-          }))
+          const rows = yield* sql<TokenRow>`
+            select id, name, role, created_at, revoked_at, created_by
+            from api_tokens where org_id = ${org.id} order by created_at, id`
+          const visible = by === undefined || by.role === "admin" ? rows : rows.filter((r) => owns(by, r))
+          return visible.map(toTokenInfo)
         }),
-      revokeToken: (id) =>
+      revokeToken: (id, within) =>
         Effect.gen(function* () {
           if (!/^[0-9a-f-]{36}$/i.test(id)) return false
+          if (within !== undefined) {
+            const [row] = yield* sql<TokenRow>`
+              select id, name, role, created_at, revoked_at, created_by
+              from api_tokens where id = ${id} and org_id = ${within.org.id}`
+            if (row === undefined) return false
+            const { by } = within
+            if (by.role !== "admin") {
+              if (!owns(by, row)) {
+                return yield* new PermissionDenied({
+                  message: "only an admin revokes tokens that another token or person made"
+                })
+              }
+              if (!roleAllows(by.role, toTokenInfo(row).role)) {
+                return yield* new PermissionDenied({ message: `a ${by.role} cannot revoke a ${row.role} token` })
+              }
+            }
+          }
           const rows = yield* sql<{ id: string }>`
             update api_tokens set revoked_at = coalesce(revoked_at, now()) where id = ${id} returning id`
           yield* revoked([id])

@@ -2,7 +2,7 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { type Effect, Option } from "effect"
 import { type OpenSession, SESSION_COOKIE, SESSION_IDLE_MS, type SessionsShape } from "../tenancy/Sessions.ts"
-import type { Organization, TenancyShape } from "../tenancy/Tenancy.ts"
+import type { TenancyShape } from "../tenancy/Tenancy.ts"
 
 /**
  * The dashboard's HTTP side: sign-in and sign-out, the page shell (every page is the same small HTML document; the
@@ -81,10 +81,11 @@ ${error === undefined ? "" : `<p class="error" role="alert">${escapeHtml(error)}
 <p class="muted">Sign in with an API token of your organization (for example the bootstrap token).</p>
 </form></main></body></html>`
 
-const shell = (org: Organization, csrf: string, js: string, css: string) => `<!doctype html>
+const shell = (session: OpenSession, js: string, css: string) => `<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
-<meta name="greenline-csrf" content="${escapeHtml(csrf)}">
-<meta name="greenline-org" content="${escapeHtml(org.slug)}">
+<meta name="greenline-csrf" content="${escapeHtml(session.csrf)}">
+<meta name="greenline-org" content="${escapeHtml(session.org.slug)}">
+<meta name="greenline-role" content="${escapeHtml(session.principal.role)}">
 <title>Greenline</title><link rel="stylesheet" href="/assets/${css}">
 <script type="module" src="/assets/${js}"></script></head>
 <body><div id="app"><p class="loading">Loading…</p></div></body></html>`
@@ -141,7 +142,8 @@ const repoOfPath = (pathname: string) => {
   }
 }
 
-const isPage = (pathname: string) => pathname === "/" || pathname.startsWith("/repos/") || pathname === "/settings"
+const isPage = (pathname: string) =>
+  pathname === "/" || pathname.startsWith("/repos/") || pathname === "/settings" || pathname === "/audit"
 
 export const makeDashboard = (options: DashboardOptions) => {
   let bundle: Promise<Bundle> | undefined
@@ -167,7 +169,12 @@ export const makeDashboard = (options: DashboardOptions) => {
   const apiSession = async (request: Request) => {
     const s = await sessionOf(request)
     if (s === undefined) return undefined
-    return { org: s.open.org, key: s.open.key, csrfOk: request.headers.get("x-csrf-token") === s.open.csrf }
+    return {
+      org: s.open.org,
+      principal: s.open.principal,
+      key: s.open.key,
+      csrfOk: request.headers.get("x-csrf-token") === s.open.csrf
+    }
   }
 
   const readForm = async (request: Request) => {
@@ -252,7 +259,7 @@ export const makeDashboard = (options: DashboardOptions) => {
     const repo = repoOfPath(pathname)
     const owned =
       repo === undefined ? true : Option.isSome(await options.run(options.tenancy.findRepo(s.open.org, repo)))
-    return html(shell(s.open.org, s.open.csrf, b.js.name, b.css.name), owned ? 200 : 404)
+    return html(shell(s.open, b.js.name, b.css.name), owned ? 200 : 404)
   }
 
   return { handle, apiSession, bundle: getBundle }

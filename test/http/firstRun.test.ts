@@ -120,12 +120,12 @@ for (const db of databases) {
         GREENLINE_TOKEN: line.token
       })
       expect(list.code).toBe(0)
-      expect(list.out).toContain("first-run admin (admin)")
-      expect(list.out).toContain(`${id}\tci\t`)
-      // a token that is not an admin token may not use the admin API
+      expect(list.out).toContain("first-run admin\tadmin\t")
+      expect(list.out).toContain(`${id}\tci\twrite\t`)
+      // a token below the role admin may not use the admin API
       const refused = await post(first.url, "admin/createToken", ciToken ?? "", { org: "default" })
-      expect(refused.status).toBe(401)
-      expect(refused.body.error?.code).toBe("UNAUTHORIZED")
+      expect(refused.status).toBe(403)
+      expect(refused.body.error?.code).toBe("PERMISSION_DENIED")
       const revoke = cli(["tokens", "revoke", id ?? ""], {
         ...env,
         GREENLINE_URL: first.url,

@@ -113,7 +113,7 @@ for (const db of databases) {
           const tenancy = yield* Tenancy
           yield* tenancy.createOrg(OTHER_SLUG)
           yield* tenancy.addRepo(OTHER_SLUG, { host: "local", owner: "other", name: "theirs" })
-          return (yield* tenancy.createToken(OTHER_SLUG, "test")).token
+          return (yield* tenancy.createToken(OTHER_SLUG, "test", "admin")).token
         })
       )
     })

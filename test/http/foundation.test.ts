@@ -57,6 +57,7 @@ for (const db of databases) {
         "/v1/flaky-tests/get-test-history",
         "/v1/flaky-tests/get-upload",
         "/v1/listApiTokens",
+        "/v1/listAuditEvents",
         "/v1/createApiToken",
         "/v1/revokeApiToken",
         "/v1/admin/createOrganization",

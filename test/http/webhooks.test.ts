@@ -511,7 +511,7 @@ for (const db of databases) {
           Effect.gen(function* () {
             const tenancy = yield* Tenancy
             yield* tenancy.createOrg("other-org")
-            return yield* tenancy.createToken("other-org", "test")
+            return yield* tenancy.createToken("other-org", "test", "admin")
           })
         )
       ).token

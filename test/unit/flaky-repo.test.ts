@@ -17,6 +17,7 @@ import { testCaseId } from "../../src/flaky/testCaseIds.ts"
 import { fastTestCaseId, testCaseIds } from "../../src/flaky/testCaseIdsBinary.ts"
 import { runUpload, type UploadIo } from "../../src/flaky/uploadCli.ts"
 import { type ApiError, fromDomainError } from "../../src/http/errors.ts"
+import { PERMISSIONS } from "../../src/http/roles.ts"
 import { makeApp, RateLimiter } from "../../src/http/router.ts"
 import { flakyRoutes } from "../../src/http/routes/flaky.ts"
 import type { Database } from "../../src/kernel/Database.ts"
@@ -647,11 +648,15 @@ const suite = (kind: string, makeDb: () => Promise<{ db: Db; cleanup: () => Prom
     test("CLI upload through the HTTP routes: summary, exit codes, errors", async () => {
       if (skipped) return
       const TOKEN = "glt_test_token_0123456789"
+      const who = { org, principal: { actor: { kind: "token", id: "t1", name: "ci" }, role: "write" } } as const
       const runtime = await rt.runtime()
       const app = makeApp({
         routes: flakyRoutes,
         runtime,
-        authenticator: { authenticate: async (t) => (t === TOKEN ? Option.some(org) : Option.none()) },
+        authenticator: {
+          authenticate: async (t) => (t === TOKEN ? Option.some(who) : Option.none())
+        },
+        permissions: PERMISSIONS,
         rateLimiter: new RateLimiter(10_000, () => Date.now()),
         observer: { observe: () => {} },
         logError: () => {},

@@ -1,6 +1,7 @@
 import { describe, expect, test } from "bun:test"
 import { Effect, Option, Runtime, Schema } from "effect"
 import { post } from "../../src/http/operation.ts"
+import { PERMISSIONS } from "../../src/http/roles.ts"
 import { handle, makeApp, RateLimiter } from "../../src/http/router.ts"
 import type { Organization } from "../../src/tenancy/Tenancy.ts"
 
@@ -12,6 +13,7 @@ import type { Organization } from "../../src/tenancy/Tenancy.ts"
 
 const TOKEN = "glt_router_answers_0123456789"
 const org = { id: "00000000-0000-0000-0000-000000000001", slug: "acme" } as unknown as Organization
+const who = { org, principal: { actor: { kind: "token", id: "t1", name: "test" }, role: "admin" } } as const
 
 // two of the API's operation names, with schemas of this test's own
 const plain = post("getQueue", "/getQueue", Schema.Struct({}), Schema.Struct({ n: Schema.Int }))
@@ -21,7 +23,10 @@ const appWith = (checkAnswers: boolean) =>
   makeApp({
     routes: [handle(plain, () => Effect.succeed({ n: 1.5 })), handle(counted, () => Effect.succeed({ n: 5 }))],
     runtime: Runtime.defaultRuntime,
-    authenticator: { authenticate: async (t) => (t === TOKEN ? Option.some(org) : Option.none()) },
+    authenticator: {
+      authenticate: async (t) => (t === TOKEN ? Option.some(who) : Option.none())
+    },
+    permissions: PERMISSIONS,
     rateLimiter: new RateLimiter(10_000, () => Date.now()),
     observer: { observe: () => {} },
     logError: () => {},

@@ -53,7 +53,7 @@ for (const db of databases) {
           const tenancy = yield* Tenancy
           yield* tenancy.createOrg("other-org")
           yield* tenancy.addRepo("other-org", { host: "local", owner: "other", name: "theirs" })
-          return (yield* tenancy.createToken("other-org", "test")).token
+          return (yield* tenancy.createToken("other-org", "test", "admin")).token
         })
       )
     })

@@ -1,5 +1,5 @@
-import * as SqlClient from "@effect/sql/SqlClient"
 import { Effect } from "effect"
+import { auditedTransaction } from "../../audit/trail.ts"
 import { isEventsError } from "../../events/errors.ts"
 import { Webhooks, type WebhooksShape } from "../../events/Webhooks.ts"
 import { ops } from "../Api.ts"
@@ -10,10 +10,10 @@ import { CurrentOrg, handle } from "../router.ts"
 
 const write = <A>(f: (webhooks: WebhooksShape, org: typeof CurrentOrg.Service) => Effect.Effect<A, unknown>) =>
   Effect.gen(function* () {
-    const sql = yield* SqlClient.SqlClient
     const webhooks = yield* Webhooks
     const org = yield* CurrentOrg
-    return yield* sql.withTransaction(f(webhooks, org))
+    // the change and its audit record in one transaction (audit/trail.ts)
+    return yield* auditedTransaction(f(webhooks, org))
   }).pipe(Effect.catchAll((e) => (isEventsError(e) ? Effect.fail(fromDomainError(e)) : Effect.die(e))))
 
 export const eventRoutes = [

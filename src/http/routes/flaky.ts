@@ -1,4 +1,7 @@
+import type * as SqlClient from "@effect/sql/SqlClient"
 import { Effect, Schema } from "effect"
+import { auditedTransaction } from "../../audit/trail.ts"
+import type { FlakyError } from "../../flaky/errors.ts"
 import { Flaky, type UploadPart } from "../../flaky/Flaky.ts"
 import type { UploadSummary } from "../../flaky/schemas.ts"
 import { ops } from "../Api.ts"
@@ -9,6 +12,15 @@ import { CurrentOrg, handle, type Route } from "../router.ts"
 
 const withOrg = <A, E, R>(f: (flaky: typeof Flaky.Service, org: typeof CurrentOrg.Service) => Effect.Effect<A, E, R>) =>
   Effect.flatMap(Effect.all([Flaky, CurrentOrg]), ([flaky, org]) => f(flaky, org))
+
+/**
+ * A settings, override or ticket change: the service's own transaction nests in one that also holds the request's
+ * audit record (audit/trail.ts). A database failure is a defect, as in the service.
+ */
+const change = <A>(
+  f: (flaky: typeof Flaky.Service, org: typeof CurrentOrg.Service) => Effect.Effect<A, FlakyError>
+): Effect.Effect<A, FlakyError, Flaky | CurrentOrg | SqlClient.SqlClient> =>
+  Effect.catchTag(auditedTransaction(withOrg(f)), "SqlError", (e) => Effect.die(e))
 
 /** Reads the multipart body: the `metadata` part (JSON text or a file) and every `junit` part. */
 export const readUploadForm = (request: Request, body: Uint8Array) =>
@@ -66,12 +78,12 @@ export const flakyRoutes = [
   handle(ops.listQuarantinedTests, (req) => withOrg((flaky, org) => flaky.listQuarantinedTests(org, req))),
   handle(ops.getTestDetails, (req) => withOrg((flaky, org) => flaky.getTestDetails(org, req))),
   handle(ops.listUnhealthyTests, (req) => withOrg((flaky, org) => flaky.listUnhealthyTests(org, req))),
-  handle(ops.linkTicketToTestCase, (req) => withOrg((flaky, org) => flaky.linkTicket(org, req))),
-  handle(ops.setQuarantineOverride, (req) => withOrg((flaky, org) => flaky.setQuarantineOverride(org, req))),
+  handle(ops.linkTicketToTestCase, (req) => change((flaky, org) => flaky.linkTicket(org, req))),
+  handle(ops.setQuarantineOverride, (req) => change((flaky, org) => flaky.setQuarantineOverride(org, req))),
   handle(ops.getFlakySettings, (req) => withOrg((flaky, org) => flaky.getSettings(org, req))),
-  handle(ops.updateFlakySettings, (req) => withOrg((flaky, org) => flaky.updateSettings(org, req))),
+  handle(ops.updateFlakySettings, (req) => change((flaky, org) => flaky.updateSettings(org, req))),
   uploadRoute,
   handle(ops.exportQuarantine, (req) => withOrg((flaky, org) => flaky.exportQuarantine(org, req))),
   handle(ops.exportQuarantineCsv, (req) => withOrg((flaky, org) => flaky.exportQuarantineCsv(org, req))),
-  handle(ops.importQuarantine, (req) => withOrg((flaky, org) => flaky.importQuarantine(org, req)))
+  handle(ops.importQuarantine, (req) => change((flaky, org) => flaky.importQuarantine(org, req)))
 ] as const

@@ -1,5 +1,5 @@
-import * as SqlClient from "@effect/sql/SqlClient"
 import { Effect, Option } from "effect"
+import { auditedTransaction } from "../../audit/trail.ts"
 import { dieUnless } from "../../kernel/errors.ts"
 import { Engine, type EngineShape, type QueueKey } from "../../queue/Engine.ts"
 import { isQueueError, type QueueError } from "../../queue/errors.ts"
@@ -42,8 +42,8 @@ export const requireQueue = (repo: RepoRef, branch: string) =>
 const keyOf = (repo: RepoRef, branch: string) =>
   Effect.map(CurrentOrg, (org): QueueKey => ({ orgId: org.id, repo, branch }))
 
-const transaction = <A, R>(effect: Effect.Effect<A, unknown, R>) =>
-  Effect.flatMap(SqlClient.SqlClient, (sql) => orDie(sql.withTransaction(effect)))
+/** One transaction, with the request's audit record in it (audit/trail.ts). */
+const transaction = <A, R>(effect: Effect.Effect<A, unknown, R>) => orDie(auditedTransaction(effect))
 
 /** A write to a queue's engine in one transaction, then a wake-up of the queue's runner. */
 const engineWrite = <A, R>(

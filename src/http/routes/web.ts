@@ -1,19 +1,25 @@
 import { Effect, Option } from "effect"
+import { AuditLog } from "../../audit/AuditLog.ts"
+import { isAuditError } from "../../audit/errors.ts"
+import { auditedTransaction } from "../../audit/trail.ts"
 import { TestHistoryReader } from "../../flaky/history.ts"
 import { dieUnless } from "../../kernel/errors.ts"
 import { QueueActivityReader, queueHealth } from "../../queue/activity.ts"
 import { Engine } from "../../queue/Engine.ts"
 import { isQueueError, type QueueError } from "../../queue/errors.ts"
-import { Tenancy } from "../../tenancy/Tenancy.ts"
+import { PermissionDenied, Tenancy } from "../../tenancy/Tenancy.ts"
 import { ops } from "../Api.ts"
-import { ApiError, notFound } from "../errors.ts"
-import { CurrentOrg, handle } from "../router.ts"
+import { ApiError, fromDomainError, notFound } from "../errors.ts"
+import { CurrentOrg, CurrentPrincipal, handle } from "../router.ts"
 import { requireQueue } from "./queue.ts"
 
 /** Handlers of the dashboard's extension endpoints (every one of them also answers an API token). */
 
 // the engine's domain errors (PR not found, ...) go on to the HTTP edge's mapping, as in the queue's handlers
-const orDie = dieUnless((e): e is ApiError | QueueError => e instanceof ApiError || isQueueError(e))
+const orDie = dieUnless(
+  (e): e is ApiError | QueueError | PermissionDenied =>
+    e instanceof ApiError || isQueueError(e) || e instanceof PermissionDenied
+)
 
 const iso = (d: Date) => d.toISOString()
 
@@ -95,15 +101,18 @@ export const webRoutes = [
     })
   ),
 
+  // the tokens of the caller's organization; below admin, the tenancy service narrows them to the caller's own
   handle(ops.listApiTokens, () =>
     Effect.gen(function* () {
       const org = yield* CurrentOrg
+      const by = yield* CurrentPrincipal
       const tenancy = yield* Tenancy
-      const tokens = yield* orDie(tenancy.listTokens(org.slug))
+      const tokens = yield* orDie(tenancy.listTokens(org.slug, by))
       return {
         tokens: tokens.map((t) => ({
           id: t.id,
           name: t.name,
+          role: t.role,
           createdAt: iso(t.createdAt),
           revokedAt: t.revokedAt === null ? null : iso(t.revokedAt)
         }))
@@ -114,21 +123,32 @@ export const webRoutes = [
   handle(ops.createApiToken, (req) =>
     Effect.gen(function* () {
       const org = yield* CurrentOrg
+      const by = yield* CurrentPrincipal
       const tenancy = yield* Tenancy
-      const created = yield* orDie(tenancy.createToken(org.slug, req.name))
-      return { id: created.id, name: req.name, token: created.token }
+      const created = yield* orDie(auditedTransaction(tenancy.createToken(org.slug, req.name, req.role, by)))
+      return { id: created.id, name: req.name, role: created.role, token: created.token }
     })
   ),
 
   handle(ops.revokeApiToken, (req) =>
     Effect.gen(function* () {
       const org = yield* CurrentOrg
+      const by = yield* CurrentPrincipal
       const tenancy = yield* Tenancy
       // only a token of the caller's organization: another's is not found
-      const tokens = yield* orDie(tenancy.listTokens(org.slug))
-      if (!tokens.some((t) => t.id === req.id)) return yield* notFound("NOT_FOUND", `no API token ${req.id}`)
-      yield* orDie(tenancy.revokeToken(req.id))
+      const revoked = yield* orDie(auditedTransaction(tenancy.revokeToken(req.id, { org, by })))
+      if (!revoked) return yield* notFound("NOT_FOUND", `no API token ${req.id}`)
       return {}
+    })
+  ),
+
+  handle(ops.listAuditEvents, (req) =>
+    Effect.gen(function* () {
+      const org = yield* CurrentOrg
+      const audit = yield* AuditLog
+      return yield* audit
+        .list(org.id, req)
+        .pipe(Effect.catchAll((e) => (isAuditError(e) ? Effect.fail(fromDomainError(e)) : Effect.die(e))))
     })
   )
 ]

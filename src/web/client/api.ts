@@ -29,6 +29,10 @@ export class ApiFailure extends Error {
 const meta = (name: string) => document.querySelector<HTMLMetaElement>(`meta[name="${name}"]`)?.content ?? ""
 export const csrf = () => meta("greenline-csrf")
 export const orgSlug = () => meta("greenline-org")
+/** The signed-in token's or person's role: what the navigation offers (the server decides what is allowed). */
+export const role = () => meta("greenline-role")
+/** The roles, each including the ones before it (as the server's tenancy/principal.ts). */
+export const ROLE_ORDER = ["read", "write", "maintain", "admin"] as const
 
 const paths: Record<string, string> = {
   getTestDetails: "/flaky-tests/get-test-details",

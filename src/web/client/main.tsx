@@ -1,5 +1,6 @@
 import { render } from "preact"
-import { csrf, orgSlug } from "./api.ts"
+import { csrf, orgSlug, role } from "./api.ts"
+import { AuditPage } from "./audit.tsx"
 import { FlakyListPage, TestPage, UploadPage } from "./flaky.tsx"
 import { HealthPage } from "./health.tsx"
 import { HomePage, RepoPage } from "./home.tsx"
@@ -23,6 +24,7 @@ const route = (pathname: string, search: string) => {
   const params = new URLSearchParams(search)
   if (pathname === "/") return <HomePage />
   if (pathname === "/settings") return <TokensPage />
+  if (pathname === "/audit") return <AuditPage />
   const m = /^\/repos\/([^/]+)\/([^/]+)\/([^/]+)(\/.*)?$/.exec(pathname)
   if (m === null) return <NotFound />
   const repo: RepoKey = { host: decode(m[1]!), owner: decode(m[2]!), name: decode(m[3]!) }
@@ -58,9 +60,12 @@ const App = () => {
           Greenline
         </a>
         <nav aria-label="Main">
-          <a href="/">Queues</a> <a href="/settings">API tokens</a>
+          <a href="/">Queues</a> {role() !== "read" && role() !== "write" && <a href="/settings">API tokens</a>}{" "}
+          {role() === "admin" && <a href="/audit">Audit log</a>}
         </nav>
-        <span class="org">{orgSlug()}</span>
+        <span class="org">
+          {orgSlug()} <span class="muted">({role()})</span>
+        </span>
         <form method="post" action="/logout" class="logout">
           <input type="hidden" name="csrf" value={csrf()} />
           <button type="submit">Sign out</button>

@@ -1,5 +1,5 @@
 import { useEffect, useState } from "preact/hooks"
-import { type Answer, ApiFailure, type Body, call, orgSlug } from "./api.ts"
+import { type Answer, ApiFailure, type Body, call, orgSlug, ROLE_ORDER, role } from "./api.ts"
 import { useLive } from "./hooks.ts"
 import { Crumbs, ErrorView, Loading, queuePath, type RepoKey, repoPath, when } from "./ui.tsx"
 
@@ -220,12 +220,14 @@ export const QueueSettingsPage = ({ repo, branch }: { repo: RepoKey; branch: str
 export const TokensPage = () => {
   const live = useLive(() => call("listApiTokens", {}), "tokens", 30_000)
   const [name, setName] = useState("")
+  const roles = ROLE_ORDER.slice(0, Math.max(1, ROLE_ORDER.indexOf(role() as (typeof ROLE_ORDER)[number]) + 1))
+  const [newRole, setNewRole] = useState<(typeof ROLE_ORDER)[number]>("write")
   const [created, setCreated] = useState<Answer<"createApiToken"> | undefined>(undefined)
   const [message, setMessage] = useState<string | undefined>(undefined)
   const create = async (event: Event) => {
     event.preventDefault()
     try {
-      setCreated(await call("createApiToken", { name }))
+      setCreated(await call("createApiToken", { name, role: newRole }))
       setName("")
       setMessage(undefined)
       void live.refresh()
@@ -254,6 +256,18 @@ export const TokensPage = () => {
       <form class="card" onSubmit={create}>
         <label for="token-name">Name</label>{" "}
         <input id="token-name" value={name} onInput={(e) => setName((e.currentTarget as HTMLInputElement).value)} />{" "}
+        <label for="token-role">Role</label>{" "}
+        <select
+          id="token-role"
+          value={newRole}
+          onChange={(e) => setNewRole((e.currentTarget as HTMLSelectElement).value as (typeof ROLE_ORDER)[number])}
+        >
+          {roles.map((r) => (
+            <option key={r} value={r}>
+              {r}
+            </option>
+          ))}
+        </select>{" "}
         <button type="submit">Create token</button>
         {message !== undefined && (
           <p class="error" role="alert">
@@ -262,7 +276,8 @@ export const TokensPage = () => {
         )}
         {created !== undefined && (
           <p role="status">
-            New token <strong>{created.name}</strong> (shown only now): <code class="secret">{created.token}</code>
+            New {created.role} token <strong>{created.name}</strong> (shown only now):{" "}
+            <code class="secret">{created.token}</code>
           </p>
         )}
       </form>
@@ -274,6 +289,7 @@ export const TokensPage = () => {
           <thead>
             <tr>
               <th scope="col">Name</th>
+              <th scope="col">Role</th>
               <th scope="col">Created</th>
               <th scope="col">State</th>
               <th scope="col">
@@ -285,6 +301,7 @@ export const TokensPage = () => {
             {live.data.tokens.map((t) => (
               <tr key={t.id}>
                 <td>{t.name === "" ? <span class="muted">(no name)</span> : t.name}</td>
+                <td>{t.role}</td>
                 <td>{when(t.createdAt)}</td>
                 <td>{t.revokedAt === null ? "active" : <>revoked {when(t.revokedAt)}</>}</td>
                 <td>

@@ -1,0 +1,140 @@
+/**
+ * The audit log page in a real browser (Debian's chromium through playwright-core) against the real server (issue
+ * #30): an admin sees allowed and refused changes with their actor, role, target and address, filters them, and
+ * follows a change made while the page is open; a `write` session gets no link to it and a refusal on the page. With
+ * GREENLINE_SCREENSHOTS=1 it also writes docs/screens/audit.png.
+ */
+import { afterAll, beforeAll, describe, expect, test } from "bun:test"
+import * as path from "node:path"
+import { Effect } from "effect"
+import { type Browser, type BrowserContext, chromium, type Page } from "playwright-core"
+import { Tenancy } from "../../src/tenancy/Tenancy.ts"
+import { databases, startTestServer, type TestServer } from "../support/server.ts"
+
+const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium"
+const SCREENSHOTS = process.env.GREENLINE_SCREENSHOTS === "1"
+const SCREENS = path.join(import.meta.dir, "../../docs/screens")
+
+let shared: Promise<Browser> | undefined
+const browserOnce = () => {
+  shared ??= chromium.launch({
+    executablePath: CHROMIUM,
+    headless: true,
+    args: [
+      "--headless",
+      "--no-sandbox",
+      "--disable-gpu",
+      "--disable-quic",
+      "--no-first-run",
+      "--disable-background-networking",
+      "--disable-component-update",
+      "--disable-sync"
+    ]
+  })
+  return shared
+}
+
+afterAll(async () => {
+  if (shared === undefined) return
+  const browser = await shared
+  await Promise.race([browser.close(), Bun.sleep(10_000)])
+})
+
+for (const db of databases) {
+  describe(`the audit log page in a browser (${db})`, () => {
+    let server: TestServer
+    let context: BrowserContext
+    let page: Page
+    let ci: { id: string; token: string }
+    const key = { repo: { host: "local", owner: "acme", name: "audit-web" }, targetBranch: "main" }
+
+    const signIn = async (p: Page, token: string) => {
+      await p.goto(`${server.url}/login`)
+      await p.fill("#token", token)
+      await Promise.all([p.waitForURL(`${server.url}/`), p.click("button[type=submit]")])
+    }
+    const rows = (p: Page) =>
+      p.$$eval("#audit tbody tr", (trs) =>
+        trs.map((tr) => Array.from(tr.querySelectorAll("td")).map((td) => (td.textContent ?? "").trim()))
+      )
+
+    beforeAll(async () => {
+      server = await startTestServer({ db })
+      ci = await server.run(Effect.flatMap(Tenancy, (t) => t.createToken("acme-org", "ci", "write")))
+      // an allowed change by the admin token, a refused one by the CI token
+      expect((await server.post("createQueue", key)).status).toBe(200)
+      const refused = await server.post("updateQueue", { ...key, state: "paused" }, { "x-api-token": ci.token })
+      expect(refused.status).toBe(403)
+      context = await (await browserOnce()).newContext({ viewport: { width: 1280, height: 800 } })
+      page = await context.newPage()
+    })
+    afterAll(async () => {
+      await context?.close()
+      await server?.close()
+    })
+
+    test("an admin sees allowed and refused changes with their actor, and filters them", async () => {
+      await signIn(page, server.token)
+      await expect(page.locator("nav[aria-label=Main] a", { hasText: "Audit log" }).count()).resolves.toBe(1)
+      await page.click("text=Audit log")
+      await page.waitForURL(`${server.url}/audit`)
+      await page.waitForSelector("#audit tbody tr")
+      const shown = await rows(page)
+      // When, Who, Role, Action, Target, Outcome, From
+      expect(shown.map((r) => r.slice(1, 6))).toEqual([
+        ["ci", "write", "updateQueue", "local/acme/audit-web@main (state)", "refused"],
+        ["bootstrap", "admin", "createQueue", "local/acme/audit-web@main", "allowed"]
+      ])
+      expect(shown.every((r) => r[6] === "127.0.0.1")).toBe(true)
+
+      await page.check("input[name=outcome][value=refused]")
+      await page.waitForFunction(() => document.querySelectorAll("#audit tbody tr").length === 1)
+      expect((await rows(page)).map((r) => r[1])).toEqual(["ci"])
+      await page.check("input[name=outcome][value='']")
+      await page.fill("#audit-actor", "bootstrap")
+      await page.press("#audit-actor", "Enter")
+      await page.waitForFunction(() =>
+        Array.from(document.querySelectorAll("#audit tbody tr td:nth-child(2)")).every(
+          (td) => td.textContent === "bootstrap"
+        )
+      )
+      await page.fill("#audit-actor", "")
+      await page.press("#audit-actor", "Enter")
+
+      // a change made in the dashboard itself (a new token) shows up with the session's actor
+      await page.click("text=API tokens")
+      await page.fill("#token-name", "grafana")
+      await page.selectOption("#token-role", "read")
+      await page.click("text=Create token")
+      await page.waitForSelector("text=New read token")
+      await page.click("text=Audit log")
+      await page.waitForFunction(() =>
+        Array.from(document.querySelectorAll("#audit tbody tr td:nth-child(4)")).some(
+          (td) => td.textContent === "createApiToken"
+        )
+      )
+      const first = (await rows(page))[0]
+      expect(first?.slice(1, 6)).toEqual([
+        "bootstrap",
+        "admin",
+        "createApiToken",
+        'name "grafana" role read',
+        "allowed"
+      ])
+      if (SCREENSHOTS) await page.screenshot({ path: path.join(SCREENS, "audit.png") })
+    })
+
+    test("a write session has no link to it, and the page answers that its role does not allow it", async () => {
+      const p = await context.newPage()
+      await context.clearCookies()
+      await signIn(p, ci.token)
+      expect(await p.locator("nav[aria-label=Main] a", { hasText: "Audit log" }).count()).toBe(0)
+      expect(await p.locator("nav[aria-label=Main] a", { hasText: "API tokens" }).count()).toBe(0)
+      await expect(p.locator("header .org").textContent()).resolves.toContain("(write)")
+      await p.goto(`${server.url}/audit`)
+      await p.waitForSelector("[role=alert]")
+      expect(await p.textContent("[role=alert]")).toContain("PERMISSION_DENIED")
+      await p.close()
+    })
+  })
+}
