@@ -6,7 +6,7 @@ import { flakyStatusHistory } from "../flaky/historyMigration.ts"
 import { flakyMigration, flakyQuarantineLifecycle, flakyResultsByTime } from "../flaky/migration.ts"
 import { requestsAndRunnerErrors } from "../queue/migration.ts"
 import { adminTokensMigration } from "../tenancy/migration.ts"
-import { webSessionsMigration } from "../tenancy/sessionsMigration.ts"
+import { peopleSessionsMigration, webSessionsMigration } from "../tenancy/sessionsMigration.ts"
 
 /**
  * One set of migrations for PostgreSQL and PGlite. Each is a list of single statements (PGlite's extended protocol
@@ -257,7 +257,8 @@ export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.S
   "0100_flaky_status_history": flakyStatusHistory,
   "0101_test_runs_by_entry": testRunsByEntry,
   "0102_event_stream_presence": streamPresenceMigration,
-  "0103_timeline_in_event_log": timelineInLogMigration
+  "0103_timeline_in_event_log": timelineInLogMigration,
+  "0210_people_sessions": peopleSessionsMigration
 }
 
 export const runMigrations = Migrator.make({})({

@@ -1,5 +1,6 @@
 import { Cause, Context, Effect, Either, Exit, Option, type ParseResult, Runtime, Schema, type SchemaAST } from "effect"
 import { describeCause } from "../kernel/errors.ts"
+import type { Principal } from "../tenancy/principal.ts"
 import type { Organization } from "../tenancy/Tenancy.ts"
 import type { OpName } from "./Api.ts"
 import {
@@ -257,13 +258,20 @@ export interface AppOptions<R> {
   readonly tracer?: RequestTracer | undefined
   readonly logError: (message: string, cause: unknown) => void
   /**
-   * A dashboard session (cookie) for a request without an API token: its organization, a rate-limit key, and whether
-   * the request carries the session's anti-CSRF token (required for anything but GET).
+   * A dashboard session (cookie) for a request without an API token: its organization, a rate-limit key, who it is
+   * (a token's session or a person's, with the role it holds), and whether the request carries the session's
+   * anti-CSRF token (required for anything but GET).
    */
   readonly session?:
-    | ((
-        request: Request
-      ) => Promise<{ readonly org: Organization; readonly key: string; readonly csrfOk: boolean } | undefined>)
+    | ((request: Request) => Promise<
+        | {
+            readonly org: Organization
+            readonly key: string
+            readonly principal: Principal
+            readonly csrfOk: boolean
+          }
+        | undefined
+      >)
     | undefined
   /** Check every answer against its schema (CHECK_ANSWERS); answers whose schema transforms are always encoded. */
   readonly checkAnswers?: boolean | undefined

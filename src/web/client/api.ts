@@ -29,6 +29,22 @@ export class ApiFailure extends Error {
 const meta = (name: string) => document.querySelector<HTMLMetaElement>(`meta[name="${name}"]`)?.content ?? ""
 export const csrf = () => meta("greenline-csrf")
 export const orgSlug = () => meta("greenline-org")
+/** Who is signed in: a person's name, or `token <name>` for a session opened with an API token. */
+export const actorName = () => meta("greenline-actor")
+export const actorKind = () => meta("greenline-actor-kind")
+/** The role the session holds in the organization: read, write, maintain or admin. */
+export const role = () => meta("greenline-role")
+
+/** A link to another site only when it is http or https (a `javascript:` URL is no link): else undefined. */
+export const httpLink = (url: string | null | undefined): string | undefined => {
+  if (url === null || url === undefined || url === "") return undefined
+  try {
+    const parsed = new URL(url)
+    return parsed.protocol === "http:" || parsed.protocol === "https:" ? parsed.href : undefined
+  } catch {
+    return undefined
+  }
+}
 
 const paths: Record<string, string> = {
   getTestDetails: "/flaky-tests/get-test-details",

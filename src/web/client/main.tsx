@@ -1,5 +1,5 @@
 import { render } from "preact"
-import { csrf, orgSlug } from "./api.ts"
+import { actorKind, actorName, csrf, orgSlug, role } from "./api.ts"
 import { FlakyListPage, TestPage, UploadPage } from "./flaky.tsx"
 import { HealthPage } from "./health.tsx"
 import { HomePage, RepoPage } from "./home.tsx"
@@ -61,6 +61,9 @@ const App = () => {
           <a href="/">Queues</a> <a href="/settings">API tokens</a>
         </nav>
         <span class="org">{orgSlug()}</span>
+        <span class="who" title={actorKind() === "person" ? "signed in as" : "signed in with an API token"}>
+          <span class="actor">{actorName()}</span> · <span class="role">{role()}</span>
+        </span>
         <form method="post" action="/logout" class="logout">
           <input type="hidden" name="csrf" value={csrf()} />
           <button type="submit">Sign out</button>
