@@ -51,7 +51,10 @@ export const HttpUrl = Text(MAX_LEN.url).pipe(
         return false
       }
     },
-    { message: () => "must be an http or https URL", jsonSchema: { format: "uri", pattern: "^[Hh][Tt][Tt][Pp][Ss]?://" } }
+    {
+      message: () => "must be an http or https URL",
+      jsonSchema: { format: "uri", pattern: "^[Hh][Tt][Tt][Pp][Ss]?://" }
+    }
   )
 )
 

@@ -65,12 +65,20 @@ const describe = (error: unknown): OidcFailure => {
       error.error === "invalid_grant" ? 400 : 502
     )
   }
-  const e = error as { code?: string; message?: string }
-  if (e?.code === "OAUTH_INVALID_RESPONSE" && /state/i.test(e.message ?? "")) {
-    return new OidcFailure("This sign-in was not started here (its state does not match). Sign in again.", 400)
-  }
+  // openid-client's ClientError: a code, and the check that failed as its cause
+  const e = error as { code?: string; message?: string; cause?: { message?: string } }
+  const detail = e?.cause?.message ?? ""
   if (typeof e?.code === "string" && e.code.startsWith("OAUTH_")) {
-    return new OidcFailure(`The identity provider's answer was not valid: ${e.message ?? e.code}.`, 502)
+    if (/"state"/.test(detail)) {
+      return new OidcFailure("This sign-in was not started here (its state does not match). Sign in again.", 400)
+    }
+    if (/"nonce"/.test(detail)) {
+      return new OidcFailure("The ID token was not issued for this sign-in (its nonce does not match).", 400)
+    }
+    return new OidcFailure(
+      `The identity provider's answer was not valid: ${e.message ?? e.code}${detail === "" ? "" : ` (${detail})`}.`,
+      502
+    )
   }
   return new OidcFailure(
     `The identity provider could not be reached: ${error instanceof Error ? error.message : String(error)}.`,
