@@ -1,7 +1,6 @@
 import { generateKeyPairSync, randomUUID } from "node:crypto"
 import * as http from "node:http"
 import type { AddressInfo } from "node:net"
-import type Provider from "oidc-provider"
 
 /**
  * A real OpenID Connect provider for the tests: `oidc-provider` (a certified implementation) on a loopback port, with
