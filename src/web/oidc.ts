@@ -29,6 +29,8 @@ export interface OidcIdentity {
   readonly roles: ReadonlyArray<{ readonly org: string; readonly role: Role }>
   /** The provider's refresh token, when it gave one (to read the role again later without the person). */
   readonly refreshToken: string | undefined
+  /** The role claim's values (to say why a person has no role). */
+  readonly values: ReadonlyArray<string>
 }
 
 /** A sign-in that did not complete, with what to tell the person (never a token or a secret). */
@@ -92,6 +94,13 @@ const stringClaim = (claims: Readonly<Record<string, unknown>>, name: string) =>
 }
 
 export const makeOidc = (settings: OidcSettings) => {
+  /** Why a person has no role: the claim's values they have, which no rule names. */
+  const noRoleReason = (id: OidcIdentity) => {
+    const shown = id.values.slice(0, 20).map((v) => JSON.stringify(v))
+    return id.values.length === 0
+      ? `the provider sent no ${settings.roleClaim} claim for them (is it in OIDC_SCOPES and released to this client?)`
+      : `their ${settings.roleClaim} (${shown.join(", ")}${id.values.length > 20 ? ", …" : ""}) match no rule`
+  }
   let configuration: Promise<client.Configuration> | undefined
   /** The provider's metadata, discovered on first use and kept; a failed discovery is tried again next time. */
   const config = () => {
@@ -131,18 +140,21 @@ export const makeOidc = (settings: OidcSettings) => {
       claims = { ...info, ...claims, ...(hasClaim(claims, settings.roleClaim) ? {} : pick(info, settings.roleClaim)) }
     }
     const email = stringClaim(claims, "email")
+    const values = claimValues(claims, settings.roleClaim)
     return {
       person: {
         subject,
         name: stringClaim(claims, "name") ?? stringClaim(claims, "preferred_username") ?? email ?? subject,
         email
       },
-      roles: rolesOf(settings.roleRules, claimValues(claims, settings.roleClaim)),
-      refreshToken: tokens.refresh_token
+      roles: rolesOf(settings.roleRules, values),
+      refreshToken: tokens.refresh_token,
+      values
     }
   }
 
   return {
+    noRoleReason,
     /** Where to send the browser, and the checks to keep for its return. */
     start: async (): Promise<{ readonly url: URL; readonly checks: OidcChecks }> => {
       try {

@@ -432,7 +432,7 @@ export const makeDashboard = (options: DashboardOptions) => {
     }
     return html(
       failurePage(
-        `${id.person.name} has no role in ${asked === undefined ? "any organization of this Greenline" : `the organization ${asked}`}. An administrator gives one through OIDC_ROLE_RULES.`
+        `${id.person.name} has no role in ${asked === undefined ? "any organization of this Greenline" : `the organization ${asked}`}: ${oidc.client.noRoleReason(id)}. An administrator gives roles through OIDC_ROLE_RULES.`
       ),
       403,
       clear

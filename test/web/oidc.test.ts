@@ -213,7 +213,10 @@ for (const db of databases) {
       const carol = await signIn("carol")
       expect(carol.response.status).toBe(403)
       expect(carol.session).toBeUndefined()
-      expect(await carol.response.text()).toContain("has no role in any organization")
+      const why = await carol.response.text()
+      expect(why).toContain("Carol Nobody has no role in any organization")
+      // and why: the claim's values, which no rule names
+      expect(why).toContain("their groups (&quot;nobody&quot;) match no rule")
     })
 
     test("a wrong state is refused and creates no session; the sign-in cannot be completed after it", async () => {
