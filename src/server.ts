@@ -166,10 +166,17 @@ const securityHeadersFor = (publicUrl: string): ReadonlyArray<readonly [string, 
   ...(publicUrl.startsWith("https:") ? [["strict-transport-security", "max-age=31536000"] as const] : [])
 ]
 const withSecurityHeaders = (response: Response, headers: ReadonlyArray<readonly [string, string]>): Response => {
-  for (const [name, value] of headers) {
-    if (!response.headers.has(name)) response.headers.set(name, value)
+  const missing = headers.filter(([name]) => !response.headers.has(name))
+  if (missing.length === 0) return response
+  try {
+    for (const [name, value] of missing) response.headers.set(name, value)
+    return response
+  } catch {
+    // immutable headers (a Response.redirect, a fetched answer): the same answer with its headers copied
+    const copied = new Headers(response.headers)
+    for (const [name, value] of missing) copied.set(name, value)
+    return new Response(response.body, { status: response.status, statusText: response.statusText, headers: copied })
   }
-  return response
 }
 
 /** Where the single-file CI client is served. */
@@ -413,9 +420,12 @@ export const startServer = async <E>(
     },
     error: (error) => {
       logError("unhandled server error", error)
-      return Response.json(
-        { error: { code: "INTERNAL", message: "the server could not complete the request" } },
-        { status: 500 }
+      return withSecurityHeaders(
+        Response.json(
+          { error: { code: "INTERNAL", message: "the server could not complete the request" } },
+          { status: 500 }
+        ),
+        everyAnswer
       )
     }
   })

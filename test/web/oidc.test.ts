@@ -20,7 +20,7 @@ const freePort = () => {
   return port
 }
 
-export const RULES =
+const RULES =
   "acme-org:admin=gl-admins; acme-org:write=developers; acme-org:read=acme:readers; other-org:maintain=other-team"
 const rules = (): ReadonlyArray<RoleRule> => {
   const parsed = parseRoleRules(RULES)
@@ -29,7 +29,7 @@ const rules = (): ReadonlyArray<RoleRule> => {
 }
 
 /** A server with OIDC configured against `provider`, on a port chosen first (PUBLIC_URL names it). */
-export const startOidcServer = async (
+const startOidcServer = async (
   db: "pglite" | "postgres",
   provider: (redirectUri: string) => Promise<TestProvider>,
   extra: { readonly refreshSeconds?: number } = {}
