@@ -1,4 +1,5 @@
-import { Config, Context, Effect, Layer, Option, Redacted } from "effect"
+import { Config, ConfigError, Context, Effect, Either, Layer, Option, Redacted } from "effect"
+import { parseRoleRules, type RoleRule } from "./tenancy/roleRules.ts"
 
 /** Everything the service reads from the environment (contract.md §5), with its defaults. */
 export interface AppConfigShape {
@@ -17,7 +18,40 @@ export interface AppConfigShape {
   readonly bootstrapOrg: string
   readonly bootstrapToken: Option.Option<Redacted.Redacted<string>>
   readonly metricsToken: Option.Option<Redacted.Redacted<string>>
+  /**
+   * PUBLIC_URL: the address people and clients reach the server at, as they type it (scheme, host, port, path
+   * prefix; behind a TLS-terminating proxy, the proxy's https address). Links the server gives out start with it,
+   * the OIDC redirect URI is `<PUBLIC_URL>/login/oidc/callback`, cookies are Secure when it is https, and its origin
+   * is the one a sign-in form post must come from (docs/security.md). Default `http://localhost:$PORT`.
+   */
   readonly publicUrl: string
+  /** Whether PUBLIC_URL was set: unset, a form post may also come from the origin the request was addressed to. */
+  readonly publicUrlConfigured: boolean
+  /**
+   * TRUST_PROXY (default false): the request's X-Forwarded-Proto, X-Forwarded-Host and X-Forwarded-For count (the
+   * client's address is the last X-Forwarded-For entry). Set it only when a proxy that sets them is the only way in.
+   */
+  readonly trustProxy: boolean
+  /** OIDC_ISSUER_URL: the identity provider people sign in with (OpenID Connect); unset, only token sign-in. */
+  readonly oidcIssuerUrl: Option.Option<string>
+  /** OIDC_CLIENT_ID: Greenline's client id at the provider (required with OIDC_ISSUER_URL). */
+  readonly oidcClientId: Option.Option<string>
+  /** OIDC_CLIENT_SECRET: the client's secret; unset, a public client (PKCE only). */
+  readonly oidcClientSecret: Option.Option<Redacted.Redacted<string>>
+  /** OIDC_SCOPES (default `openid profile email`): add `groups` (Dex, Okta) or `offline_access` where needed. */
+  readonly oidcScopes: string
+  /** OIDC_ROLE_CLAIM (default `groups`): the claim whose values the rules map to roles; a dotted path is followed. */
+  readonly oidcRoleClaim: string
+  /** OIDC_ROLE_RULES: `<org>:<role>=<claim value>` rules, `;`- or newline-separated (tenancy/roleRules.ts). */
+  readonly oidcRoleRules: ReadonlyArray<RoleRule>
+  /**
+   * OIDC_REFRESH_SECONDS (default 300): how long a person's role is used before it is read again from the provider
+   * (with the refresh token; without one the person signs in again). docs/decisions.md, "When a person's role is
+   * read".
+   */
+  readonly oidcRefreshSeconds: number
+  /** OIDC_PROVIDER_NAME (default `your identity provider`): the sign-in button's "Sign in with …". */
+  readonly oidcProviderName: string
   readonly rateLimitPerSecond: number
   readonly logLevel: string
   readonly logFormat: "json" | "pretty"
@@ -96,6 +130,26 @@ export const appConfig: Config.Config<AppConfigShape> = Config.all({
   bootstrapToken: Config.option(Config.redacted("BOOTSTRAP_TOKEN")),
   metricsToken: Config.option(Config.redacted("METRICS_TOKEN")),
   publicUrl: Config.option(Config.string("PUBLIC_URL")),
+  trustProxy: Config.boolean("TRUST_PROXY").pipe(Config.withDefault(false)),
+  oidcIssuerUrl: Config.option(Config.string("OIDC_ISSUER_URL")),
+  oidcClientId: Config.option(Config.string("OIDC_CLIENT_ID")),
+  oidcClientSecret: Config.option(Config.redacted("OIDC_CLIENT_SECRET")),
+  oidcScopes: Config.string("OIDC_SCOPES").pipe(Config.withDefault("openid profile email")),
+  oidcRoleClaim: Config.string("OIDC_ROLE_CLAIM").pipe(Config.withDefault("groups")),
+  oidcRoleRules: Config.string("OIDC_ROLE_RULES").pipe(
+    Config.withDefault(""),
+    Config.mapOrFail((text) => {
+      const parsed = parseRoleRules(text)
+      return "error" in parsed
+        ? Either.left(ConfigError.InvalidData(["OIDC_ROLE_RULES"], parsed.error))
+        : Either.right(parsed.rules)
+    })
+  ),
+  oidcRefreshSeconds: Config.integer("OIDC_REFRESH_SECONDS").pipe(
+    Config.validate({ message: "OIDC_REFRESH_SECONDS must be at least 1", validation: (n) => n >= 1 }),
+    Config.withDefault(300)
+  ),
+  oidcProviderName: Config.string("OIDC_PROVIDER_NAME").pipe(Config.withDefault("your identity provider")),
   rateLimitPerSecond: Config.integer("RATE_LIMIT_PER_SECOND").pipe(Config.withDefault(100)),
   logLevel: Config.string("LOG_LEVEL").pipe(Config.withDefault("info")),
   logFormat: Config.literal("json", "pretty")("LOG_FORMAT").pipe(Config.withDefault("json" as const)),
@@ -129,9 +183,24 @@ export const appConfig: Config.Config<AppConfigShape> = Config.all({
     githubAppPrivateKey: Option.filter(c.githubAppPrivateKey, (k) => Redacted.value(k).trim() !== ""),
     githubToken: Option.filter(c.githubToken, (t) => Redacted.value(t).trim() !== ""),
     githubWebhookSecret: Option.filter(c.githubWebhookSecret, (t) => Redacted.value(t) !== ""),
-    publicUrl: Option.getOrElse(c.publicUrl, () => `http://localhost:${c.port}`).replace(/\/+$/, ""),
+    publicUrl: Option.getOrElse(
+      Option.filter(c.publicUrl, (u) => u.trim() !== ""),
+      () => `http://localhost:${c.port}`
+    )
+      .trim()
+      .replace(/\/+$/, ""),
+    publicUrlConfigured: Option.isSome(Option.filter(c.publicUrl, (u) => u.trim() !== "")),
+    oidcIssuerUrl: Option.filter(c.oidcIssuerUrl, (u) => u.trim() !== "").pipe(Option.map((u) => u.trim())),
+    oidcClientId: Option.filter(c.oidcClientId, (id) => id.trim() !== "").pipe(Option.map((id) => id.trim())),
+    oidcClientSecret: Option.filter(c.oidcClientSecret, (s) => Redacted.value(s) !== ""),
+    oidcRoleClaim: c.oidcRoleClaim.trim(),
     auditRetentionDays: Option.getOrElse(c.auditRetentionDays, () => DEFAULT_AUDIT_RETENTION_DAYS)
-  }))
+  })),
+  Config.validate({
+    message: "OIDC_ISSUER_URL needs OIDC_CLIENT_ID, and PUBLIC_URL must be an http or https URL",
+    validation: (c) =>
+      (Option.isNone(c.oidcIssuerUrl) || Option.isSome(c.oidcClientId)) && /^https?:\/\/[^/]/i.test(c.publicUrl)
+  })
 )
 
 export const AppConfigLive: Layer.Layer<AppConfig, import("effect/ConfigError").ConfigError> = Layer.effect(

@@ -21,6 +21,7 @@ import { openApiDocument } from "./http/Api.ts"
 import { REDOC_PATH, redocBundle, renderDocs } from "./http/docs.ts"
 import { ApiError, errorResponse } from "./http/errors.ts"
 import { refineDocument } from "./http/openapiDoc.ts"
+import { makeProxyView, notePeer } from "./http/proxy.ts"
 import { PERMISSIONS } from "./http/roles.ts"
 import { makeApp, RateLimiter, servesEveryOp } from "./http/router.ts"
 import { adminRoutes } from "./http/routes/admin.ts"
@@ -44,9 +45,11 @@ import { QueueRepoLive } from "./queue/QueueRepo.ts"
 import { RunnerHealth, RunnerHealthLive } from "./queue/runner/health.ts"
 import { RunnerProbe, type RunnerProbeShape } from "./queue/runner/probe.ts"
 import { StatusesLive } from "./queue/Statuses.ts"
+import { orgsOfRules } from "./tenancy/roleRules.ts"
 import { Sessions, SessionsLive } from "./tenancy/Sessions.ts"
 import { Tenancy, TenancyLive } from "./tenancy/Tenancy.ts"
-import { makeDashboard } from "./web/pages.ts"
+import { makeOidc } from "./web/oidc.ts"
+import { DOCS_CSP, makeDashboard, securityHeaders } from "./web/pages.ts"
 
 /** Every service of the running application, over the configured database. */
 export const AppLayer = <E>(config: Layer.Layer<AppConfig, E>, probe?: RunnerProbeShape) => {
@@ -156,6 +159,29 @@ const unauthorizedMetrics = () =>
     { status: 401 }
   )
 
+/**
+ * Every answer carries the security headers (the dashboard's, docs/security.md): those a handler set stay (the
+ * reference at /docs has a policy of its own), the rest are added. With PUBLIC_URL on https, browsers are also told
+ * to use only https from then on (HSTS).
+ */
+const securityHeadersFor = (publicUrl: string): ReadonlyArray<readonly [string, string]> => [
+  ...Object.entries(securityHeaders),
+  ...(publicUrl.startsWith("https:") ? [["strict-transport-security", "max-age=31536000"] as const] : [])
+]
+const withSecurityHeaders = (response: Response, headers: ReadonlyArray<readonly [string, string]>): Response => {
+  const missing = headers.filter(([name]) => !response.headers.has(name))
+  if (missing.length === 0) return response
+  try {
+    for (const [name, value] of missing) response.headers.set(name, value)
+    return response
+  } catch {
+    // immutable headers (a Response.redirect, a fetched answer): the same answer with its headers copied
+    const copied = new Headers(response.headers)
+    for (const [name, value] of missing) copied.set(name, value)
+    return new Response(response.body, { status: response.status, statusText: response.statusText, headers: copied })
+  }
+}
+
 /** Where the single-file CI client is served. */
 export const CLIENT_PATH = "/cli/greenline.mjs"
 
@@ -230,11 +256,35 @@ export const startServer = async <E>(
   const openApiJson = JSON.stringify(document)
   const metricsToken = Option.map(config.metricsToken, Redacted.value)
 
+  const proxy = makeProxyView(config.trustProxy)
+  // sign-in attempts per client address (a tenth of the per-token rate, at least 10 a second)
+  const signInLimiter = new RateLimiter(Math.max(10, Math.floor(config.rateLimitPerSecond / 10)), () => Date.now())
   const dashboard = makeDashboard({
     run: (effect) => runtime.runPromise(effect),
     sessions: Context.get(ctx, Sessions),
     tenancy,
-    publicUrl: config.publicUrl
+    publicUrl: config.publicUrl,
+    publicUrlConfigured: config.publicUrlConfigured,
+    proxy,
+    limit: (key) => signInLimiter.take(key),
+    oidc:
+      Option.isSome(config.oidcIssuerUrl) && Option.isSome(config.oidcClientId)
+        ? {
+            client: makeOidc({
+              issuerUrl: config.oidcIssuerUrl.value,
+              clientId: config.oidcClientId.value,
+              clientSecret: Option.getOrUndefined(Option.map(config.oidcClientSecret, Redacted.value)),
+              scopes: config.oidcScopes,
+              roleClaim: config.oidcRoleClaim,
+              roleRules: config.oidcRoleRules,
+              redirectUri: `${config.publicUrl}/login/oidc/callback`
+            }),
+            providerName: config.oidcProviderName,
+            orgs: orgsOfRules(config.oidcRoleRules),
+            refreshMs: config.oidcRefreshSeconds * 1000
+          }
+        : undefined,
+    logError
   })
 
   // who may open the live stream: an API token, or the dashboard's session (a GET: no CSRF token needed)
@@ -288,7 +338,9 @@ export const startServer = async <E>(
       case "/v1/openapi.json":
         return new Response(openApiJson, { headers: { "content-type": "application/json" } })
       case "/docs":
-        return new Response(docsHtml, { headers: { "content-type": "text/html; charset=utf-8" } })
+        return new Response(docsHtml, {
+          headers: { "content-type": "text/html; charset=utf-8", "content-security-policy": DOCS_CSP }
+        })
       case REDOC_PATH:
         return new Response(redocBundle(), {
           headers: { "content-type": "text/javascript; charset=utf-8", "cache-control": "public, max-age=86400" }
@@ -335,6 +387,7 @@ export const startServer = async <E>(
     },
     session: dashboard.apiSession,
     permissions: PERMISSIONS,
+    clientAddress: (request) => proxy.clientAddress(request),
     audit: { append: (event) => Effect.flatMap(AuditLog, (log) => log.append(event)) },
     rateLimiter: new RateLimiter(config.rateLimitPerSecond, () => Date.now()),
     observer: { observe: metrics.observeRequest },
@@ -344,6 +397,7 @@ export const startServer = async <E>(
     extra
   })
 
+  const everyAnswer = securityHeadersFor(config.publicUrl)
   // requests being answered: stopping waits for them before the database closes under them
   let inFlight = 0
   let stopping: Promise<void> | undefined
@@ -366,16 +420,21 @@ export const startServer = async <E>(
       }
       inFlight++
       try {
-        return await app(request, bun.requestIP(request)?.address)
+        const peer = bun.requestIP(request)?.address
+        notePeer(request, peer)
+        return withSecurityHeaders(await app(request, peer), everyAnswer)
       } finally {
         inFlight--
       }
     },
     error: (error) => {
       logError("unhandled server error", error)
-      return Response.json(
-        { error: { code: "INTERNAL", message: "the server could not complete the request" } },
-        { status: 500 }
+      return withSecurityHeaders(
+        Response.json(
+          { error: { code: "INTERNAL", message: "the server could not complete the request" } },
+          { status: 500 }
+        ),
+        everyAnswer
       )
     }
   })

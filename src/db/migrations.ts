@@ -8,7 +8,7 @@ import { flakyMigration, flakyQuarantineLifecycle, flakyResultsByTime } from "..
 import { requestsAndRunnerErrors } from "../queue/migration.ts"
 import { adminTokensMigration } from "../tenancy/migration.ts"
 import { tokenRolesMigration } from "../tenancy/rolesMigration.ts"
-import { webSessionsMigration } from "../tenancy/sessionsMigration.ts"
+import { peopleSessionsMigration, webSessionsMigration } from "../tenancy/sessionsMigration.ts"
 
 /**
  * One set of migrations for PostgreSQL and PGlite. Each is a list of single statements (PGlite's extended protocol
@@ -261,7 +261,8 @@ export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.S
   "0102_event_stream_presence": streamPresenceMigration,
   "0103_timeline_in_event_log": timelineInLogMigration,
   "0200_token_roles": tokenRolesMigration,
-  "0201_audit_events": auditMigration
+  "0201_audit_events": auditMigration,
+  "0210_people_sessions": peopleSessionsMigration
 }
 
 export const runMigrations = Migrator.make({})({

@@ -1,5 +1,5 @@
 import { Schema } from "effect"
-import { CaseInsensitive, MAX_LEN, opt, RepoRef, Text } from "../queue/schemas.ts"
+import { CaseInsensitive, HttpUrl, MAX_LEN, opt, RepoRef, Text } from "../queue/schemas.ts"
 
 /** Request and answer schemas of the flaky-test endpoints (contract.md §3). */
 
@@ -109,7 +109,7 @@ export const LinkTicketRequest = Schema.Struct({
   org_url_slug: opt(Text(MAX_LEN.owner)),
   test_case_id: Schema.UUID.annotations({ message: () => "must be a UUID" }),
   external_ticket_id: Text(MAX_LEN.id, 1),
-  html_url: opt(Text(MAX_LEN.url))
+  html_url: opt(HttpUrl)
 }).annotations({ identifier: "LinkTicketRequest" })
 
 export const QuarantineOverride = CaseInsensitive("always_quarantine", "never_quarantine", "unspecified")
@@ -119,19 +119,6 @@ export const Owner = Schema.String.pipe(
   Schema.pattern(/^(@[A-Za-z0-9][A-Za-z0-9_.-]*(\/[A-Za-z0-9][A-Za-z0-9_.-]*)?|[^@\s]+@[^@\s]+\.[^@\s]+)$/, {
     message: () => "must be a CODEOWNERS owner: @org/team, @user or an e-mail address"
   })
-)
-export const HttpUrl = Schema.String.pipe(
-  Schema.filter(
-    (s) => {
-      try {
-        const u = new URL(s)
-        return u.protocol === "http:" || u.protocol === "https:"
-      } catch {
-        return false
-      }
-    },
-    { message: () => "must be an http or https URL" }
-  )
 )
 const OverrideReason = Schema.String.pipe(Schema.maxLength(2000, { message: () => "must be at most 2000 characters" }))
 

@@ -3,7 +3,8 @@ import type * as OpenApi from "@effect/platform/OpenApi"
 
 /**
  * `/docs`: the API reference, rendered by Redoc (the npm package's standalone bundle, served by this server from
- * `/docs/redoc.standalone.js`: nothing is loaded from elsewhere, so it works offline) from `/v1/openapi.json`.
+ * `/docs/redoc.standalone.js`: nothing is loaded from elsewhere, so it works offline; its logo, which it would load
+ * from a CDN, is replaced) from `/v1/openapi.json`.
  */
 
 export const REDOC_PATH = "/docs/redoc.standalone.js"
@@ -21,9 +22,15 @@ export const renderDocs = (doc: OpenApi.OpenAPISpec): string => `<!doctype html>
 <script src="${REDOC_PATH}"></script>
 </body></html>`
 
+/** Redoc's own logo, which its bundle loads from a CDN beside "API docs by Redocly": an empty image instead. */
+const REDOC_CDN_LOGO = "https://cdn.redoc.ly/redoc/logo-mini.svg"
+const NO_LOGO = "data:image/svg+xml,%3Csvg xmlns='http://www.w3.org/2000/svg' width='1' height='1'/%3E"
+
 let redoc: string | undefined
-/** Redoc's standalone bundle, read once from the installed package. */
+/** Redoc's standalone bundle, read once from the installed package, without its one outside address (the logo). */
 export const redocBundle = (): string => {
-  redoc ??= fs.readFileSync(Bun.resolveSync("redoc/bundles/redoc.standalone.js", import.meta.dir), "utf8")
+  redoc ??= fs
+    .readFileSync(Bun.resolveSync("redoc/bundles/redoc.standalone.js", import.meta.dir), "utf8")
+    .replaceAll(REDOC_CDN_LOGO, NO_LOGO)
   return redoc
 }

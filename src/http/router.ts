@@ -281,8 +281,9 @@ export interface AppOptions<R> {
   readonly tracer?: RequestTracer | undefined
   readonly logError: (message: string, cause: unknown) => void
   /**
-   * A dashboard session (cookie) for a request without an API token: its organization and principal, a rate-limit
-   * key, and whether the request carries the session's anti-CSRF token (required for anything but GET).
+   * A dashboard session (cookie) for a request without an API token: its organization, a rate-limit key, who it is
+   * (a token's session or a person's, with the role it holds), and whether the request carries the session's
+   * anti-CSRF token (required for anything but GET).
    */
   readonly session?:
     | ((request: Request) => Promise<

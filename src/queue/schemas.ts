@@ -37,6 +37,27 @@ export const MAX_LEN = {
   target: 1024
 } as const
 
+/**
+ * A link the dashboard shows (a status's target, a ticket): an absolute http or https URL of at most MAX_LEN.url
+ * characters. Anything else (`javascript:`, `data:`, a relative path) is refused: a link is followed by people.
+ */
+export const HttpUrl = Text(MAX_LEN.url).pipe(
+  Schema.filter(
+    (s) => {
+      try {
+        const u = new URL(s)
+        return u.protocol === "http:" || u.protocol === "https:"
+      } catch {
+        return false
+      }
+    },
+    {
+      message: () => "must be an http or https URL",
+      jsonSchema: { format: "uri", pattern: "^[Hh][Tt][Tt][Pp][Ss]?://" }
+    }
+  )
+)
+
 export const RepoRef = Schema.Struct({
   host: Text(MAX_LEN.host, 1),
   owner: Text(MAX_LEN.owner, 1),
@@ -399,7 +420,7 @@ export const ReportStatusRequest = Schema.Struct({
   sha: Text(MAX_LEN.sha, 1),
   context: Text(MAX_LEN.context, 1),
   state: CaseInsensitive("pending", "success", "failure", "error"),
-  targetUrl: opt(Schema.NullOr(Text(MAX_LEN.url))),
+  targetUrl: opt(Schema.NullOr(HttpUrl)),
   description: opt(Schema.NullOr(Text(MAX_LEN.description)))
 }).annotations({ identifier: "ReportStatusRequest" })
 export type ReportStatusRequest = typeof ReportStatusRequest.Type

@@ -54,9 +54,10 @@ for (const db of databases) {
       await Promise.all([p.waitForURL(`${server.url}/`), p.click("button[type=submit]")])
     }
     const rows = (p: Page) =>
-      p.$$eval("#audit tbody tr", (trs) =>
-        trs.map((tr) => Array.from(tr.querySelectorAll("td")).map((td) => (td.textContent ?? "").trim()))
-      )
+      p.evaluate(
+        `Array.from(document.querySelectorAll("#audit tbody tr")).map((tr) =>
+           Array.from(tr.querySelectorAll("td")).map((td) => (td.textContent ?? "").trim()))`
+      ) as Promise<Array<Array<string>>>
 
     beforeAll(async () => {
       server = await startTestServer({ db })
@@ -88,15 +89,13 @@ for (const db of databases) {
       expect(shown.every((r) => r[6] === "127.0.0.1")).toBe(true)
 
       await page.check("input[name=outcome][value=refused]")
-      await page.waitForFunction(() => document.querySelectorAll("#audit tbody tr").length === 1)
+      await page.waitForFunction(`document.querySelectorAll("#audit tbody tr").length === 1`)
       expect((await rows(page)).map((r) => r[1])).toEqual(["ci"])
       await page.check("input[name=outcome][value='']")
       await page.fill("#audit-actor", "bootstrap")
       await page.press("#audit-actor", "Enter")
-      await page.waitForFunction(() =>
-        Array.from(document.querySelectorAll("#audit tbody tr td:nth-child(2)")).every(
-          (td) => td.textContent === "bootstrap"
-        )
+      await page.waitForFunction(
+        `Array.from(document.querySelectorAll("#audit tbody tr td:nth-child(2)")).every((td) => td.textContent === "bootstrap")`
       )
       await page.fill("#audit-actor", "")
       await page.press("#audit-actor", "Enter")
@@ -108,10 +107,8 @@ for (const db of databases) {
       await page.click("text=Create token")
       await page.waitForSelector("text=New read token")
       await page.click("text=Audit log")
-      await page.waitForFunction(() =>
-        Array.from(document.querySelectorAll("#audit tbody tr td:nth-child(4)")).some(
-          (td) => td.textContent === "createApiToken"
-        )
+      await page.waitForFunction(
+        `Array.from(document.querySelectorAll("#audit tbody tr td:nth-child(4)")).some((td) => td.textContent === "createApiToken")`
       )
       const first = (await rows(page))[0]
       expect(first?.slice(1, 6)).toEqual([

@@ -33,6 +33,20 @@ export const orgSlug = () => meta("greenline-org")
 export const role = () => meta("greenline-role")
 /** The roles, each including the ones before it (as the server's tenancy/principal.ts). */
 export const ROLE_ORDER = ["read", "write", "maintain", "admin"] as const
+/** Who is signed in: a person's name, or `token <name>` for a session opened with an API token. */
+export const actorName = () => meta("greenline-actor")
+export const actorKind = () => meta("greenline-actor-kind")
+
+/** A link to another site only when it is http or https (a `javascript:` URL is no link): else undefined. */
+export const httpLink = (url: string | null | undefined): string | undefined => {
+  if (url === null || url === undefined || url === "") return undefined
+  try {
+    const parsed = new URL(url)
+    return parsed.protocol === "http:" || parsed.protocol === "https:" ? parsed.href : undefined
+  } catch {
+    return undefined
+  }
+}
 
 const paths: Record<string, string> = {
   getTestDetails: "/flaky-tests/get-test-details",

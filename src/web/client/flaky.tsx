@@ -6,6 +6,7 @@ import {
   Badge,
   Crumbs,
   ErrorView,
+  ExternalLink,
   Loading,
   type RepoKey,
   repoPath,
@@ -273,7 +274,8 @@ export const TestPage = ({ repo, id }: { repo: RepoKey; id: string }) => {
           {t.ticket !== null && (
             <>
               {" "}
-              · ticket <a href={t.ticket.html_url}>{t.ticket.external_ticket_id ?? t.ticket.html_url}</a>
+              · ticket{" "}
+              <ExternalLink url={t.ticket.html_url}>{t.ticket.external_ticket_id ?? t.ticket.html_url}</ExternalLink>
             </>
           )}
         </p>

@@ -1,5 +1,5 @@
 import { render } from "preact"
-import { csrf, orgSlug, role } from "./api.ts"
+import { actorKind, actorName, csrf, orgSlug, role } from "./api.ts"
 import { AuditPage } from "./audit.tsx"
 import { FlakyListPage, TestPage, UploadPage } from "./flaky.tsx"
 import { HealthPage } from "./health.tsx"
@@ -63,8 +63,9 @@ const App = () => {
           <a href="/">Queues</a> {role() !== "read" && role() !== "write" && <a href="/settings">API tokens</a>}{" "}
           {role() === "admin" && <a href="/audit">Audit log</a>}
         </nav>
-        <span class="org">
-          {orgSlug()} <span class="muted">({role()})</span>
+        <span class="org">{orgSlug()}</span>
+        <span class="who" title={actorKind() === "person" ? "signed in as" : "signed in with an API token"}>
+          <span class="actor">{actorName()}</span> · <span class="role">{role()}</span>
         </span>
         <form method="post" action="/logout" class="logout">
           <input type="hidden" name="csrf" value={csrf()} />

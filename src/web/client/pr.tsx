@@ -7,6 +7,7 @@ import {
   Crumbs,
   ErrorView,
   Eta,
+  ExternalLink,
   Loading,
   PriorityBadge,
   prPath,
@@ -385,7 +386,9 @@ export const RunPage = ({ repo, branch, id }: { repo: RepoKey; branch: string; i
           <tbody>
             {d.statusChecks.map((s) => (
               <tr key={s.context}>
-                <td>{s.url === "" ? s.context : <a href={s.url}>{s.context}</a>}</td>
+                <td>
+                  <ExternalLink url={s.url}>{s.context}</ExternalLink>
+                </td>
                 <td>
                   <Badge kind={s.state.toLowerCase()}>{s.state}</Badge>
                 </td>
@@ -394,7 +397,9 @@ export const RunPage = ({ repo, branch, id }: { repo: RepoKey; branch: string; i
             {d.checkSuites.flatMap((suite) =>
               suite.checkRuns.map((c) => (
                 <tr key={`check-${c.name}`}>
-                  <td>{c.url === "" ? c.name : <a href={c.url}>{c.name}</a>}</td>
+                  <td>
+                    <ExternalLink url={c.url}>{c.name}</ExternalLink>
+                  </td>
                   <td>
                     <Badge kind={(c.conclusion ?? c.status ?? "").toLowerCase()}>
                       {c.conclusion ?? c.status ?? "—"}

@@ -1,5 +1,5 @@
 import type { ComponentChildren } from "preact"
-import type { ApiFailure } from "./api.ts"
+import { type ApiFailure, httpLink } from "./api.ts"
 
 /** Small shared pieces: links to pages, badges, times, error and not-found views. */
 
@@ -149,3 +149,9 @@ export const Crumbs = ({ items }: { items: ReadonlyArray<readonly [string, strin
     </ol>
   </nav>
 )
+
+/** A link to another site (a status's, a check's, a ticket's) only when it is http or https; else the text alone. */
+export const ExternalLink = ({ url, children }: { url: string | null | undefined; children: ComponentChildren }) => {
+  const href = httpLink(url)
+  return href === undefined ? children : <a href={href}>{children}</a>
+}
