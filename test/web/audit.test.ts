@@ -127,7 +127,7 @@ for (const db of databases) {
       await signIn(p, ci.token)
       expect(await p.locator("nav[aria-label=Main] a", { hasText: "Audit log" }).count()).toBe(0)
       expect(await p.locator("nav[aria-label=Main] a", { hasText: "API tokens" }).count()).toBe(0)
-      await expect(p.locator("header .org").textContent()).resolves.toContain("(write)")
+      await expect(p.locator("header .who .role").textContent()).resolves.toBe("write")
       await p.goto(`${server.url}/audit`)
       await p.waitForSelector("[role=alert]")
       expect(await p.textContent("[role=alert]")).toContain("PERMISSION_DENIED")
