@@ -103,6 +103,7 @@ for (const db of databases) {
       await rowsUntil(page, (r) => r.length === 1)
       expect((await rows(page)).map((r) => r[1])).toEqual(["ci"])
       await page.check("input[name=outcome][value='']")
+      await rowsUntil(page, (r) => r.length === 2)
       await page.fill("#audit-actor", "bootstrap")
       await page.press("#audit-actor", "Enter")
       await rowsUntil(page, (r) => r.length > 0 && r.every((cells) => cells[1] === "bootstrap"))
