@@ -114,7 +114,8 @@ export interface TenancyShape {
   ) => Effect.Effect<ReadonlyArray<TokenInfo>, SqlError | TenancyError>
   /**
    * Revokes token `id`: false when there is none (with `within`, none of that organization). With `within.by` below
-   * `admin`, only the caller's own tokens of its role or below (PermissionDenied).
+   * `admin`, only the caller's own tokens of its role or below (PermissionDenied). Tells every instance to forget the
+   * token: run it outside a transaction, or the others may hear before it committed.
    */
   readonly revokeToken: (
     id: string,

@@ -59,14 +59,15 @@ describe("restart", () => {
     try {
       expect(cli("migrate").code).toBe(0)
       expect(cli("orgs", "create", "cli-org").code).toBe(0)
-      const created = cli("tokens", "create", "--org", "cli-org", "--name", "ci")
+      // a queue is made with the role maintain (the default, write, is what CI needs)
+      const created = cli("tokens", "create", "--org", "cli-org", "--name", "ci", "--role", "maintain")
       expect(created.code).toBe(0)
       const lines = created.out.split("\n")
       const token = lines.at(-1) ?? ""
       const id = lines[0] ?? ""
       expect(token).toStartWith("glt_")
       expect(cli("repos", "add", "--org", "cli-org", "local/cli/repo").code).toBe(0)
-      expect(cli("tokens", "list", "--org", "cli-org").out).toContain(id)
+      expect(cli("tokens", "list", "--org", "cli-org").out).toContain(`${id}\tci\tmaintain\t`)
       const server = await startTestServer({ db: "postgres", databaseUrl: pg.url })
       try {
         const withToken = { "x-api-token": token }

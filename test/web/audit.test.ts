@@ -92,6 +92,7 @@ for (const db of databases) {
       await page.waitForFunction(`document.querySelectorAll("#audit tbody tr").length === 1`)
       expect((await rows(page)).map((r) => r[1])).toEqual(["ci"])
       await page.check("input[name=outcome][value='']")
+      await page.waitForFunction(`document.querySelectorAll("#audit tbody tr").length === 2`)
       await page.fill("#audit-actor", "bootstrap")
       await page.press("#audit-actor", "Enter")
       await page.waitForFunction(

@@ -50,10 +50,13 @@ export const adminRoutes = [
       }))
     )
   ),
+  // not in a transaction: every instance forgets the token once the revocation committed (recorded right after)
   handle(ops.adminRevokeToken, ({ id }) =>
-    withTenancy((t) =>
-      Effect.flatMap(t.revokeToken(id), (revoked) =>
-        revoked ? Effect.succeed({}) : Effect.fail(notFound("NOT_FOUND", `no token ${id}`))
+    orDie(
+      Effect.flatMap(Tenancy, (t) => t.revokeToken(id)).pipe(
+        Effect.flatMap((revoked) =>
+          revoked ? Effect.succeed({}) : Effect.fail(notFound("NOT_FOUND", `no token ${id}`))
+        )
       )
     )
   ),

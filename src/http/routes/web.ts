@@ -135,8 +135,9 @@ export const webRoutes = [
       const org = yield* CurrentOrg
       const by = yield* CurrentPrincipal
       const tenancy = yield* Tenancy
-      // only a token of the caller's organization: another's is not found
-      const revoked = yield* orDie(auditedTransaction(tenancy.revokeToken(req.id, { org, by })))
+      // only a token of the caller's organization: another's is not found. Not in a transaction of its own: every
+      // instance forgets the token once the revocation committed (the router records it right after)
+      const revoked = yield* orDie(tenancy.revokeToken(req.id, { org, by }))
       if (!revoked) return yield* notFound("NOT_FOUND", `no API token ${req.id}`)
       return {}
     })

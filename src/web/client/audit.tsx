@@ -14,6 +14,9 @@ const SIZE = 50
 
 export const AuditPage = () => {
   const [outcome, setOutcome] = useState<Outcome>("")
+  // what is typed (kept as typed), and what filters (applied on Enter or leaving the field)
+  const [actionDraft, setActionDraft] = useState("")
+  const [actorDraft, setActorDraft] = useState("")
   const [action, setAction] = useState("")
   const [actor, setActor] = useState("")
   // the page tokens of the pages before this one, and this one's ("" is the first, which follows new events)
@@ -74,7 +77,8 @@ export const AuditPage = () => {
           <input
             id="audit-action"
             placeholder="e.g. createQueue"
-            value={action}
+            value={actionDraft}
+            onInput={(e) => setActionDraft((e.currentTarget as HTMLInputElement).value)}
             onChange={(e) => refilter(() => setAction((e.currentTarget as HTMLInputElement).value))}
           />
         </label>
@@ -83,7 +87,8 @@ export const AuditPage = () => {
           <input
             id="audit-actor"
             placeholder="a token's name or id"
-            value={actor}
+            value={actorDraft}
+            onInput={(e) => setActorDraft((e.currentTarget as HTMLInputElement).value)}
             onChange={(e) => refilter(() => setActor((e.currentTarget as HTMLInputElement).value))}
           />
         </label>
