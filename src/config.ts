@@ -1,64 +1,183 @@
-import { Config, Context, Effect, Layer, Option, Redacted } from "effect"
+import { Config, ConfigError, Context, Effect, Either, Layer, Option } from "effect"
+import {
+  boolean,
+  filePath,
+  host,
+  integer,
+  oneOf,
+  optional,
+  pemOrFile,
+  postgresUrl,
+  type Setting,
+  secret,
+  text,
+  url,
+  withDefault
+} from "./kernel/settings.ts"
+
+/** The default of DATABASE_POOL_MAX. */
+export const DEFAULT_POOL_MAX = 20
+
+/** BOOTSTRAP_TOKEN is an admin credential: anything shorter than this is refused at start-up. */
+export const MIN_BOOTSTRAP_TOKEN_LENGTH = 32
+
+/** Effect's log levels by their labels (LOG_LEVEL). */
+export const LOG_LEVELS = ["all", "trace", "debug", "info", "warn", "error", "fatal", "off"] as const
+
+/**
+ * Every environment variable the server reads (contract.md §5), one declaration each: its kind (type and range),
+ * its default and what it does (`src/kernel/settings.ts`).
+ *
+ * To add a variable: add one entry here (`withDefault` or `optional`, with a kind from kernel/settings.ts, or a
+ * `Kind` of your own), then run `npm run docs:config` to rewrite docs/configuration.md. The entry's key becomes the
+ * field of `AppConfigShape`, typed by the kind; the start-up check and the generated test
+ * (test/unit/config.test.ts) pick it up by themselves. A check between variables goes in `crossChecks` below.
+ */
+export const settings = {
+  port: withDefault("PORT", integer(0, 65535, "0: any free port"), 8080, "8080", {
+    description: "the TCP port the server listens on"
+  }),
+  host: withDefault("HOST", host, "0.0.0.0", "0.0.0.0", {
+    description:
+      "the address the server listens on; a name must resolve (checked at start), and must be one of this machine's addresses"
+  }),
+  databaseUrl: optional("DATABASE_URL", postgresUrl, {
+    unset: "the embedded PGlite under `DATA_DIR`",
+    description:
+      "the PostgreSQL database (`postgres://user:password@host:5432/database`); the server checks at start that it answers and is PostgreSQL"
+  }),
+  databasePoolMax: withDefault("DATABASE_POOL_MAX", integer(1, 1000), DEFAULT_POOL_MAX, String(DEFAULT_POOL_MAX), {
+    description:
+      "PostgreSQL connections one instance opens at most; instances on one database together stay below its `max_connections` (100 by default)"
+  }),
+  dataDir: withDefault("DATA_DIR", filePath, "./data", "`./data`", {
+    description:
+      "the embedded database (its `pg` folder) and the default Git root; `:memory:` keeps the embedded database in memory"
+  }),
+  gitRoot: optional("GIT_ROOT", filePath, {
+    unset: "`$DATA_DIR/git`",
+    description: "bare repositories of the local Git provider (`<host>/<owner>/<name>.git`)"
+  }),
+  gitPollMs: withDefault("GIT_POLL_MS", integer(100, 3_600_000), 2000, "2000", {
+    description:
+      "how often (ms) each queue's runner looks for pushed PR heads and a moved target branch (GitHub: conditional requests, free of rate-limit budget when nothing changed; webhooks and `GITHUB_RECONCILE_MS` also cover it, so a larger value saves requests)"
+  }),
+  ciCommand: optional("CI_COMMAND", text({ what: "a shell command (not blank)", max: 65_536 }), {
+    unset: "no built-in CI",
+    description:
+      "shell command the built-in CI runs in a checkout of every test branch (at most `concurrency` at once per queue)"
+  }),
+  ciContext: withDefault("CI_CONTEXT", text({ max: 255 }), "ci", "`ci`", {
+    description: "status context of the built-in CI"
+  }),
+  bootstrapOrg: withDefault(
+    "BOOTSTRAP_ORG",
+    text({
+      pattern: /^[a-z0-9][a-z0-9._-]{0,62}$/i,
+      what: "an organization slug (letters, digits, . _ -; at most 63)"
+    }),
+    "default",
+    "`default`",
+    {
+      description:
+        "the organization that `BOOTSTRAP_TOKEN` (or the first run) makes; it claims repositories on first use",
+      invalid: ["no spaces"]
+    }
+  ),
+  bootstrapToken: optional("BOOTSTRAP_TOKEN", secret(MIN_BOOTSTRAP_TOKEN_LENGTH, "e.g. openssl rand -hex 32"), {
+    unset: "on an empty database, a first-run admin token printed once (`FIRST RUN`)",
+    description:
+      "the admin token of `BOOTSTRAP_ORG`, ensured at every start; it replaces the previous bootstrap token and revokes the first-run token (docs/decisions.md)"
+  }),
+  metricsToken: optional("METRICS_TOKEN", secret(), {
+    unset: "`/metrics` needs no token",
+    description: "token for `GET /metrics`: when set, a scrape without it answers 401"
+  }),
+  publicUrl: optional("PUBLIC_URL", url(["http", "https"], { plain: true }), {
+    unset: "`http://localhost:$PORT`",
+    description: "the address users reach the server at (links in PR comments, to CI output and tests, the dashboard)"
+  }),
+  rateLimitPerSecond: withDefault("RATE_LIMIT_PER_SECOND", integer(1, 1_000_000_000), 100, "100", {
+    description: "requests per second per token, then 429 with `Retry-After`"
+  }),
+  logLevel: withDefault("LOG_LEVEL", oneOf(LOG_LEVELS, "verbose"), "info", "`info`", {
+    description: "the least severe level logged"
+  }),
+  logFormat: withDefault("LOG_FORMAT", oneOf(["json", "pretty"] as const), "json", "`json`", {
+    description: "JSON lines, or Effect's pretty format for a terminal"
+  }),
+  otlpEndpoint: optional("OTEL_EXPORTER_OTLP_ENDPOINT", url(["http", "https"]), {
+    unset: "tracing off (no spans are made)",
+    description:
+      "base URL of an OpenTelemetry collector: traces are sent to `<endpoint>/v1/traces` over OTLP/HTTP (JSON); the SDK's own `OTEL_*` variables apply too (README, Observability)"
+  }),
+  otelServiceName: withDefault("OTEL_SERVICE_NAME", text({ max: 255 }), "greenline", "`greenline`", {
+    description: "the traces' `service.name`"
+  }),
+  githubApiUrl: withDefault(
+    "GITHUB_API_URL",
+    url(["https", "http"]),
+    "https://api.github.com",
+    "`https://api.github.com`",
+    {
+      description: "GitHub's REST API (Enterprise Server: `https://<host>/api/v3`)"
+    }
+  ),
+  githubHost: withDefault("GITHUB_HOST", host, "github.com", "`github.com`", {
+    description: "host name of the repositories the GitHub provider serves"
+  }),
+  githubAppId: optional(
+    "GITHUB_APP_ID",
+    text({ pattern: /^\d{1,20}$/, what: "a GitHub App's numeric id", bad: "my-app" }),
+    {
+      description: "the GitHub App's id; with `GITHUB_APP_PRIVATE_KEY` it turns the GitHub provider on"
+    }
+  ),
+  githubAppPrivateKey: optional("GITHUB_APP_PRIVATE_KEY", pemOrFile, {
+    description: "the App's private key (RSA, PKCS#1 or PKCS#8)"
+  }),
+  githubToken: optional("GITHUB_TOKEN", secret(), {
+    description: "a personal access token, the alternative to an App"
+  }),
+  githubWebhookSecret: optional("GITHUB_WEBHOOK_SECRET", secret(), {
+    unset: "GitHub's webhooks are refused",
+    description: "the secret of GitHub's webhook signatures"
+  }),
+  githubReconcileMs: withDefault("GITHUB_RECONCILE_MS", integer(1000, 86_400_000), 60_000, "60000", {
+    description: "how often (ms) the GitHub provider reconciles queued PRs, targets and CI statuses with GitHub"
+  }),
+  webhookAllowPrivate: withDefault("WEBHOOK_ALLOW_PRIVATE", boolean, false, "false", {
+    description: "allow webhook endpoints on loopback and private addresses"
+  }),
+  webhookWorker: withDefault("WEBHOOK_WORKER", boolean, true, "true", {
+    description: "this instance sends webhook messages (any number of instances may)"
+  }),
+  eventRetentionDays: withDefault("EVENT_RETENTION_DAYS", integer(1, 36_500), 30, "30", {
+    description:
+      "days the event log keeps events, with their webhook messages and attempts; a pull request's timeline (its records in the log) is kept while it is in a queue and for that many days after it ended"
+  }),
+  eventStreamsPerOrg: withDefault("EVENT_STREAMS_PER_ORG", integer(1, 100_000), 20, "20", {
+    description: "live event streams open at once per organization and instance"
+  }),
+  eventStreamPollMs: withDefault("EVENT_STREAM_POLL_MS", integer(100, 3_600_000), 5000, "5000", {
+    description:
+      "how often (ms) an idle live stream reads the log without a wake-up (bounds the delay of an event whose wake-up was missed)"
+  }),
+  checkAnswers: withDefault("CHECK_ANSWERS", boolean, false, "false", {
+    description:
+      "check every answer against its operation's schema before sending it (a 500 when it does not match); the test suite and the fuzz run turn it on. Off, only answers whose schema transforms values are encoded: the others are plain JSON the compiler checked"
+  })
+} satisfies Record<string, Setting<unknown>>
+
+/** The variables as declared, in order (docs/configuration.md, the generated test). */
+export const settingList: ReadonlyArray<Setting<unknown>> = Object.values(settings)
+
+type Values = { readonly [K in keyof typeof settings]: (typeof settings)[K] extends Setting<infer A> ? A : never }
 
 /** Everything the service reads from the environment (contract.md §5), with its defaults. */
-export interface AppConfigShape {
-  readonly port: number
-  readonly host: string
-  readonly databaseUrl: Option.Option<Redacted.Redacted<string>>
-  /**
-   * PostgreSQL connections one instance opens at most (DATABASE_POOL_MAX, default 20). Instances on one database
-   * together must stay below its `max_connections` (100 by default).
-   */
-  readonly databasePoolMax: number
-  readonly dataDir: string
+export type AppConfigShape = Omit<Values, "gitRoot" | "publicUrl"> & {
   readonly gitRoot: string
-  readonly ciCommand: Option.Option<string>
-  readonly ciContext: string
-  readonly bootstrapOrg: string
-  readonly bootstrapToken: Option.Option<Redacted.Redacted<string>>
-  readonly metricsToken: Option.Option<Redacted.Redacted<string>>
   readonly publicUrl: string
-  readonly rateLimitPerSecond: number
-  readonly logLevel: string
-  readonly logFormat: "json" | "pretty"
-  /** How often the local Git provider looks for pushed PR heads and target branches (ms). */
-  readonly gitPollMs: number
-  /** OTLP/HTTP base URL of a trace collector (OTEL_EXPORTER_OTLP_ENDPOINT); unset, no spans are made. */
-  readonly otlpEndpoint: Option.Option<string>
-  /** The traces' `service.name` (OTEL_SERVICE_NAME). */
-  readonly otelServiceName: string
-  /** GitHub REST API base URL (GITHUB_API_URL; Enterprise: `https://<host>/api/v3`). */
-  readonly githubApiUrl: string
-  /** Host name of repositories served by the GitHub provider (GITHUB_HOST, default github.com). */
-  readonly githubHost: string
-  /** GitHub App id (GITHUB_APP_ID); with githubAppPrivateKey it enables the GitHub provider. */
-  readonly githubAppId: Option.Option<string>
-  /** The App's private key: PEM text, or a path to a PEM file (GITHUB_APP_PRIVATE_KEY). */
-  readonly githubAppPrivateKey: Option.Option<Redacted.Redacted<string>>
-  /** A personal access token (GITHUB_TOKEN), the alternative to an App. */
-  readonly githubToken: Option.Option<Redacted.Redacted<string>>
-  /** Secret of the webhook signatures (GITHUB_WEBHOOK_SECRET). */
-  readonly githubWebhookSecret: Option.Option<Redacted.Redacted<string>>
-  /** How often the GitHub provider reconciles queued PRs, targets and CI statuses with GitHub (ms). */
-  readonly githubReconcileMs: number
-  /** Webhook deliveries to private and loopback addresses are allowed (WEBHOOK_ALLOW_PRIVATE, default false). */
-  readonly webhookAllowPrivate: boolean
-  /** This instance sends webhook messages (WEBHOOK_WORKER, default true); any number of instances may. */
-  readonly webhookWorker: boolean
-  /** Days the event log keeps events, with their webhook messages (EVENT_RETENTION_DAYS, default 30). */
-  readonly eventRetentionDays: number
-  /** Live event streams (GET /v1/events/stream) open at once per organization and instance (default 20). */
-  readonly eventStreamsPerOrg: number
-  /**
-   * How often an idle live stream reads the log without a wake-up (EVENT_STREAM_POLL_MS, default 5000): the bound on
-   * the delay of an event whose wake-up was missed (events/StreamWakeups.ts).
-   */
-  readonly eventStreamPollMs: number
-  /**
-   * Check every answer against its operation's schema (CHECK_ANSWERS, default false; the tests turn it on). Answers
-   * whose schema transforms values are always encoded; the others are plain JSON that the compiler already checked.
-   */
-  readonly checkAnswers: boolean
   /**
    * Not from the environment: a dumped data directory (PGlite's `dumpDataDir`) that an in-memory embedded database
    * starts from instead of an empty one. Tests pass a migrated one: a fresh PGlite costs seconds of CPU, a seeded one
@@ -67,73 +186,49 @@ export interface AppConfigShape {
   readonly embeddedSeed?: Blob
 }
 
-/** The default of DATABASE_POOL_MAX. */
-export const DEFAULT_POOL_MAX = 20
-
 export class AppConfig extends Context.Tag("greenline/AppConfig")<AppConfig, AppConfigShape>() {}
 
-export const appConfig: Config.Config<AppConfigShape> = Config.all({
-  port: Config.integer("PORT").pipe(Config.withDefault(8080)),
-  host: Config.string("HOST").pipe(Config.withDefault("0.0.0.0")),
-  databaseUrl: Config.option(Config.redacted("DATABASE_URL")),
-  databasePoolMax: Config.integer("DATABASE_POOL_MAX").pipe(
-    Config.validate({ message: "DATABASE_POOL_MAX must be at least 1", validation: (n) => n >= 1 }),
-    Config.withDefault(DEFAULT_POOL_MAX)
-  ),
-  dataDir: Config.string("DATA_DIR").pipe(Config.withDefault("./data")),
-  gitRoot: Config.option(Config.string("GIT_ROOT")),
-  ciCommand: Config.option(Config.string("CI_COMMAND")),
-  ciContext: Config.string("CI_CONTEXT").pipe(Config.withDefault("ci")),
-  bootstrapOrg: Config.string("BOOTSTRAP_ORG").pipe(Config.withDefault("default")),
-  bootstrapToken: Config.option(Config.redacted("BOOTSTRAP_TOKEN")),
-  metricsToken: Config.option(Config.redacted("METRICS_TOKEN")),
-  publicUrl: Config.option(Config.string("PUBLIC_URL")),
-  rateLimitPerSecond: Config.integer("RATE_LIMIT_PER_SECOND").pipe(Config.withDefault(100)),
-  logLevel: Config.string("LOG_LEVEL").pipe(Config.withDefault("info")),
-  logFormat: Config.literal("json", "pretty")("LOG_FORMAT").pipe(Config.withDefault("json" as const)),
-  gitPollMs: Config.integer("GIT_POLL_MS").pipe(Config.withDefault(2000)),
-  otlpEndpoint: Config.option(Config.string("OTEL_EXPORTER_OTLP_ENDPOINT")),
-  otelServiceName: Config.string("OTEL_SERVICE_NAME").pipe(Config.withDefault("greenline")),
-  githubApiUrl: Config.string("GITHUB_API_URL").pipe(Config.withDefault("https://api.github.com")),
-  githubHost: Config.string("GITHUB_HOST").pipe(Config.withDefault("github.com")),
-  githubAppId: Config.option(Config.string("GITHUB_APP_ID")),
-  githubAppPrivateKey: Config.option(Config.redacted("GITHUB_APP_PRIVATE_KEY")),
-  githubToken: Config.option(Config.redacted("GITHUB_TOKEN")),
-  githubWebhookSecret: Config.option(Config.redacted("GITHUB_WEBHOOK_SECRET")),
-  githubReconcileMs: Config.integer("GITHUB_RECONCILE_MS").pipe(Config.withDefault(60_000)),
-  webhookAllowPrivate: Config.boolean("WEBHOOK_ALLOW_PRIVATE").pipe(Config.withDefault(false)),
-  webhookWorker: Config.boolean("WEBHOOK_WORKER").pipe(Config.withDefault(true)),
-  eventRetentionDays: Config.integer("EVENT_RETENTION_DAYS").pipe(Config.withDefault(30)),
-  eventStreamsPerOrg: Config.integer("EVENT_STREAMS_PER_ORG").pipe(Config.withDefault(20)),
-  eventStreamPollMs: Config.integer("EVENT_STREAM_POLL_MS").pipe(Config.withDefault(5000)),
-  checkAnswers: Config.boolean("CHECK_ANSWERS").pipe(Config.withDefault(false))
-}).pipe(
-  Config.map((c) => ({
-    ...c,
-    databaseUrl: Option.filter(c.databaseUrl, (u) => Redacted.value(u).trim() !== ""),
-    bootstrapToken: Option.filter(c.bootstrapToken, (t) => Redacted.value(t).trim() !== ""),
-    gitRoot: Option.getOrElse(c.gitRoot, () => `${c.dataDir.replace(/\/+$/, "")}/git`),
-    otlpEndpoint: Option.filter(c.otlpEndpoint, (u) => u.trim() !== "").pipe(Option.map((u) => u.trim())),
-    githubApiUrl: c.githubApiUrl.trim().replace(/\/+$/, ""),
-    githubHost: c.githubHost.trim().toLowerCase(),
-    githubAppId: Option.filter(c.githubAppId, (id) => id.trim() !== ""),
-    githubAppPrivateKey: Option.filter(c.githubAppPrivateKey, (k) => Redacted.value(k).trim() !== ""),
-    githubToken: Option.filter(c.githubToken, (t) => Redacted.value(t).trim() !== ""),
-    githubWebhookSecret: Option.filter(c.githubWebhookSecret, (t) => Redacted.value(t) !== ""),
-    publicUrl: Option.getOrElse(c.publicUrl, () => `http://localhost:${c.port}`).replace(/\/+$/, "")
-  }))
+/** Checks between variables, once each is valid on its own. */
+const crossChecks = (c: Values): ReadonlyArray<string> => [
+  ...(Option.isSome(c.githubAppId) !== Option.isSome(c.githubAppPrivateKey)
+    ? [
+        `GITHUB_APP_ID and GITHUB_APP_PRIVATE_KEY go together: ${Option.isSome(c.githubAppId) ? "GITHUB_APP_PRIVATE_KEY" : "GITHUB_APP_ID"} is unset, so the GitHub App cannot sign in`
+      ]
+    : [])
+]
+
+const values = Config.all(
+  Object.fromEntries(Object.entries(settings).map(([key, s]) => [key, s.config])) as {
+    readonly [K in keyof Values]: Config.Config<Values[K]>
+  }
+) as Config.Config<Values>
+
+export const appConfig: Config.Config<AppConfigShape> = values.pipe(
+  Config.mapOrFail((c) => {
+    const problems = crossChecks(c)
+    return problems.length === 0
+      ? Either.right(c)
+      : Either.left(problems.map((p) => ConfigError.InvalidData([], p)).reduce((a, b) => ConfigError.And(a, b)))
+  }),
+  Config.map(
+    (c): AppConfigShape => ({
+      ...c,
+      gitRoot: Option.getOrElse(c.gitRoot, () => `${c.dataDir.replace(/\/+$/, "")}/git`),
+      githubHost: c.githubHost.toLowerCase(),
+      publicUrl: Option.getOrElse(c.publicUrl, () => `http://localhost:${c.port}`)
+    })
+  )
 )
 
-export const AppConfigLive: Layer.Layer<AppConfig, import("effect/ConfigError").ConfigError> = Layer.effect(
+export const AppConfigLive: Layer.Layer<AppConfig, ConfigError.ConfigError> = Layer.effect(
   AppConfig,
   Effect.gen(function* () {
     return yield* appConfig
   })
 )
 
-export const makeAppConfig = (
-  overrides: Partial<AppConfigShape>
-): Layer.Layer<AppConfig, import("effect/ConfigError").ConfigError> =>
+/** The configuration from the environment, with `overrides` (tests and tools; the overrides are not checked). */
+export const makeAppConfig = (overrides: Partial<AppConfigShape>): Layer.Layer<AppConfig, ConfigError.ConfigError> =>
   Layer.effect(
     AppConfig,
     Effect.map(appConfig, (c) => ({ ...c, ...overrides }))

@@ -1,7 +1,7 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import { Context, Effect, Fiber, Layer, Logger, LogLevel, ManagedRuntime, Option, Redacted } from "effect"
 import { clientBundle } from "./client/build.ts"
-import { AppConfig } from "./config.ts"
+import { AppConfig, MIN_BOOTSTRAP_TOKEN_LENGTH } from "./config.ts"
 import { DatabaseLive } from "./db/Database.ts"
 import { Delivery, DeliveryLive } from "./events/Delivery.ts"
 import { EventLogLive } from "./events/EventLogLive.ts"
@@ -42,6 +42,7 @@ import { QueueRepoLive } from "./queue/QueueRepo.ts"
 import { RunnerHealth, RunnerHealthLive } from "./queue/runner/health.ts"
 import { RunnerProbe, type RunnerProbeShape } from "./queue/runner/probe.ts"
 import { StatusesLive } from "./queue/Statuses.ts"
+import { explainListenError } from "./startup.ts"
 import { Sessions, SessionsLive } from "./tenancy/Sessions.ts"
 import { Tenancy, TenancyLive } from "./tenancy/Tenancy.ts"
 import { makeDashboard } from "./web/pages.ts"
@@ -155,9 +156,6 @@ const unauthorizedMetrics = () =>
 
 /** Where the single-file CI client is served. */
 export const CLIENT_PATH = "/cli/greenline.mjs"
-
-/** BOOTSTRAP_TOKEN is an admin credential: anything shorter than this is refused at start-up. */
-export const MIN_BOOTSTRAP_TOKEN_LENGTH = 32
 
 /**
  * BOOTSTRAP_TOKEN, when set, becomes the bootstrap organization's admin token (replacing the previous one); without
@@ -340,7 +338,16 @@ export const startServer = async <E>(
   // requests being answered: stopping waits for them before the database closes under them
   let inFlight = 0
   let stopping: Promise<void> | undefined
-  const server = Bun.serve({
+  const serve = async (options: Parameters<typeof Bun.serve>[0]) => {
+    try {
+      return Bun.serve(options)
+    } catch (error) {
+      await runtime.dispose()
+      // Bun's own message ("Is port 8080 in use?") for any failure to listen: name the setting instead
+      throw explainListenError(config, error)
+    }
+  }
+  const server = await serve({
     port: config.port,
     hostname: config.host,
     maxRequestBodySize: 1024 * 1024 * 1024,
