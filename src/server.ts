@@ -30,6 +30,7 @@ import { queueRoutes } from "./http/routes/queue.ts"
 import { webRoutes } from "./http/routes/web.ts"
 import { makeRequestTracer } from "./http/tracing.ts"
 import { Database } from "./kernel/Database.ts"
+import { VERSION } from "./kernel/version.ts"
 import { registerEventMetrics } from "./metrics/eventMetrics.ts"
 import { DbPoolMetricsLive, Metrics, MetricsLive, RunnerMetricsLive } from "./metrics/Metrics.ts"
 import { Gauge } from "./metrics/registry.ts"
@@ -173,15 +174,21 @@ const firstRunOrBootstrap = async (
         `BOOTSTRAP_TOKEN is ${token.length} characters long; it must have at least ${MIN_BOOTSTRAP_TOKEN_LENGTH} (e.g. openssl rand -hex 32)`
       )
     }
-    await run(tenancy.ensureBootstrap(config.bootstrapOrg, token))
+    const { revokedFirstRun } = await run(tenancy.ensureBootstrap(config.bootstrapOrg, token))
+    for (const id of revokedFirstRun) {
+      writeLog("INFO", "BOOTSTRAP_TOKEN is set: the first-run admin token is revoked (BOOTSTRAP_TOKEN replaces it)", {
+        revokedToken: id
+      })
+    }
     return
   }
   const created = await run(tenancy.firstRun(config.bootstrapOrg))
   if (Option.isSome(created)) {
     const { org, token } = created.value
+    // the token once, in its own field; a BOOTSTRAP_TOKEN set later revokes it
     writeLog(
       "INFO",
-      `FIRST RUN: created organization '${org.slug}' and an admin token, shown only this once: ${token} (dashboard: ${config.publicUrl}/login)`,
+      `FIRST RUN: created organization '${org.slug}' and an admin token (the field "token"), shown only this once; setting BOOTSTRAP_TOKEN later revokes it`,
       { firstRun: true, org: org.slug, token, dashboard: `${config.publicUrl}/login` }
     )
   }
@@ -264,7 +271,7 @@ export const startServer = async <E>(
     if (request.method !== "GET" && request.method !== "HEAD") return undefined
     switch (url.pathname) {
       case "/healthz":
-        return Response.json({ status: "ok" })
+        return Response.json({ status: "ok", version: VERSION })
       case "/readyz": {
         const ok = await runtime
           .runPromise(
@@ -385,6 +392,7 @@ export const startServer = async <E>(
   const port = server.port ?? config.port
   writeLog("INFO", "greenline listening", {
     port,
+    version: VERSION,
     database: Context.get(ctx, Database).kind,
     startupMs: Math.round(performance.now() - started)
   })

@@ -1,6 +1,7 @@
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { type Effect, Option } from "effect"
+import { VERSION } from "../kernel/version.ts"
 import { type OpenSession, SESSION_COOKIE, SESSION_IDLE_MS, type SessionsShape } from "../tenancy/Sessions.ts"
 import type { Organization, TenancyShape } from "../tenancy/Tenancy.ts"
 
@@ -79,12 +80,13 @@ const loginPage = (next: string, error?: string) => `<!doctype html>
 ${error === undefined ? "" : `<p class="error" role="alert">${escapeHtml(error)}</p>`}
 <button type="submit">Sign in</button>
 <p class="muted">Sign in with an API token of your organization (for example the bootstrap token).</p>
-</form></main></body></html>`
+</form></main><footer class="foot">Greenline ${escapeHtml(VERSION)}</footer></body></html>`
 
 const shell = (org: Organization, csrf: string, js: string, css: string) => `<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
 <meta name="greenline-csrf" content="${escapeHtml(csrf)}">
 <meta name="greenline-org" content="${escapeHtml(org.slug)}">
+<meta name="greenline-version" content="${escapeHtml(VERSION)}">
 <title>Greenline</title><link rel="stylesheet" href="/assets/${css}">
 <script type="module" src="/assets/${js}"></script></head>
 <body><div id="app"><p class="loading">Loading…</p></div></body></html>`

@@ -29,6 +29,8 @@ export class ApiFailure extends Error {
 const meta = (name: string) => document.querySelector<HTMLMetaElement>(`meta[name="${name}"]`)?.content ?? ""
 export const csrf = () => meta("greenline-csrf")
 export const orgSlug = () => meta("greenline-org")
+/** The server's version, for the footer. */
+export const serverVersion = () => meta("greenline-version")
 
 const paths: Record<string, string> = {
   getTestDetails: "/flaky-tests/get-test-details",

@@ -1,5 +1,5 @@
 import { render } from "preact"
-import { csrf, orgSlug } from "./api.ts"
+import { csrf, orgSlug, serverVersion } from "./api.ts"
 import { FlakyListPage, TestPage, UploadPage } from "./flaky.tsx"
 import { HealthPage } from "./health.tsx"
 import { HomePage, RepoPage } from "./home.tsx"
@@ -69,6 +69,7 @@ const App = () => {
       <main id="main" tabIndex={-1}>
         {route(loc.pathname, loc.search)}
       </main>
+      <footer class="foot">Greenline {serverVersion()}</footer>
     </>
   )
 }
