@@ -49,8 +49,9 @@ read \`GREENLINE_URL\`, \`GREENLINE_TOKEN\`, \`GREENLINE_REPO\` and \`GREENLINE_
 Add one entry to \`settings\` in \`src/config.ts\`: \`withDefault(NAME, kind, value, "shown default", { description })\`
 or \`optional(NAME, kind, { unset, description })\`, with a kind from \`src/kernel/settings.ts\` (\`integer(min, max)\`,
 \`boolean\`, \`oneOf([...])\`, \`text()\`, \`secret(min)\`, \`url([...])\`, \`host\`, ...) or a \`Kind\` of its own (a parser,
-what it accepts, and values it refuses). The entry's key becomes the field of \`AppConfigShape\`. Then run
-\`npm run docs:config\`. The start-up check, this page and the generated test (every variable started with each value
+what it accepts, and values it refuses). The entry's key becomes the field of \`AppConfigShape\`. A feature or
+adapter that needs the value gets it through its own settings tag (\`queue/QueueEnv.ts\`, \`github/GitHubEnv.ts\`, ...,
+filled in \`FeatureEnvsLive\`): only the composition root imports \`src/config.ts\`. Then run \`npm run docs:config\`. The start-up check, this page and the generated test (every variable started with each value
 its kind refuses) follow from the entry.
 `
 }

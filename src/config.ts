@@ -1,4 +1,9 @@
 import { Config, ConfigError, Context, Effect, Either, Layer, Option } from "effect"
+import { DatabaseEnv, DEFAULT_POOL_MAX } from "./db/DatabaseEnv.ts"
+import { EventsEnv } from "./events/EventsEnv.ts"
+import { FlakyEnv } from "./flaky/FlakyEnv.ts"
+import { GitHubEnv } from "./github/GitHubEnv.ts"
+import { HttpEnv } from "./http/HttpEnv.ts"
 import {
   boolean,
   filePath,
@@ -14,9 +19,10 @@ import {
   url,
   withDefault
 } from "./kernel/settings.ts"
+import { TracingEnv } from "./metrics/TracingEnv.ts"
+import { QueueEnv } from "./queue/QueueEnv.ts"
 
-/** The default of DATABASE_POOL_MAX. */
-export const DEFAULT_POOL_MAX = 20
+export { DEFAULT_POOL_MAX }
 
 /** BOOTSTRAP_TOKEN is an admin credential: anything shorter than this is refused at start-up. */
 export const MIN_BOOTSTRAP_TOKEN_LENGTH = 32
@@ -31,7 +37,9 @@ export const LOG_LEVELS = ["all", "trace", "debug", "info", "warn", "error", "fa
  * To add a variable: add one entry here (`withDefault` or `optional`, with a kind from kernel/settings.ts, or a
  * `Kind` of your own), then run `npm run docs:config` to rewrite docs/configuration.md. The entry's key becomes the
  * field of `AppConfigShape`, typed by the kind; the start-up check and the generated test
- * (test/unit/config.test.ts) pick it up by themselves. A check between variables goes in `crossChecks` below.
+ * (test/unit/config.test.ts) pick it up by themselves. A check between variables goes in `crossChecks` below. Code
+ * outside the composition root never reads `AppConfig`: when a feature or adapter needs the value, add a field to its
+ * folder's `*Env.ts` tag (queue/QueueEnv.ts, github/GitHubEnv.ts, ...) and fill it in `FeatureEnvsLive` below.
  */
 export const settings = {
   port: withDefault("PORT", integer(0, 65535, "0: any free port"), 8080, "8080", {
@@ -220,16 +228,70 @@ export const appConfig: Config.Config<AppConfigShape> = values.pipe(
   )
 )
 
-export const AppConfigLive: Layer.Layer<AppConfig, ConfigError.ConfigError> = Layer.effect(
-  AppConfig,
-  Effect.gen(function* () {
-    return yield* appConfig
-  })
+/** The settings each feature and adapter receives: its own tag, in its own folder (none of them reads AppConfig). */
+export type FeatureEnvs = QueueEnv | FlakyEnv | EventsEnv | GitHubEnv | DatabaseEnv | TracingEnv | HttpEnv
+
+/**
+ * Hands each feature and adapter its part of the configuration. This and `AppConfig` are the only way settings
+ * reach the code outside the composition root (the dependency rule `config-is-the-roots`). A new variable that a
+ * feature needs: a field in that feature's `*Env.ts`, and its value here.
+ */
+export const FeatureEnvsLive: Layer.Layer<FeatureEnvs, never, AppConfig> = Layer.effectContext(
+  Effect.map(AppConfig, (c) =>
+    Context.make(QueueEnv, {
+      publicUrl: c.publicUrl,
+      gitPollMs: c.gitPollMs,
+      ciCommand: c.ciCommand,
+      ciContext: c.ciContext
+    }).pipe(
+      Context.add(FlakyEnv, { publicUrl: c.publicUrl }),
+      Context.add(EventsEnv, {
+        webhookAllowPrivate: c.webhookAllowPrivate,
+        webhookWorker: c.webhookWorker,
+        eventRetentionDays: c.eventRetentionDays
+      }),
+      Context.add(GitHubEnv, {
+        githubApiUrl: c.githubApiUrl,
+        githubHost: c.githubHost,
+        githubAppId: c.githubAppId,
+        githubAppPrivateKey: c.githubAppPrivateKey,
+        githubToken: c.githubToken,
+        githubWebhookSecret: c.githubWebhookSecret,
+        githubReconcileMs: c.githubReconcileMs
+      }),
+      Context.add(DatabaseEnv, {
+        databaseUrl: c.databaseUrl,
+        databasePoolMax: c.databasePoolMax,
+        dataDir: c.dataDir,
+        ...(c.embeddedSeed === undefined ? {} : { embeddedSeed: c.embeddedSeed })
+      }),
+      Context.add(TracingEnv, { otlpEndpoint: c.otlpEndpoint, otelServiceName: c.otelServiceName }),
+      Context.add(HttpEnv, { eventStreamsPerOrg: c.eventStreamsPerOrg, eventStreamPollMs: c.eventStreamPollMs })
+    )
+  )
+)
+
+/** `config`, with each feature's own settings beside it. */
+export const withFeatureEnvs = <E, R>(
+  config: Layer.Layer<AppConfig, E, R>
+): Layer.Layer<AppConfig | FeatureEnvs, E, R> => Layer.provideMerge(FeatureEnvsLive, config)
+
+export const AppConfigLive: Layer.Layer<AppConfig | FeatureEnvs, ConfigError.ConfigError> = withFeatureEnvs(
+  Layer.effect(
+    AppConfig,
+    Effect.gen(function* () {
+      return yield* appConfig
+    })
+  )
 )
 
 /** The configuration from the environment, with `overrides` (tests and tools; the overrides are not checked). */
-export const makeAppConfig = (overrides: Partial<AppConfigShape>): Layer.Layer<AppConfig, ConfigError.ConfigError> =>
-  Layer.effect(
-    AppConfig,
-    Effect.map(appConfig, (c) => ({ ...c, ...overrides }))
+export const makeAppConfig = (
+  overrides: Partial<AppConfigShape>
+): Layer.Layer<AppConfig | FeatureEnvs, ConfigError.ConfigError> =>
+  withFeatureEnvs(
+    Layer.effect(
+      AppConfig,
+      Effect.map(appConfig, (c) => ({ ...c, ...overrides }))
+    )
   )

@@ -1,7 +1,7 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import { Context, Effect, Fiber, Layer, Logger, LogLevel, ManagedRuntime, Option, Redacted } from "effect"
 import { clientBundle } from "./client/build.ts"
-import { AppConfig, MIN_BOOTSTRAP_TOKEN_LENGTH } from "./config.ts"
+import { AppConfig, MIN_BOOTSTRAP_TOKEN_LENGTH, withFeatureEnvs } from "./config.ts"
 import { DatabaseLive } from "./db/Database.ts"
 import { Delivery, DeliveryLive } from "./events/Delivery.ts"
 import { EventLogLive } from "./events/EventLogLive.ts"
@@ -68,7 +68,7 @@ export const AppLayer = <E>(config: Layer.Layer<AppConfig, E>, probe?: RunnerPro
   // tracing first, so every later layer and fiber sees the tracer (or tracing switched off)
   const base = Layer.mergeAll(DatabaseLive, git, MetricsLive, logging).pipe(
     Layer.provideMerge(TracingLive),
-    Layer.provideMerge(config)
+    Layer.provideMerge(withFeatureEnvs(config))
   )
   // GitHub: the PR comment and status the runners write, and which repositories may be claimed (the App's)
   const github = Layer.mergeAll(GitHubFeedbackLive, InstallationClaimGuardLive)
