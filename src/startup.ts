@@ -72,7 +72,9 @@ const checkListen = async (config: AppConfigShape): Promise<string[]> => {
   if (error === undefined) return []
   switch (codeOf(error)) {
     case "EADDRINUSE":
-      return [`PORT=${config.port}: the port is in use on ${config.host} (another process listens there)`]
+      return [
+        `PORT=${config.port}: the port is in use on ${config.host} (another process listens there); PORT takes a free port, or 0 for any`
+      ]
     case "EADDRNOTAVAIL":
       return [`HOST=${config.host}: ${address} is not an address of this machine, so the server cannot listen on it`]
     case "EACCES":

@@ -50,7 +50,7 @@ export const showValue = (variable: string, raw: string, secret: boolean): strin
 }
 
 const refusal = (variable: string, shown: string, reason: string, accepts: string) =>
-  ConfigError.InvalidData([], `${shown}: ${reason}; ${variable} takes ${accepts}`)
+  ConfigError.InvalidData([variable], `${shown}: ${reason}; ${variable} takes ${accepts}`)
 
 const read = <A>(variable: string, kind: Kind<A>, raw: string): Either.Either<A, ConfigError.ConfigError> =>
   Either.mapLeft(kind.parse(raw), (reason) =>
