@@ -1,14 +1,15 @@
 /**
  * The dependency rule of docs/architecture.md, checked in CI (`npm run check:deps`).
  * Layers, inside out: pure cores → feature services (queue, flaky, tenancy, events, audit) and the shared kernel →
- * adapters (http, web, db, git-local, github, metrics) → the composition root (main, cli, server, providers).
+ * adapters (http, web, db, git-local, github, metrics) → the composition root (main, cli, server, providers, startup,
+ * and config, the settings' schema).
  */
 const core = "^src/(queue/planner/|flaky/(classify|junit|codeowners|normalize|testCaseIds)[.]ts$)"
 const feature = "^src/(queue|flaky|tenancy|events|audit)/"
 // a feature's HTTP handlers and inbound webhooks are part of the HTTP edge, kept beside the feature they serve
 const edgeModule = "/(Http|webhooks)[.]ts$"
 const adapter = "^src/(http|web|db|git-local|github|metrics)/"
-const root = "^src/(main|cli|server|providers)[.]ts$"
+const root = "^src/(main|cli|server|providers|startup|config)[.]ts$"
 
 /** @type {import('dependency-cruiser').IConfiguration} */
 module.exports = {
@@ -56,6 +57,16 @@ module.exports = {
       comment: "The dashboard's browser code reaches the server only through the API contract's types.",
       from: { path: "^src/web/client/" },
       to: { path: "^src/", pathNot: ["^src/web/client/", "^src/http/Api[.]ts$"] }
+    },
+    {
+      name: "config-is-the-roots",
+      severity: "error",
+      comment:
+        "The settings' schema (src/config.ts) is read only by the composition root: each feature and adapter gets " +
+        "its own settings as a tag in its own folder (queue/QueueEnv.ts, github/GitHubEnv.ts, ...), which config.ts " +
+        "provides (FeatureEnvsLive). This keeps config.ts, which names every feature's settings, out of any cycle.",
+      from: { path: "^src/", pathNot: root },
+      to: { path: "^src/config[.]ts$" }
     },
     {
       name: "root-is-the-top",

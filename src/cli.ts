@@ -2,12 +2,15 @@ import { stripVTControlCharacters } from "node:util"
 import { Args, Command, Options } from "@effect/cli"
 import * as BunContext from "@effect/platform-bun/BunContext"
 import * as BunRuntime from "@effect/platform-bun/BunRuntime"
-import { Console, Effect, Layer, Option } from "effect"
+import { ConfigError, Console, Effect, Layer, Option } from "effect"
 import { CLIENT_COMMANDS, runClient } from "./client/main.ts"
 import { AppConfigLive } from "./config.ts"
 import { DatabaseLive, DatabaseLocked } from "./db/Database.ts"
 import { GitHubClientLive } from "./github/GitHubClient.ts"
 import { InstallationClaimGuardLive } from "./github/installations.ts"
+import { configProblems } from "./kernel/settings.ts"
+import { VERSION } from "./kernel/version.ts"
+import { EXIT_CONFIG } from "./startup.ts"
 import { ROLES, type Role } from "./tenancy/principal.ts"
 import { Tenancy, TenancyLive } from "./tenancy/Tenancy.ts"
 
@@ -232,7 +235,7 @@ const root = Command.make("greenline").pipe(
   Command.withSubcommands([serve, migrate, orgs, tokens, repos, ...clientCommands])
 )
 
-const cli = Command.run(root, { name: "greenline", version: "0.1.0" })
+const cli = Command.run(root, { name: "greenline", version: VERSION })
 
 /** Help and errors in colour only on a terminal, and never with NO_COLOR set (https://no-color.org). */
 const plain = !process.stdout.isTTY || (process.env.NO_COLOR ?? "") !== ""
@@ -265,6 +268,12 @@ if (command !== undefined && CLIENT_NAMES.has(command)) {
     withoutColour,
     Effect.catchAll((error) =>
       Effect.sync(() => {
+        // settings refused: each on its line, with the exit code of a refused server start
+        if (ConfigError.isConfigError(error)) {
+          for (const problem of configProblems(error)) process.stderr.write(`error: ${problem}\n`)
+          process.exitCode = EXIT_CONFIG
+          return
+        }
         // @effect/cli has already shown usage errors; our own failures are Errors with a message
         if (error instanceof Error) process.stderr.write(`error: ${error.message}\n`)
         else if (

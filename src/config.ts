@@ -1,103 +1,251 @@
-import { Config, ConfigError, Context, Effect, Either, Layer, Option, Redacted } from "effect"
+import { Config, ConfigError, Context, Effect, Either, Layer, Option } from "effect"
+import { AuditEnv } from "./audit/AuditEnv.ts"
+import { DatabaseEnv, DEFAULT_POOL_MAX } from "./db/DatabaseEnv.ts"
+import { EventsEnv } from "./events/EventsEnv.ts"
+import { FlakyEnv } from "./flaky/FlakyEnv.ts"
+import { GitHubEnv } from "./github/GitHubEnv.ts"
+import { HttpEnv } from "./http/HttpEnv.ts"
+import {
+  boolean,
+  filePath,
+  host,
+  integer,
+  type Kind,
+  oneOf,
+  optional,
+  pemOrFile,
+  postgresUrl,
+  type Setting,
+  secret,
+  text,
+  url,
+  withDefault
+} from "./kernel/settings.ts"
+import { TracingEnv } from "./metrics/TracingEnv.ts"
+import { QueueEnv } from "./queue/QueueEnv.ts"
 import { parseRoleRules, type RoleRule } from "./tenancy/roleRules.ts"
 
+export { DEFAULT_POOL_MAX }
+
+/** The audit log's retention when EVENT_RETENTION_DAYS is unset (docs/decisions.md, issue #30). */
+export const DEFAULT_AUDIT_RETENTION_DAYS = 365
+
+/** OIDC_ROLE_RULES: `<org>:<role>=<claim value>` rules, `;`- or newline-separated (tenancy/roleRules.ts). */
+const roleRules: Kind<ReadonlyArray<RoleRule>> = {
+  accepts:
+    "rules `<org>:<role>=<claim value>`, separated by `;` (role: read, write, maintain or admin; `*` matches everyone)",
+  parse: (raw) => {
+    const parsed = parseRoleRules(raw)
+    return "error" in parsed ? Either.left(parsed.error) : Either.right(parsed.rules)
+  },
+  invalid: ["acme:owner=devs", "no-rule-here"]
+}
+
+/** BOOTSTRAP_TOKEN is an admin credential: anything shorter than this is refused at start-up. */
+export const MIN_BOOTSTRAP_TOKEN_LENGTH = 32
+
+/** Effect's log levels by their labels (LOG_LEVEL). */
+export const LOG_LEVELS = ["all", "trace", "debug", "info", "warn", "error", "fatal", "off"] as const
+
+/**
+ * Every environment variable the server reads (contract.md §5), one declaration each: its kind (type and range),
+ * its default and what it does (`src/kernel/settings.ts`).
+ *
+ * To add a variable: add one entry here (`withDefault` or `optional`, with a kind from kernel/settings.ts, or a
+ * `Kind` of your own), then run `npm run docs:config` to rewrite docs/configuration.md. The entry's key becomes the
+ * field of `AppConfigShape`, typed by the kind; the start-up check and the generated test
+ * (test/unit/config.test.ts) pick it up by themselves. A check between variables goes in `crossChecks` below. Code
+ * outside the composition root never reads `AppConfig`: when a feature or adapter needs the value, add a field to its
+ * folder's `*Env.ts` tag (queue/QueueEnv.ts, github/GitHubEnv.ts, ...) and fill it in `FeatureEnvsLive` below.
+ */
+export const settings = {
+  port: withDefault("PORT", integer(0, 65535, "0: any free port"), 8080, "8080", {
+    description: "the TCP port the server listens on"
+  }),
+  host: withDefault("HOST", host, "0.0.0.0", "0.0.0.0", {
+    description:
+      "the address the server listens on; a name must resolve (checked at start), and must be one of this machine's addresses"
+  }),
+  databaseUrl: optional("DATABASE_URL", postgresUrl, {
+    unset: "the embedded PGlite under `DATA_DIR`",
+    description:
+      "the PostgreSQL database (`postgres://user:password@host:5432/database`); the server checks at start that it answers and is PostgreSQL"
+  }),
+  databasePoolMax: withDefault("DATABASE_POOL_MAX", integer(1, 1000), DEFAULT_POOL_MAX, String(DEFAULT_POOL_MAX), {
+    description:
+      "PostgreSQL connections one instance opens at most; instances on one database together stay below its `max_connections` (100 by default)"
+  }),
+  dataDir: withDefault("DATA_DIR", filePath, "./data", "`./data`", {
+    description:
+      "the embedded database (its `pg` folder) and the default Git root; `:memory:` keeps the embedded database in memory"
+  }),
+  gitRoot: optional("GIT_ROOT", filePath, {
+    unset: "`$DATA_DIR/git`",
+    description: "bare repositories of the local Git provider (`<host>/<owner>/<name>.git`)"
+  }),
+  gitPollMs: withDefault("GIT_POLL_MS", integer(100, 3_600_000), 2000, "2000", {
+    description:
+      "how often (ms) each queue's runner looks for pushed PR heads and a moved target branch (GitHub: conditional requests, free of rate-limit budget when nothing changed; webhooks and `GITHUB_RECONCILE_MS` also cover it, so a larger value saves requests)"
+  }),
+  ciCommand: optional("CI_COMMAND", text({ what: "a shell command (not blank)", max: 65_536 }), {
+    unset: "no built-in CI",
+    description:
+      "shell command the built-in CI runs in a checkout of every test branch (at most `concurrency` at once per queue)"
+  }),
+  ciContext: withDefault("CI_CONTEXT", text({ max: 255 }), "ci", "`ci`", {
+    description: "status context of the built-in CI"
+  }),
+  bootstrapOrg: withDefault(
+    "BOOTSTRAP_ORG",
+    text({
+      pattern: /^[a-z0-9][a-z0-9._-]{0,62}$/i,
+      what: "an organization slug (letters, digits, . _ -; at most 63)"
+    }),
+    "default",
+    "`default`",
+    {
+      description:
+        "the organization that `BOOTSTRAP_TOKEN` (or the first run) makes; it claims repositories on first use",
+      invalid: ["no spaces"]
+    }
+  ),
+  bootstrapToken: optional("BOOTSTRAP_TOKEN", secret(MIN_BOOTSTRAP_TOKEN_LENGTH, "e.g. openssl rand -hex 32"), {
+    unset: "on an empty database, a first-run admin token printed once (`FIRST RUN`)",
+    description:
+      "the admin token of `BOOTSTRAP_ORG`, ensured at every start; it replaces the previous bootstrap token and revokes the first-run token (docs/decisions.md)"
+  }),
+  metricsToken: optional("METRICS_TOKEN", secret(), {
+    unset: "`/metrics` needs no token",
+    description: "token for `GET /metrics`: when set, a scrape without it answers 401"
+  }),
+  publicUrl: optional("PUBLIC_URL", url(["http", "https"], { plain: true }), {
+    unset: "`http://localhost:$PORT`",
+    description: "the address users reach the server at (links in PR comments, to CI output and tests, the dashboard)"
+  }),
+  trustProxy: withDefault("TRUST_PROXY", boolean, false, "false", {
+    description:
+      "the proxy's `X-Forwarded-Proto`, `X-Forwarded-Host` and `X-Forwarded-For` count (the client's address is the last `X-Forwarded-For` entry); set it only when a proxy that sets them is the only way in (docs/security.md)"
+  }),
+  oidcIssuerUrl: optional("OIDC_ISSUER_URL", url(["https", "http"]), {
+    unset: "only token sign-in",
+    description: "the OpenID Connect provider people sign in with (its issuer URL); needs `OIDC_CLIENT_ID`"
+  }),
+  oidcClientId: optional("OIDC_CLIENT_ID", text({ max: 1024 }), {
+    description: "Greenline's client id at the provider"
+  }),
+  oidcClientSecret: optional("OIDC_CLIENT_SECRET", secret(), {
+    unset: "a public client (PKCE only)",
+    description: "the client's secret at the provider"
+  }),
+  oidcScopes: withDefault("OIDC_SCOPES", text({ max: 1024 }), "openid profile email", "`openid profile email`", {
+    description: "scopes asked for (add `groups` or `offline_access` where the provider needs them)"
+  }),
+  oidcRoleClaim: withDefault("OIDC_ROLE_CLAIM", text({ max: 255 }), "groups", "`groups`", {
+    description:
+      "the claim whose values `OIDC_ROLE_RULES` maps to roles; a dotted path (`realm_access.roles`) is followed"
+  }),
+  oidcRoleRules: withDefault("OIDC_ROLE_RULES", roleRules, [], "none", {
+    description:
+      "the rules that give a person a role (`read`, `write`, `maintain`, `admin`) per organization from the claim's values, e.g. `acme:maintain=platform;acme:write=*`; a person holds the highest role a rule gives"
+  }),
+  oidcRefreshSeconds: withDefault("OIDC_REFRESH_SECONDS", integer(1, 86_400), 300, "300", {
+    description:
+      "how long a person's role is used before it is read again from the provider (a person who lost it loses it then)"
+  }),
+  oidcProviderName: withDefault(
+    "OIDC_PROVIDER_NAME",
+    text({ max: 255 }),
+    "your identity provider",
+    "`your identity provider`",
+    {
+      description: 'the sign-in button\'s "Sign in with …"'
+    }
+  ),
+  rateLimitPerSecond: withDefault("RATE_LIMIT_PER_SECOND", integer(1, 1_000_000_000), 100, "100", {
+    description: "requests per second per token, then 429 with `Retry-After`"
+  }),
+  logLevel: withDefault("LOG_LEVEL", oneOf(LOG_LEVELS, "verbose"), "info", "`info`", {
+    description: "the least severe level logged"
+  }),
+  logFormat: withDefault("LOG_FORMAT", oneOf(["json", "pretty"] as const), "json", "`json`", {
+    description: "JSON lines, or Effect's pretty format for a terminal"
+  }),
+  otlpEndpoint: optional("OTEL_EXPORTER_OTLP_ENDPOINT", url(["http", "https"]), {
+    unset: "tracing off (no spans are made)",
+    description:
+      "base URL of an OpenTelemetry collector: traces are sent to `<endpoint>/v1/traces` over OTLP/HTTP (JSON); the SDK's own `OTEL_*` variables apply too (README, Observability)"
+  }),
+  otelServiceName: withDefault("OTEL_SERVICE_NAME", text({ max: 255 }), "greenline", "`greenline`", {
+    description: "the traces' `service.name`"
+  }),
+  githubApiUrl: withDefault(
+    "GITHUB_API_URL",
+    url(["https", "http"]),
+    "https://api.github.com",
+    "`https://api.github.com`",
+    {
+      description: "GitHub's REST API (Enterprise Server: `https://<host>/api/v3`)"
+    }
+  ),
+  githubHost: withDefault("GITHUB_HOST", host, "github.com", "`github.com`", {
+    description: "host name of the repositories the GitHub provider serves"
+  }),
+  githubAppId: optional(
+    "GITHUB_APP_ID",
+    text({ pattern: /^\d{1,20}$/, what: "a GitHub App's numeric id", bad: "my-app" }),
+    {
+      description: "the GitHub App's id; with `GITHUB_APP_PRIVATE_KEY` it turns the GitHub provider on"
+    }
+  ),
+  githubAppPrivateKey: optional("GITHUB_APP_PRIVATE_KEY", pemOrFile, {
+    description: "the App's private key (RSA, PKCS#1 or PKCS#8)"
+  }),
+  githubToken: optional("GITHUB_TOKEN", secret(), {
+    description: "a personal access token, the alternative to an App"
+  }),
+  githubWebhookSecret: optional("GITHUB_WEBHOOK_SECRET", secret(), {
+    unset: "GitHub's webhooks are refused",
+    description: "the secret of GitHub's webhook signatures"
+  }),
+  githubReconcileMs: withDefault("GITHUB_RECONCILE_MS", integer(1000, 86_400_000), 60_000, "60000", {
+    description: "how often (ms) the GitHub provider reconciles queued PRs, targets and CI statuses with GitHub"
+  }),
+  webhookAllowPrivate: withDefault("WEBHOOK_ALLOW_PRIVATE", boolean, false, "false", {
+    description: "allow webhook endpoints on loopback and private addresses"
+  }),
+  webhookWorker: withDefault("WEBHOOK_WORKER", boolean, true, "true", {
+    description: "this instance sends webhook messages (any number of instances may)"
+  }),
+  eventRetentionDays: withDefault("EVENT_RETENTION_DAYS", integer(1, 36_500), 30, "30", {
+    description:
+      "days the event log keeps events, with their webhook messages and attempts; a pull request's timeline (its records in the log) is kept while it is in a queue and for that many days after it ended"
+  }),
+  eventStreamsPerOrg: withDefault("EVENT_STREAMS_PER_ORG", integer(1, 100_000), 20, "20", {
+    description: "live event streams open at once per organization and instance"
+  }),
+  eventStreamPollMs: withDefault("EVENT_STREAM_POLL_MS", integer(100, 3_600_000), 5000, "5000", {
+    description:
+      "how often (ms) an idle live stream reads the log without a wake-up (bounds the delay of an event whose wake-up was missed)"
+  }),
+  checkAnswers: withDefault("CHECK_ANSWERS", boolean, false, "false", {
+    description:
+      "check every answer against its operation's schema before sending it (a 500 when it does not match); the test suite and the fuzz run turn it on. Off, only answers whose schema transforms values are encoded: the others are plain JSON the compiler checked"
+  })
+} satisfies Record<string, Setting<unknown>>
+
+/** The variables as declared, in order (docs/configuration.md, the generated test). */
+export const settingList: ReadonlyArray<Setting<unknown>> = Object.values(settings)
+
+type Values = { readonly [K in keyof typeof settings]: (typeof settings)[K] extends Setting<infer A> ? A : never }
+
 /** Everything the service reads from the environment (contract.md §5), with its defaults. */
-export interface AppConfigShape {
-  readonly port: number
-  readonly host: string
-  readonly databaseUrl: Option.Option<Redacted.Redacted<string>>
-  /**
-   * PostgreSQL connections one instance opens at most (DATABASE_POOL_MAX, default 20). Instances on one database
-   * together must stay below its `max_connections` (100 by default).
-   */
-  readonly databasePoolMax: number
-  readonly dataDir: string
+export type AppConfigShape = Omit<Values, "gitRoot" | "publicUrl"> & {
   readonly gitRoot: string
-  readonly ciCommand: Option.Option<string>
-  readonly ciContext: string
-  readonly bootstrapOrg: string
-  readonly bootstrapToken: Option.Option<Redacted.Redacted<string>>
-  readonly metricsToken: Option.Option<Redacted.Redacted<string>>
-  /**
-   * PUBLIC_URL: the address people and clients reach the server at, as they type it (scheme, host, port, path
-   * prefix; behind a TLS-terminating proxy, the proxy's https address). Links the server gives out start with it,
-   * the OIDC redirect URI is `<PUBLIC_URL>/login/oidc/callback`, cookies are Secure when it is https, and its origin
-   * is the one a sign-in form post must come from (docs/security.md). Default `http://localhost:$PORT`.
-   */
   readonly publicUrl: string
-  /** Whether PUBLIC_URL was set: unset, a form post may also come from the origin the request was addressed to. */
+  /** Whether PUBLIC_URL was set: unset, a sign-in form may also come from the origin the request was addressed to. */
   readonly publicUrlConfigured: boolean
-  /**
-   * TRUST_PROXY (default false): the request's X-Forwarded-Proto, X-Forwarded-Host and X-Forwarded-For count (the
-   * client's address is the last X-Forwarded-For entry). Set it only when a proxy that sets them is the only way in.
-   */
-  readonly trustProxy: boolean
-  /** OIDC_ISSUER_URL: the identity provider people sign in with (OpenID Connect); unset, only token sign-in. */
-  readonly oidcIssuerUrl: Option.Option<string>
-  /** OIDC_CLIENT_ID: Greenline's client id at the provider (required with OIDC_ISSUER_URL). */
-  readonly oidcClientId: Option.Option<string>
-  /** OIDC_CLIENT_SECRET: the client's secret; unset, a public client (PKCE only). */
-  readonly oidcClientSecret: Option.Option<Redacted.Redacted<string>>
-  /** OIDC_SCOPES (default `openid profile email`): add `groups` (Dex, Okta) or `offline_access` where needed. */
-  readonly oidcScopes: string
-  /** OIDC_ROLE_CLAIM (default `groups`): the claim whose values the rules map to roles; a dotted path is followed. */
-  readonly oidcRoleClaim: string
-  /** OIDC_ROLE_RULES: `<org>:<role>=<claim value>` rules, `;`- or newline-separated (tenancy/roleRules.ts). */
-  readonly oidcRoleRules: ReadonlyArray<RoleRule>
-  /**
-   * OIDC_REFRESH_SECONDS (default 300): how long a person's role is used before it is read again from the provider
-   * (with the refresh token; without one the person signs in again). docs/decisions.md, "When a person's role is
-   * read".
-   */
-  readonly oidcRefreshSeconds: number
-  /** OIDC_PROVIDER_NAME (default `your identity provider`): the sign-in button's "Sign in with …". */
-  readonly oidcProviderName: string
-  readonly rateLimitPerSecond: number
-  readonly logLevel: string
-  readonly logFormat: "json" | "pretty"
-  /** How often the local Git provider looks for pushed PR heads and target branches (ms). */
-  readonly gitPollMs: number
-  /** OTLP/HTTP base URL of a trace collector (OTEL_EXPORTER_OTLP_ENDPOINT); unset, no spans are made. */
-  readonly otlpEndpoint: Option.Option<string>
-  /** The traces' `service.name` (OTEL_SERVICE_NAME). */
-  readonly otelServiceName: string
-  /** GitHub REST API base URL (GITHUB_API_URL; Enterprise: `https://<host>/api/v3`). */
-  readonly githubApiUrl: string
-  /** Host name of repositories served by the GitHub provider (GITHUB_HOST, default github.com). */
-  readonly githubHost: string
-  /** GitHub App id (GITHUB_APP_ID); with githubAppPrivateKey it enables the GitHub provider. */
-  readonly githubAppId: Option.Option<string>
-  /** The App's private key: PEM text, or a path to a PEM file (GITHUB_APP_PRIVATE_KEY). */
-  readonly githubAppPrivateKey: Option.Option<Redacted.Redacted<string>>
-  /** A personal access token (GITHUB_TOKEN), the alternative to an App. */
-  readonly githubToken: Option.Option<Redacted.Redacted<string>>
-  /** Secret of the webhook signatures (GITHUB_WEBHOOK_SECRET). */
-  readonly githubWebhookSecret: Option.Option<Redacted.Redacted<string>>
-  /** How often the GitHub provider reconciles queued PRs, targets and CI statuses with GitHub (ms). */
-  readonly githubReconcileMs: number
-  /** Webhook deliveries to private and loopback addresses are allowed (WEBHOOK_ALLOW_PRIVATE, default false). */
-  readonly webhookAllowPrivate: boolean
-  /** This instance sends webhook messages (WEBHOOK_WORKER, default true); any number of instances may. */
-  readonly webhookWorker: boolean
-  /** Days the event log keeps events, with their webhook messages (EVENT_RETENTION_DAYS, default 30). */
-  readonly eventRetentionDays: number
-  /**
-   * Days the audit log keeps its events: EVENT_RETENTION_DAYS when it is set, else 365 (a year; the event log's 30
-   * days are too short to answer "who did this last quarter": docs/decisions.md).
-   */
+  /** The audit log's retention: EVENT_RETENTION_DAYS when set, else DEFAULT_AUDIT_RETENTION_DAYS. */
   readonly auditRetentionDays: number
-  /** Live event streams (GET /v1/events/stream) open at once per organization and instance (default 20). */
-  readonly eventStreamsPerOrg: number
-  /**
-   * How often an idle live stream reads the log without a wake-up (EVENT_STREAM_POLL_MS, default 5000): the bound on
-   * the delay of an event whose wake-up was missed (events/StreamWakeups.ts).
-   */
-  readonly eventStreamPollMs: number
-  /**
-   * Check every answer against its operation's schema (CHECK_ANSWERS, default false; the tests turn it on). Answers
-   * whose schema transforms values are always encoded; the others are plain JSON that the compiler already checked.
-   */
-  readonly checkAnswers: boolean
   /**
    * Not from the environment: a dumped data directory (PGlite's `dumpDataDir`) that an in-memory embedded database
    * starts from instead of an empty one. Tests pass a migrated one: a fresh PGlite costs seconds of CPU, a seeded one
@@ -106,114 +254,119 @@ export interface AppConfigShape {
   readonly embeddedSeed?: Blob
 }
 
-/** How long the audit log keeps events when EVENT_RETENTION_DAYS is not set: a year. */
-export const DEFAULT_AUDIT_RETENTION_DAYS = 365
-
-/** The default of DATABASE_POOL_MAX. */
-export const DEFAULT_POOL_MAX = 20
-
 export class AppConfig extends Context.Tag("greenline/AppConfig")<AppConfig, AppConfigShape>() {}
 
-export const appConfig: Config.Config<AppConfigShape> = Config.all({
-  port: Config.integer("PORT").pipe(Config.withDefault(8080)),
-  host: Config.string("HOST").pipe(Config.withDefault("0.0.0.0")),
-  databaseUrl: Config.option(Config.redacted("DATABASE_URL")),
-  databasePoolMax: Config.integer("DATABASE_POOL_MAX").pipe(
-    Config.validate({ message: "DATABASE_POOL_MAX must be at least 1", validation: (n) => n >= 1 }),
-    Config.withDefault(DEFAULT_POOL_MAX)
-  ),
-  dataDir: Config.string("DATA_DIR").pipe(Config.withDefault("./data")),
-  gitRoot: Config.option(Config.string("GIT_ROOT")),
-  ciCommand: Config.option(Config.string("CI_COMMAND")),
-  ciContext: Config.string("CI_CONTEXT").pipe(Config.withDefault("ci")),
-  bootstrapOrg: Config.string("BOOTSTRAP_ORG").pipe(Config.withDefault("default")),
-  bootstrapToken: Config.option(Config.redacted("BOOTSTRAP_TOKEN")),
-  metricsToken: Config.option(Config.redacted("METRICS_TOKEN")),
-  publicUrl: Config.option(Config.string("PUBLIC_URL")),
-  trustProxy: Config.boolean("TRUST_PROXY").pipe(Config.withDefault(false)),
-  oidcIssuerUrl: Config.option(Config.string("OIDC_ISSUER_URL")),
-  oidcClientId: Config.option(Config.string("OIDC_CLIENT_ID")),
-  oidcClientSecret: Config.option(Config.redacted("OIDC_CLIENT_SECRET")),
-  oidcScopes: Config.string("OIDC_SCOPES").pipe(Config.withDefault("openid profile email")),
-  oidcRoleClaim: Config.string("OIDC_ROLE_CLAIM").pipe(Config.withDefault("groups")),
-  oidcRoleRules: Config.string("OIDC_ROLE_RULES").pipe(
-    Config.withDefault(""),
-    Config.mapOrFail((text) => {
-      const parsed = parseRoleRules(text)
-      return "error" in parsed
-        ? Either.left(ConfigError.InvalidData(["OIDC_ROLE_RULES"], parsed.error))
-        : Either.right(parsed.rules)
+/** Checks between variables, once each is valid on its own. */
+const crossChecks = (c: Values): ReadonlyArray<string> => [
+  ...(Option.isSome(c.githubAppId) !== Option.isSome(c.githubAppPrivateKey)
+    ? [
+        `GITHUB_APP_ID and GITHUB_APP_PRIVATE_KEY go together: ${Option.isSome(c.githubAppId) ? "GITHUB_APP_PRIVATE_KEY" : "GITHUB_APP_ID"} is unset, so the GitHub App cannot sign in`
+      ]
+    : []),
+  ...(Option.isSome(c.oidcIssuerUrl) && Option.isNone(c.oidcClientId)
+    ? [
+        "OIDC_ISSUER_URL needs OIDC_CLIENT_ID: people cannot sign in with a provider without Greenline's client id there"
+      ]
+    : [])
+]
+
+const values = Config.all(
+  Object.fromEntries(Object.entries(settings).map(([key, s]) => [key, s.config])) as {
+    readonly [K in keyof Values]: Config.Config<Values[K]>
+  }
+) as Config.Config<Values>
+
+export const appConfig: Config.Config<AppConfigShape> = values.pipe(
+  Config.mapOrFail((c) => {
+    const problems = crossChecks(c)
+    return problems.length === 0
+      ? Either.right(c)
+      : Either.left(problems.map((p) => ConfigError.InvalidData([], p)).reduce((a, b) => ConfigError.And(a, b)))
+  }),
+  Config.map(
+    (c): Omit<AppConfigShape, "auditRetentionDays"> => ({
+      ...c,
+      gitRoot: Option.getOrElse(c.gitRoot, () => `${c.dataDir.replace(/\/+$/, "")}/git`),
+      githubHost: c.githubHost.toLowerCase(),
+      publicUrl: Option.getOrElse(c.publicUrl, () => `http://localhost:${c.port}`),
+      publicUrlConfigured: Option.isSome(c.publicUrl)
     })
   ),
-  oidcRefreshSeconds: Config.integer("OIDC_REFRESH_SECONDS").pipe(
-    Config.validate({ message: "OIDC_REFRESH_SECONDS must be at least 1", validation: (n) => n >= 1 }),
-    Config.withDefault(300)
-  ),
-  oidcProviderName: Config.string("OIDC_PROVIDER_NAME").pipe(Config.withDefault("your identity provider")),
-  rateLimitPerSecond: Config.integer("RATE_LIMIT_PER_SECOND").pipe(Config.withDefault(100)),
-  logLevel: Config.string("LOG_LEVEL").pipe(Config.withDefault("info")),
-  logFormat: Config.literal("json", "pretty")("LOG_FORMAT").pipe(Config.withDefault("json" as const)),
-  gitPollMs: Config.integer("GIT_POLL_MS").pipe(Config.withDefault(2000)),
-  otlpEndpoint: Config.option(Config.string("OTEL_EXPORTER_OTLP_ENDPOINT")),
-  otelServiceName: Config.string("OTEL_SERVICE_NAME").pipe(Config.withDefault("greenline")),
-  githubApiUrl: Config.string("GITHUB_API_URL").pipe(Config.withDefault("https://api.github.com")),
-  githubHost: Config.string("GITHUB_HOST").pipe(Config.withDefault("github.com")),
-  githubAppId: Config.option(Config.string("GITHUB_APP_ID")),
-  githubAppPrivateKey: Config.option(Config.redacted("GITHUB_APP_PRIVATE_KEY")),
-  githubToken: Config.option(Config.redacted("GITHUB_TOKEN")),
-  githubWebhookSecret: Config.option(Config.redacted("GITHUB_WEBHOOK_SECRET")),
-  githubReconcileMs: Config.integer("GITHUB_RECONCILE_MS").pipe(Config.withDefault(60_000)),
-  webhookAllowPrivate: Config.boolean("WEBHOOK_ALLOW_PRIVATE").pipe(Config.withDefault(false)),
-  webhookWorker: Config.boolean("WEBHOOK_WORKER").pipe(Config.withDefault(true)),
-  eventRetentionDays: Config.integer("EVENT_RETENTION_DAYS").pipe(Config.withDefault(30)),
-  auditRetentionDays: Config.option(Config.integer("EVENT_RETENTION_DAYS")),
-  eventStreamsPerOrg: Config.integer("EVENT_STREAMS_PER_ORG").pipe(Config.withDefault(20)),
-  eventStreamPollMs: Config.integer("EVENT_STREAM_POLL_MS").pipe(Config.withDefault(5000)),
-  checkAnswers: Config.boolean("CHECK_ANSWERS").pipe(Config.withDefault(false))
-}).pipe(
-  Config.map((c) => ({
-    ...c,
-    databaseUrl: Option.filter(c.databaseUrl, (u) => Redacted.value(u).trim() !== ""),
-    bootstrapToken: Option.filter(c.bootstrapToken, (t) => Redacted.value(t).trim() !== ""),
-    gitRoot: Option.getOrElse(c.gitRoot, () => `${c.dataDir.replace(/\/+$/, "")}/git`),
-    otlpEndpoint: Option.filter(c.otlpEndpoint, (u) => u.trim() !== "").pipe(Option.map((u) => u.trim())),
-    githubApiUrl: c.githubApiUrl.trim().replace(/\/+$/, ""),
-    githubHost: c.githubHost.trim().toLowerCase(),
-    githubAppId: Option.filter(c.githubAppId, (id) => id.trim() !== ""),
-    githubAppPrivateKey: Option.filter(c.githubAppPrivateKey, (k) => Redacted.value(k).trim() !== ""),
-    githubToken: Option.filter(c.githubToken, (t) => Redacted.value(t).trim() !== ""),
-    githubWebhookSecret: Option.filter(c.githubWebhookSecret, (t) => Redacted.value(t) !== ""),
-    publicUrl: Option.getOrElse(
-      Option.filter(c.publicUrl, (u) => u.trim() !== ""),
-      () => `http://localhost:${c.port}`
+  // the audit log follows EVENT_RETENTION_DAYS only when it is set (else a year: docs/decisions.md, issue #30)
+  Config.zipWith(
+    Config.option(Config.string("EVENT_RETENTION_DAYS")),
+    (c, retention): AppConfigShape => ({
+      ...c,
+      auditRetentionDays: Option.isSome(retention) ? c.eventRetentionDays : DEFAULT_AUDIT_RETENTION_DAYS
+    })
+  )
+)
+
+/** The settings each feature and adapter receives: its own tag, in its own folder (none of them reads AppConfig). */
+export type FeatureEnvs = QueueEnv | FlakyEnv | EventsEnv | GitHubEnv | DatabaseEnv | TracingEnv | HttpEnv | AuditEnv
+
+/**
+ * Hands each feature and adapter its part of the configuration. This and `AppConfig` are the only way settings
+ * reach the code outside the composition root (the dependency rule `config-is-the-roots`). A new variable that a
+ * feature needs: a field in that feature's `*Env.ts`, and its value here.
+ */
+export const FeatureEnvsLive: Layer.Layer<FeatureEnvs, never, AppConfig> = Layer.effectContext(
+  Effect.map(AppConfig, (c) =>
+    Context.make(QueueEnv, {
+      publicUrl: c.publicUrl,
+      gitPollMs: c.gitPollMs,
+      ciCommand: c.ciCommand,
+      ciContext: c.ciContext
+    }).pipe(
+      Context.add(FlakyEnv, { publicUrl: c.publicUrl }),
+      Context.add(EventsEnv, {
+        webhookAllowPrivate: c.webhookAllowPrivate,
+        webhookWorker: c.webhookWorker,
+        eventRetentionDays: c.eventRetentionDays
+      }),
+      Context.add(GitHubEnv, {
+        githubApiUrl: c.githubApiUrl,
+        githubHost: c.githubHost,
+        githubAppId: c.githubAppId,
+        githubAppPrivateKey: c.githubAppPrivateKey,
+        githubToken: c.githubToken,
+        githubWebhookSecret: c.githubWebhookSecret,
+        githubReconcileMs: c.githubReconcileMs
+      }),
+      Context.add(DatabaseEnv, {
+        databaseUrl: c.databaseUrl,
+        databasePoolMax: c.databasePoolMax,
+        dataDir: c.dataDir,
+        ...(c.embeddedSeed === undefined ? {} : { embeddedSeed: c.embeddedSeed })
+      }),
+      Context.add(TracingEnv, { otlpEndpoint: c.otlpEndpoint, otelServiceName: c.otelServiceName }),
+      Context.add(HttpEnv, { eventStreamsPerOrg: c.eventStreamsPerOrg, eventStreamPollMs: c.eventStreamPollMs }),
+      Context.add(AuditEnv, { auditRetentionDays: c.auditRetentionDays })
     )
-      .trim()
-      .replace(/\/+$/, ""),
-    publicUrlConfigured: Option.isSome(Option.filter(c.publicUrl, (u) => u.trim() !== "")),
-    oidcIssuerUrl: Option.filter(c.oidcIssuerUrl, (u) => u.trim() !== "").pipe(Option.map((u) => u.trim())),
-    oidcClientId: Option.filter(c.oidcClientId, (id) => id.trim() !== "").pipe(Option.map((id) => id.trim())),
-    oidcClientSecret: Option.filter(c.oidcClientSecret, (s) => Redacted.value(s) !== ""),
-    oidcRoleClaim: c.oidcRoleClaim.trim(),
-    auditRetentionDays: Option.getOrElse(c.auditRetentionDays, () => DEFAULT_AUDIT_RETENTION_DAYS)
-  })),
-  Config.validate({
-    message: "OIDC_ISSUER_URL needs OIDC_CLIENT_ID, and PUBLIC_URL must be an http or https URL",
-    validation: (c) =>
-      (Option.isNone(c.oidcIssuerUrl) || Option.isSome(c.oidcClientId)) && /^https?:\/\/[^/]/i.test(c.publicUrl)
-  })
+  )
 )
 
-export const AppConfigLive: Layer.Layer<AppConfig, import("effect/ConfigError").ConfigError> = Layer.effect(
-  AppConfig,
-  Effect.gen(function* () {
-    return yield* appConfig
-  })
-)
+/** `config`, with each feature's own settings beside it. */
+export const withFeatureEnvs = <E, R>(
+  config: Layer.Layer<AppConfig, E, R>
+): Layer.Layer<AppConfig | FeatureEnvs, E, R> => Layer.provideMerge(FeatureEnvsLive, config)
 
-export const makeAppConfig = (
-  overrides: Partial<AppConfigShape>
-): Layer.Layer<AppConfig, import("effect/ConfigError").ConfigError> =>
+export const AppConfigLive: Layer.Layer<AppConfig | FeatureEnvs, ConfigError.ConfigError> = withFeatureEnvs(
   Layer.effect(
     AppConfig,
-    Effect.map(appConfig, (c) => ({ ...c, ...overrides }))
+    Effect.gen(function* () {
+      return yield* appConfig
+    })
+  )
+)
+
+/** The configuration from the environment, with `overrides` (tests and tools; the overrides are not checked). */
+export const makeAppConfig = (
+  overrides: Partial<AppConfigShape>
+): Layer.Layer<AppConfig | FeatureEnvs, ConfigError.ConfigError> =>
+  withFeatureEnvs(
+    Layer.effect(
+      AppConfig,
+      Effect.map(appConfig, (c) => ({ ...c, ...overrides }))
+    )
   )

@@ -1,7 +1,8 @@
-import { Runtime } from "effect"
-import { AppConfigLive } from "./config.ts"
+import { Layer, Runtime } from "effect"
+import { AppConfig } from "./config.ts"
 import { describeCause } from "./kernel/errors.ts"
-import { type RunningServer, startServer } from "./server.ts"
+import type { RunningServer } from "./server.ts"
+import { checkSurroundings, EXIT_CONFIG, readSettings } from "./startup.ts"
 
 /** `bun src/main.ts`: the server, configured from the environment (contract.md §5). */
 
@@ -39,7 +40,22 @@ process.on("SIGTERM", () => shutdown("SIGTERM"))
 process.on("SIGINT", () => shutdown("SIGINT"))
 process.on("SIGHUP", () => shutdown("SIGHUP"))
 
-server = await startServer(AppConfigLive).catch((error: unknown) => {
+// Every setting first, then what they point at (the address, the database), before anything is opened or written:
+// a refusal names each variable with its value and what it takes, and leaves the data directory untouched. The
+// server's modules are loaded only then, so a refusal comes within a fraction of a second.
+function refuse(problems: ReadonlyArray<string>, what: string): never {
+  for (const problem of problems) log("ERROR", problem, { refused: problem.split(/[= (:]/, 1)[0] })
+  log("ERROR", `greenline could not start: ${what} (above); nothing was changed`)
+  process.exit(EXIT_CONFIG)
+}
+const settings = await readSettings()
+if (!settings.ok) refuse(settings.problems, `${settings.problems.length} setting(s) refused`)
+const config = settings.value
+const surroundings = await checkSurroundings(config)
+if (surroundings.length > 0) refuse(surroundings, "the settings point at what cannot be used")
+const { startServer } = await import("./server.ts")
+
+server = await startServer(Layer.succeed(AppConfig, config)).catch((error: unknown) => {
   // with what caused it (a driver's "too many clients already" under a generic "Failed to acquire connection"),
   // without the stack traces
   const cause = Runtime.isFiberFailure(error)

@@ -2,7 +2,7 @@ import * as SqlClient from "@effect/sql/SqlClient"
 import { Context, Effect, Fiber, Layer, Logger, LogLevel, ManagedRuntime, Option, Redacted } from "effect"
 import { AuditLog, AuditLogLive } from "./audit/AuditLog.ts"
 import { clientBundle } from "./client/build.ts"
-import { AppConfig } from "./config.ts"
+import { AppConfig, MIN_BOOTSTRAP_TOKEN_LENGTH, withFeatureEnvs } from "./config.ts"
 import { DatabaseLive } from "./db/Database.ts"
 import { Delivery, DeliveryLive } from "./events/Delivery.ts"
 import { EventLogLive } from "./events/EventLogLive.ts"
@@ -33,6 +33,7 @@ import { queueRoutes } from "./http/routes/queue.ts"
 import { webRoutes } from "./http/routes/web.ts"
 import { makeRequestTracer } from "./http/tracing.ts"
 import { Database } from "./kernel/Database.ts"
+import { VERSION } from "./kernel/version.ts"
 import { registerEventMetrics } from "./metrics/eventMetrics.ts"
 import { DbPoolMetricsLive, Metrics, MetricsLive, RunnerMetricsLive } from "./metrics/Metrics.ts"
 import { Gauge } from "./metrics/registry.ts"
@@ -45,6 +46,7 @@ import { QueueRepoLive } from "./queue/QueueRepo.ts"
 import { RunnerHealth, RunnerHealthLive } from "./queue/runner/health.ts"
 import { RunnerProbe, type RunnerProbeShape } from "./queue/runner/probe.ts"
 import { StatusesLive } from "./queue/Statuses.ts"
+import { explainListenError } from "./startup.ts"
 import { orgsOfRules } from "./tenancy/roleRules.ts"
 import { Sessions, SessionsLive } from "./tenancy/Sessions.ts"
 import { Tenancy, TenancyLive } from "./tenancy/Tenancy.ts"
@@ -71,7 +73,7 @@ export const AppLayer = <E>(config: Layer.Layer<AppConfig, E>, probe?: RunnerPro
   // tracing first, so every later layer and fiber sees the tracer (or tracing switched off)
   const base = Layer.mergeAll(DatabaseLive, git, MetricsLive, logging).pipe(
     Layer.provideMerge(TracingLive),
-    Layer.provideMerge(config)
+    Layer.provideMerge(withFeatureEnvs(config))
   )
   // GitHub: the PR comment and status the runners write, and which repositories may be claimed (the App's)
   const github = Layer.mergeAll(GitHubFeedbackLive, InstallationClaimGuardLive)
@@ -185,9 +187,6 @@ const withSecurityHeaders = (response: Response, headers: ReadonlyArray<readonly
 /** Where the single-file CI client is served. */
 export const CLIENT_PATH = "/cli/greenline.mjs"
 
-/** BOOTSTRAP_TOKEN is an admin credential: anything shorter than this is refused at start-up. */
-export const MIN_BOOTSTRAP_TOKEN_LENGTH = 32
-
 /**
  * BOOTSTRAP_TOKEN, when set, becomes the bootstrap organization's admin token (replacing the previous one); without
  * it, a database with no organization and no token gets the default organization and one admin token, printed once.
@@ -204,15 +203,21 @@ const firstRunOrBootstrap = async (
         `BOOTSTRAP_TOKEN is ${token.length} characters long; it must have at least ${MIN_BOOTSTRAP_TOKEN_LENGTH} (e.g. openssl rand -hex 32)`
       )
     }
-    await run(tenancy.ensureBootstrap(config.bootstrapOrg, token))
+    const { revokedFirstRun } = await run(tenancy.ensureBootstrap(config.bootstrapOrg, token))
+    for (const id of revokedFirstRun) {
+      writeLog("INFO", "BOOTSTRAP_TOKEN is set: the first-run admin token is revoked (BOOTSTRAP_TOKEN replaces it)", {
+        revokedToken: id
+      })
+    }
     return
   }
   const created = await run(tenancy.firstRun(config.bootstrapOrg))
   if (Option.isSome(created)) {
     const { org, token } = created.value
+    // the token once, in its own field; a BOOTSTRAP_TOKEN set later revokes it
     writeLog(
       "INFO",
-      `FIRST RUN: created organization '${org.slug}' and an admin token, shown only this once: ${token} (dashboard: ${config.publicUrl}/login)`,
+      `FIRST RUN: created organization '${org.slug}' and an admin token (the field "token"), shown only this once; setting BOOTSTRAP_TOKEN later revokes it`,
       { firstRun: true, org: org.slug, token, dashboard: `${config.publicUrl}/login` }
     )
   }
@@ -319,7 +324,7 @@ export const startServer = async <E>(
     if (request.method !== "GET" && request.method !== "HEAD") return undefined
     switch (url.pathname) {
       case "/healthz":
-        return Response.json({ status: "ok" })
+        return Response.json({ status: "ok", version: VERSION })
       case "/readyz": {
         const ok = await runtime
           .runPromise(
@@ -401,7 +406,16 @@ export const startServer = async <E>(
   // requests being answered: stopping waits for them before the database closes under them
   let inFlight = 0
   let stopping: Promise<void> | undefined
-  const server = Bun.serve({
+  const serve = async (options: Parameters<typeof Bun.serve>[0]) => {
+    try {
+      return Bun.serve(options)
+    } catch (error) {
+      await runtime.dispose()
+      // Bun's own message ("Is port 8080 in use?") for any failure to listen: name the setting instead
+      throw explainListenError(config, error)
+    }
+  }
+  const server = await serve({
     port: config.port,
     hostname: config.host,
     maxRequestBodySize: 1024 * 1024 * 1024,
@@ -444,6 +458,7 @@ export const startServer = async <E>(
   const port = server.port ?? config.port
   writeLog("INFO", "greenline listening", {
     port,
+    version: VERSION,
     database: Context.get(ctx, Database).kind,
     startupMs: Math.round(performance.now() - started)
   })

@@ -1,7 +1,7 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Context, Duration, Effect, Layer } from "effect"
-import { AppConfig } from "../config.ts"
+import { AuditEnv } from "./AuditEnv.ts"
 import { type AuditEvent, insertEvent, listEvents, pruneEvents } from "./auditRepo.ts"
 import type { AuditError } from "./errors.ts"
 import type { ListAuditEventsRequest, ListAuditEventsResponse } from "./schemas.ts"
@@ -31,7 +31,7 @@ export const AuditLogLive = Layer.scoped(
   AuditLog,
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
-    const config = yield* AppConfig
+    const config = yield* AuditEnv
     const prune = (days = config.auditRetentionDays) =>
       Effect.gen(function* () {
         let total = 0

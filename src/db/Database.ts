@@ -5,8 +5,8 @@ import { SqlError } from "@effect/sql/SqlError"
 import * as PgClient from "@effect/sql-pg/PgClient"
 import { Duration, Effect, Layer, Option, PubSub, Redacted, Stream } from "effect"
 import Pg from "pg"
-import { AppConfig, DEFAULT_POOL_MAX } from "../config.ts"
 import { Database, type PoolUse } from "../kernel/Database.ts"
+import { DatabaseEnv, DEFAULT_POOL_MAX } from "./DatabaseEnv.ts"
 import { runMigrations } from "./migrations.ts"
 import { layerPglite, type PgliteUse } from "./pglite.ts"
 import { makeStatementNamer, prepareStatements } from "./prepare.ts"
@@ -147,9 +147,9 @@ const postgresLayer = (url: Redacted.Redacted<string>, max = DEFAULT_POOL_MAX) =
   )
 
 /** The database the configuration names: PostgreSQL with DATABASE_URL, else PGlite under DATA_DIR, migrated. */
-export const DatabaseLive: Layer.Layer<SqlClient.SqlClient | Database, SqlError | Error, AppConfig> =
+export const DatabaseLive: Layer.Layer<SqlClient.SqlClient | Database, SqlError | Error, DatabaseEnv> =
   Layer.unwrapEffect(
-    Effect.map(AppConfig, (config) => {
+    Effect.map(DatabaseEnv, (config) => {
       const base = Option.match(config.databaseUrl, {
         // DATA_DIR=":memory:" keeps the embedded database in memory (tests, throw-away trials)
         onNone: () =>

@@ -1,10 +1,10 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Clock, Context, Duration, Effect, FiberSet, Layer, Queue, Stream } from "effect"
-import { AppConfig } from "../config.ts"
 import { Database } from "../kernel/Database.ts"
 import { refusedAddress } from "./address.ts"
 import { DELIVERY_CHANNEL, EventReader, messageId } from "./EventLogLive.ts"
+import { EventsEnv } from "./EventsEnv.ts"
 import { signedHeaders } from "./signing.ts"
 
 /**
@@ -94,7 +94,7 @@ export const DeliveryLive = Layer.scoped(
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
     const db = yield* Database
-    const config = yield* AppConfig
+    const config = yield* EventsEnv
     const reader = yield* EventReader
 
     // what GET /metrics shows (registered by the metrics adapter): attempts by endpoint and outcome, and two gauges

@@ -1,11 +1,11 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Context, Effect, Layer, Option } from "effect"
-import { AppConfig } from "../config.ts"
 import { Database } from "../kernel/Database.ts"
 import { type Organization, Tenancy } from "../tenancy/Tenancy.ts"
 import { namesPrivateHost } from "./address.ts"
 import { DELIVERY_CHANNEL, eventIdOf, messageId } from "./EventLogLive.ts"
+import { EventsEnv } from "./EventsEnv.ts"
 import { type EventsError, EventsNotFound, InvalidEventsRequest } from "./errors.ts"
 import type {
   CreateWebhookEndpointRequest,
@@ -105,7 +105,7 @@ export const WebhooksLive = Layer.effect(
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
     const tenancy = yield* Tenancy
-    const config = yield* AppConfig
+    const config = yield* EventsEnv
     const db = yield* Database
 
     const checkUrl = (url: string) =>

@@ -1,10 +1,10 @@
 import type * as SqlClient from "@effect/sql/SqlClient"
 import { Context, Effect, Layer } from "effect"
-import type { AppConfig } from "../config.ts"
 import type { GitHost } from "../queue/GitHost.ts"
 import type { Tenancy } from "../tenancy/Tenancy.ts"
 import { DAY } from "./classify.ts"
 import { makeFlakyCommon } from "./common.ts"
+import type { FlakyEnv } from "./FlakyEnv.ts"
 import type { FlakyRepo } from "./FlakyRepo.ts"
 import { FlakyRepoLive } from "./FlakyRepoLive.ts"
 import type { FlakyShape } from "./FlakyShape.ts"
@@ -55,6 +55,6 @@ export const makeFlaky = (options: FlakyOptions = {}) =>
 /** The service alone; needs `FlakyRepo` besides the database, tenancy, configuration and Git host. */
 export const FlakyServiceLive = (options: FlakyOptions = {}) => Layer.effect(Flaky, makeFlaky(options))
 
-/** The service with its storage: needs `SqlClient`, `Tenancy`, `AppConfig` and `GitHost`. */
-export const FlakyLive: Layer.Layer<Flaky | FlakyRepo, never, SqlClient.SqlClient | Tenancy | AppConfig | GitHost> =
+/** The service with its storage: needs `SqlClient`, `Tenancy`, `FlakyEnv` and `GitHost`. */
+export const FlakyLive: Layer.Layer<Flaky | FlakyRepo, never, SqlClient.SqlClient | Tenancy | FlakyEnv | GitHost> =
   Layer.provideMerge(FlakyServiceLive(), FlakyRepoLive)

@@ -1,6 +1,5 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import { Clock, Effect, Option } from "effect"
-import { AppConfig } from "../config.ts"
 import { EventLog, type NewEvent } from "../kernel/EventLog.ts"
 import { dieUnless } from "../kernel/errors.ts"
 import { GitHost } from "../queue/GitHost.ts"
@@ -15,6 +14,7 @@ import {
   type QuarantineSettingChanged,
   quarantineSettingChanged
 } from "./events.ts"
+import { FlakyEnv } from "./FlakyEnv.ts"
 import {
   FlakyRepo,
   type FlakySettings,
@@ -40,7 +40,7 @@ export const makeFlakyCommon = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
   const repo = yield* FlakyRepo
   const tenancy = yield* Tenancy
-  const config = yield* AppConfig
+  const config = yield* FlakyEnv
   const git = yield* GitHost
   // the event log the status and quarantine changes are appended to, when the application has one
   const eventLog = yield* Effect.serviceOption(EventLog)

@@ -3,8 +3,8 @@ import { request as octokitRequest } from "@octokit/request"
 import { RequestError } from "@octokit/request-error"
 import type { Endpoints, OctokitResponse } from "@octokit/types"
 import { Clock, Context, Data, Duration, Effect, Layer, Option, Redacted, SynchronizedRef } from "effect"
-import { AppConfig } from "../config.ts"
 import { type LoadedKey, loadPrivateKey, signAppJwt } from "./auth.ts"
+import { GitHubEnv } from "./GitHubEnv.ts"
 
 // ---------------------------------------------------------------------------------------------------------------
 // Types
@@ -544,10 +544,10 @@ export const githubConfigured = (c: {
   readonly githubToken: Option.Option<Redacted.Redacted<string>>
 }): boolean => (Option.isSome(c.githubAppId) && Option.isSome(c.githubAppPrivateKey)) || Option.isSome(c.githubToken)
 
-/** The client from AppConfig's GITHUB_* settings (mode "none" when GitHub is not configured). */
-export const GitHubClientLive: Layer.Layer<GitHubClient, GitHubConfigError, AppConfig> = Layer.effect(
+/** The client from GitHubEnv's GITHUB_* settings (mode "none" when GitHub is not configured). */
+export const GitHubClientLive: Layer.Layer<GitHubClient, GitHubConfigError, GitHubEnv> = Layer.effect(
   GitHubClient,
-  Effect.flatMap(AppConfig, (c) =>
+  Effect.flatMap(GitHubEnv, (c) =>
     makeGitHubClient({
       apiUrl: c.githubApiUrl,
       appId: Option.getOrUndefined(c.githubAppId),

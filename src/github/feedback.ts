@@ -10,11 +10,11 @@
  */
 import * as SqlClient from "@effect/sql/SqlClient"
 import { Effect, Layer, Option } from "effect"
-import { AppConfig } from "../config.ts"
 import { PrFeedback } from "../queue/Feedback.ts"
 import type { EntryState, SetStatus } from "../queue/planner/index.ts"
 import type { QueueRow } from "../queue/QueueRepo.ts"
 import { GitHubAuth, GitHubClient } from "./GitHubClient.ts"
+import { GitHubEnv } from "./GitHubEnv.ts"
 
 // the port this adapter implements (the queue's)
 export { PrFeedback, type PrFeedbackShape } from "../queue/Feedback.ts"
@@ -72,7 +72,7 @@ export const GitHubFeedbackLive = Layer.effect(
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
     const client = yield* GitHubClient
-    const config = yield* AppConfig
+    const config = yield* GitHubEnv
     const locks = new Map<string, Effect.Semaphore>()
 
     const onGitHub = (queue: QueueRow) => client.mode !== "none" && queue.repo.host.toLowerCase() === config.githubHost

@@ -7,9 +7,9 @@
  */
 import * as SqlClient from "@effect/sql/SqlClient"
 import { Effect, Layer, Option } from "effect"
-import { AppConfig } from "../config.ts"
 import { RepoClaimGuard } from "../tenancy/Tenancy.ts"
 import { GitHubClient } from "./GitHubClient.ts"
+import { GitHubEnv } from "./GitHubEnv.ts"
 
 export interface InstalledRepo {
   readonly owner: string
@@ -97,7 +97,7 @@ export const InstallationClaimGuardLive = Layer.effect(
   RepoClaimGuard,
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
-    const config = yield* AppConfig
+    const config = yield* GitHubEnv
     const client = yield* GitHubClient
     const installations = makeInstallations(sql, config.githubHost)
     const enabled = appMode(config)

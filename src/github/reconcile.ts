@@ -1,10 +1,10 @@
 /** Periodic reconciliation with GitHub, so that a missed webhook delays a queue and never stalls it (docs/architecture.md). */
 import { Duration, Effect, Layer } from "effect"
-import { AppConfig } from "../config.ts"
 import { Engine, type HostChange, type WatchedQueue } from "../queue/Engine.ts"
 import type { RepoRef } from "../queue/GitHost.ts"
 import { Statuses } from "../queue/Statuses.ts"
 import { GitHubAuth, GitHubClient, type GitHubClientService, githubConfigured } from "./GitHubClient.ts"
+import { GitHubEnv } from "./GitHubEnv.ts"
 import { makeGitHubHost } from "./GitHubHost.ts"
 import type { OpenPull } from "./githubRepo.ts"
 import { commitStatusState, ingestStatuses } from "./ingest.ts"
@@ -35,7 +35,7 @@ export const reconcileOnce = (client: GitHubClientService) =>
   Effect.gen(function* () {
     const engine = yield* Engine
     const statuses = yield* Statuses
-    const config = yield* AppConfig
+    const config = yield* GitHubEnv
     const host = makeGitHubHost(client)
     const rows = yield* engine.watchedQueues(config.githubHost.toLowerCase())
     const byRepo = new Map<string, Array<WatchedQueue>>()
@@ -141,10 +141,10 @@ const repoName = (queues: ReadonlyArray<WatchedQueue>): string => {
 }
 
 /** Reconciles every GITHUB_RECONCILE_MS while the application runs (nothing when GitHub is not configured). */
-export const GitHubReconcileLive: Layer.Layer<never, never, AppConfig | GitHubClient | Engine | Statuses> =
+export const GitHubReconcileLive: Layer.Layer<never, never, GitHubEnv | GitHubClient | Engine | Statuses> =
   Layer.scopedDiscard(
     Effect.gen(function* () {
-      const config = yield* AppConfig
+      const config = yield* GitHubEnv
       const client = yield* GitHubClient
       if (!githubConfigured(config) || client.mode === "none") return
       const period = Duration.millis(Math.max(1000, config.githubReconcileMs))

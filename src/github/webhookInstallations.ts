@@ -1,7 +1,7 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import { Effect, Schema } from "effect"
-import { AppConfig } from "../config.ts"
 import { GitHubClient } from "./GitHubClient.ts"
+import { GitHubEnv } from "./GitHubEnv.ts"
 import { makeInstallations, splitFullName } from "./installations.ts"
 import { decode, done, type Plan } from "./webhookPlan.ts"
 
@@ -30,7 +30,7 @@ const InstallationRepositoriesEvent = Schema.Struct({
 const installationTools = (id: number) =>
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
-    const config = yield* AppConfig
+    const config = yield* GitHubEnv
     const client = yield* GitHubClient
     const remember = (repos: ReadonlyArray<{ owner: string; name: string }>) =>
       Effect.forEach(repos, (r) => client.rememberInstallation(r.owner, r.name, id), { discard: true })

@@ -1,10 +1,10 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Effect, type ParseResult, Schema } from "effect"
-import { AppConfig } from "../config.ts"
 import { Engine } from "../queue/Engine.ts"
 import type { Statuses } from "../queue/Statuses.ts"
 import type { GitHubClient } from "./GitHubClient.ts"
+import { GitHubEnv } from "./GitHubEnv.ts"
 
 /** What every GitHub event handler works with: its payload decoded, the plan of a delivery, the payload's repository. */
 
@@ -28,7 +28,7 @@ export const decode =
   (payload: unknown) =>
     Effect.mapError(Schema.decodeUnknown(schema)(payload), (e) => new PayloadInvalid(event, e))
 
-export type Services = SqlClient.SqlClient | AppConfig | GitHubClient | Engine | Statuses
+export type Services = SqlClient.SqlClient | GitHubEnv | GitHubClient | Engine | Statuses
 
 /** What a delivery did, decided inside its transaction. */
 export interface Outcome {
@@ -57,7 +57,7 @@ export const nothing = (result: string): Plan => Effect.succeed(done(result))
 export const repositoriesOf = (repo: typeof Repository.Type) =>
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
-    const config = yield* AppConfig
+    const config = yield* GitHubEnv
     return yield* sql<{ id: string }>`
       select id from repositories
       where lower(host) = ${config.githubHost} and lower(owner) = ${repo.owner.login.toLowerCase()}
@@ -67,7 +67,7 @@ export const repositoriesOf = (repo: typeof Repository.Type) =>
 /** The queues of the payload's repository, with their branches. */
 export const queuesOf = (repo: typeof Repository.Type) =>
   Effect.gen(function* () {
-    const config = yield* AppConfig
+    const config = yield* GitHubEnv
     const engine = yield* Engine
     return yield* engine.queuesOfRepository(config.githubHost, repo.owner.login, repo.name)
   })

@@ -3,11 +3,11 @@ import { createHmac, timingSafeEqual } from "node:crypto"
 import * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Cause, Effect, Exit, Fiber, Option, Redacted, Runtime } from "effect"
-import { AppConfig } from "../config.ts"
 import { ApiError, errorResponse, internal, invalidRequest, unauthorized } from "../http/errors.ts"
 import { readBody } from "../http/router.ts"
 import { Engine } from "../queue/Engine.ts"
 import type { GitHubError } from "./GitHubClient.ts"
+import { GitHubEnv } from "./GitHubEnv.ts"
 import { onIssueComment } from "./webhookComments.ts"
 import { onInstallation, onInstallationRepositories } from "./webhookInstallations.ts"
 import { nothing, type Outcome, PayloadInvalid, type Plan, type Services } from "./webhookPlan.ts"
@@ -82,7 +82,7 @@ const DELIVERY_ID = /^[A-Za-z0-9._:-]{1,100}$/
  */
 export const makeWebhookEndpoint = Effect.gen(function* () {
   const runtime = yield* Effect.runtime<Services>()
-  const config = yield* AppConfig
+  const config = yield* GitHubEnv
   const runExit = Runtime.runPromiseExit(runtime)
   const fork = Runtime.runFork(runtime)
   const background = new Set<Fiber.RuntimeFiber<unknown, unknown>>()

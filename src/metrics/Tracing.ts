@@ -1,5 +1,5 @@
 import { Effect, Layer, Option } from "effect"
-import { AppConfig } from "../config.ts"
+import { TracingEnv } from "./TracingEnv.ts"
 
 /**
  * Tracing (contract.md §5): with OTEL_EXPORTER_OTLP_ENDPOINT set, spans go to that collector over OTLP/HTTP (JSON),
@@ -12,8 +12,8 @@ import { AppConfig } from "../config.ts"
 /** The OTLP/HTTP traces URL for a base endpoint (the specification's rule: the base plus `/v1/traces`). */
 export const tracesUrl = (endpoint: string) => `${endpoint.replace(/\/+$/, "")}/v1/traces`
 
-export const TracingLive: Layer.Layer<never, never, AppConfig> = Layer.unwrapEffect(
-  Effect.flatMap(AppConfig, (config) =>
+export const TracingLive: Layer.Layer<never, never, TracingEnv> = Layer.unwrapEffect(
+  Effect.flatMap(TracingEnv, (config) =>
     Option.match(config.otlpEndpoint, {
       onNone: () => Effect.succeed(Layer.setTracerEnabled(false)),
       onSome: (endpoint) =>

@@ -6,6 +6,7 @@ import { heapStats } from "bun:jsc"
  */
 
 import { formatLabels, formatNumber, type Labels, renderFamily, renderHistogram } from "../kernel/prometheusText.ts"
+import { VERSION } from "../kernel/version.ts"
 
 interface Family {
   readonly name: string
@@ -128,6 +129,11 @@ export const makeProcessMetrics = () => {
   let stepCount = 0
   const runnerRestarts = registry.register(
     new Counter("greenline_queue_runner_restarts_total", "Queue runner fibers restarted after a failure")
+  )
+  registry.register(
+    new Gauge("greenline_build_info", "Greenline's version and the Bun that runs it (always 1)", () => [
+      [{ version: VERSION, bun: Bun.version }, 1]
+    ])
   )
   registry.register(
     new Gauge("greenline_process_memory_bytes", "Memory of the Bun process", () => {

@@ -1,6 +1,5 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import { Clock, Context, Effect, Layer, Option } from "effect"
-import { AppConfig } from "../config.ts"
 import { Database } from "../kernel/Database.ts"
 import { EventLog } from "../kernel/EventLog.ts"
 import type { CommandCi } from "./CiRunner.ts"
@@ -12,6 +11,7 @@ import { PrFeedback } from "./Feedback.ts"
 import { GitHost } from "./GitHost.ts"
 import { makeLeases } from "./lease.ts"
 import { initialState, type QueueState, type QueueStats, type RunRecord } from "./planner/index.ts"
+import { QueueEnv } from "./QueueEnv.ts"
 import { QueueRepo, type QueueRow, queueOfColumns } from "./QueueRepo.ts"
 import { entryRecord, positionOf, viewOf } from "./queueView.ts"
 import { plannerConfig, repoRefOf } from "./Runner.ts"
@@ -64,9 +64,9 @@ export const EngineLive = Layer.scopedContext(
     const git = yield* GitHost
     const queues = yield* QueueRepo
     const statuses = yield* Statuses
-    const config = yield* AppConfig
+    const config = yield* QueueEnv
     const context = yield* Effect.context<
-      SqlClient.SqlClient | GitHost | QueueRepo | Statuses | AppConfig | Database | CommandCi | RunnerHealth
+      SqlClient.SqlClient | GitHost | QueueRepo | Statuses | QueueEnv | Database | CommandCi | RunnerHealth
     >()
     // the Git host's view of a PR (GitHub: comment and status check), when the application provides one
     const feedback = yield* Effect.serviceOption(PrFeedback)

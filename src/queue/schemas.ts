@@ -78,7 +78,7 @@ export const PrNumber = Schema.Union(
   Schema.compose(Schema.String.pipe(Schema.pattern(/^[0-9]{1,10}$/)), Schema.NumberFromString).pipe(Schema.compose(U32))
 ).annotations({ identifier: "PrNumber", message: () => `must be an integer from 1 to ${MAX_U32}` })
 
-/** An enum accepted in any letter case, answered in lower case. */
+/** An enum accepted in any letter case, documented and read as `values` spell it. */
 export const CaseInsensitive = <const L extends ReadonlyArray<string>>(...values: L) => {
   const message = `must be one of ${values.join(", ")}`
   // documented as the enum it is (any letter case is accepted)
@@ -87,7 +87,7 @@ export const CaseInsensitive = <const L extends ReadonlyArray<string>>(...values
     strict: true,
     decode: (s, _, ast) => {
       const lower = s.toLowerCase()
-      const found = values.find((v) => v === lower)
+      const found = values.find((v) => v.toLowerCase() === lower)
       return found === undefined
         ? ParseResult.fail(new ParseResult.Type(ast, s, `${message}, not ${JSON.stringify(s)}`))
         : ParseResult.succeed(found as L[number])
@@ -259,7 +259,8 @@ export const GetSubmittedRequest = Schema.Struct({
 
 export const ImpactedTargetsValue = Schema.Union(
   Schema.Array(Text(MAX_LEN.target)),
-  CaseInsensitive("all", "impacts_all")
+  // documented as the contract spells them (contract.md: "ALL", "IMPACTS_ALL"), accepted in any letter case
+  CaseInsensitive("ALL", "IMPACTS_ALL")
 )
 export const SetImpactedTargetsRequest = Schema.Struct({
   ...QueueKey,

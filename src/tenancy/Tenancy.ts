@@ -66,6 +66,9 @@ export const newToken = () => `glt_${randomBytes(32).toString("base64url")}`
 
 const SLUG = /^[a-z0-9][a-z0-9._-]{0,62}$/i
 
+/** The name of the admin token the first run makes (revoked once a BOOTSTRAP_TOKEN is set). */
+const FIRST_RUN_TOKEN_NAME = "first-run admin"
+
 export interface TenancyShape {
   /** The organization and principal (the token as actor, with its role) of an active token. */
   readonly authenticate: (token: string) => Effect.Effect<Option.Option<Authenticated>, SqlError>
@@ -79,9 +82,17 @@ export interface TenancyShape {
   readonly followRevocations: Effect.Effect<void>
   /**
    * The BOOTSTRAP_TOKEN: `slug` exists and claims on first use, `token` is its admin token named "bootstrap", and
-   * every other bootstrap token of that organization is revoked (a new BOOTSTRAP_TOKEN replaces the previous one).
+   * every other bootstrap token of that organization is revoked (a new BOOTSTRAP_TOKEN replaces the previous one), and
+   * so is the first-run admin token, which the BOOTSTRAP_TOKEN replaces as well (docs/decisions.md); its id is
+   * returned, to be logged.
    */
-  readonly ensureBootstrap: (slug: string, token: string) => Effect.Effect<Organization, SqlError | TenancyError>
+  readonly ensureBootstrap: (
+    slug: string,
+    token: string
+  ) => Effect.Effect<
+    { readonly org: Organization; readonly revokedFirstRun: ReadonlyArray<string> },
+    SqlError | TenancyError
+  >
   /**
    * First run: when the database has no organization and no token at all, creates `slug` (claiming on first use) and
    * one admin token, and returns that token (to be shown once). None when anything exists already.
@@ -307,7 +318,7 @@ export const TenancyLive = Layer.effect(
       createOrg,
       ensureBootstrap: (slug, token) =>
         Effect.gen(function* () {
-          const { org, replaced } = yield* sql.withTransaction(
+          const { org, replaced, revokedFirstRun } = yield* sql.withTransaction(
             Effect.gen(function* () {
               const org = yield* createOrg(slug, true)
               yield* sql`update organizations set claim_on_first_use = true where id = ${org.id}`
@@ -320,11 +331,20 @@ export const TenancyLive = Layer.effect(
                 update api_tokens set revoked_at = now()
                 where org_id = ${org.id} and name = 'bootstrap' and revoked_at is null and token_hash <> ${hash}
                 returning id`
-              return { org: { ...org, claimOnFirstUse: true }, replaced: replaced.map((r) => r.id) }
+              // the first run's admin token was the bootstrap credential before BOOTSTRAP_TOKEN was set
+              const firstRun = yield* sql<{ id: string }>`
+                update api_tokens set revoked_at = now()
+                where name = ${FIRST_RUN_TOKEN_NAME} and revoked_at is null and token_hash <> ${hash}
+                returning id`
+              return {
+                org: { ...org, claimOnFirstUse: true },
+                replaced: [...replaced, ...firstRun].map((r) => r.id),
+                revokedFirstRun: firstRun.map((r) => r.id)
+              }
             })
           )
           if (replaced.length > 0) yield* revoked(replaced)
-          return org
+          return { org, revokedFirstRun }
         }),
       firstRun: (slug) =>
         sql.withTransaction(
@@ -336,7 +356,7 @@ export const TenancyLive = Layer.effect(
             if (counts === undefined || Number(counts.orgs) > 0 || Number(counts.tokens) > 0) return Option.none()
             const org = yield* createOrg(slug, true)
             const token = newToken()
-            yield* insertToken(org.id, "first-run admin", token, "admin")
+            yield* insertToken(org.id, FIRST_RUN_TOKEN_NAME, token, "admin")
             return Option.some({ org, token })
           })
         ),

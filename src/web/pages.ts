@@ -1,6 +1,7 @@
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { type Effect, Option } from "effect"
+import { VERSION } from "../kernel/version.ts"
 import {
   OIDC_LOGIN_MS,
   type OpenSession,
@@ -136,7 +137,7 @@ const page = (title: string, body: string) => `<!doctype html>
 <body><main class="login">
 <h1>Greenline</h1>
 ${body}
-</main></body></html>`
+</main><footer class="foot">Greenline ${escapeHtml(VERSION)}</footer></body></html>`
 
 const loginPage = (
   next: string,
@@ -192,6 +193,7 @@ const shell = (session: OpenSession, js: string, css: string) => {
 <meta name="greenline-actor" content="${escapeHtml(who)}">
 <meta name="greenline-actor-kind" content="${actor.kind}">
 <meta name="greenline-role" content="${escapeHtml(session.principal.role)}">
+<meta name="greenline-version" content="${escapeHtml(VERSION)}">
 <title>Greenline</title><link rel="stylesheet" href="/assets/${css}">
 <script type="module" src="/assets/${js}"></script></head>
 <body><div id="app"><p class="loading">Loading…</p></div></body></html>`

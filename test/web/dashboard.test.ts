@@ -9,6 +9,7 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { Effect } from "effect"
 import { type Browser, type BrowserContext, chromium, type Page } from "playwright-core"
+import { VERSION } from "../../src/kernel/version.ts"
 import { Tenancy } from "../../src/tenancy/Tenancy.ts"
 import { createTestRepo, type TestRepo } from "../support/git.ts"
 import { databases, startTestServer, type TestServer, tempDir } from "../support/server.ts"
@@ -152,6 +153,8 @@ for (const db of databases) {
       expect(cookie?.httpOnly).toBe(true)
       expect(cookie?.sameSite).toBe("Lax")
       await page.waitForSelector("#queues >> text=acme/app")
+      // the footer shows the server's version (issue 38)
+      expect(await page.textContent("footer.foot")).toBe(`Greenline ${VERSION}`)
 
       // the session reads the API; a write without the anti-CSRF header is refused
       const sessionCookie = `greenline_session=${cookie?.value}`

@@ -1,5 +1,4 @@
 import { Effect, Option, Runtime } from "effect"
-import { AppConfig } from "../../config.ts"
 import {
   EventReader,
   eventIdOf,
@@ -12,6 +11,7 @@ import { SETTLE_MS, StreamWakeups } from "../../events/StreamWakeups.ts"
 import { EVENT_TYPES } from "../../kernel/EventLog.ts"
 import { type Organization, Tenancy } from "../../tenancy/Tenancy.ts"
 import { ApiError, errorResponse, invalidRequest, notFound } from "../errors.ts"
+import { HttpEnv } from "../HttpEnv.ts"
 
 /**
  * `GET /v1/events/stream`: the event log as Server-Sent Events (`id:` the message id, `event:` the type, `data:` the
@@ -37,7 +37,7 @@ export const makeEventStream = Effect.gen(function* () {
   const reader = yield* EventReader
   const wakeups = yield* StreamWakeups
   const tenancy = yield* Tenancy
-  const config = yield* AppConfig
+  const config = yield* HttpEnv
   const runtime = yield* Effect.runtime<never>()
   const run = Runtime.runPromise(runtime)
   const open = new Map<string, number>()

@@ -1,6 +1,5 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import { Effect, FiberMap, Option } from "effect"
-import { AppConfig, type AppConfigShape } from "../../config.ts"
 import { EventLog } from "../../kernel/EventLog.ts"
 import type { Repository } from "../../tenancy/Tenancy.ts"
 import { CommandCi, type CommandCiService } from "../CiRunner.ts"
@@ -8,6 +7,7 @@ import { makeRoundEventWriter } from "../events.ts"
 import { PrFeedback, type PrFeedbackShape } from "../Feedback.ts"
 import { GitHost, type GitHostService, type RepoRef } from "../GitHost.ts"
 import type { Command, PlannerEvent, QueueState, RunRecord } from "../planner/index.ts"
+import { QueueEnv, type QueueEnvShape } from "../QueueEnv.ts"
 import { QueueRepo, type QueueRepoShape, type QueueRow } from "../QueueRepo.ts"
 import { Statuses, type StatusesShape } from "../Statuses.ts"
 import { makeStore } from "../store.ts"
@@ -24,7 +24,7 @@ export interface RunnerCtx {
   readonly queues: QueueRepoShape
   readonly git: GitHostService
   readonly statuses: StatusesShape
-  readonly config: AppConfigShape
+  readonly config: QueueEnvShape
   readonly ci: CommandCiService
   /** what the Git host shows on the pull request besides (GitHub: its comment and status check); optional */
   readonly feedback: Option.Option<PrFeedbackShape>
@@ -76,7 +76,7 @@ export const makeRunnerCtx = (queueId: string) =>
     // each persisted round's transitions (the entries' timelines) and events (PR, batch and test run changes) go to
     // the event log in the round's transaction
     const eventLog = yield* EventLog
-    const publicUrl = (yield* AppConfig).publicUrl
+    const publicUrl = (yield* QueueEnv).publicUrl
     const store = makeStore(sql, makeRoundEventWriter(sql, eventLog, publicUrl))
     const loaded = yield* store.loadRuntime(queueId)
     if (Option.isNone(loaded)) return Option.none<RunnerCtx>()
@@ -88,7 +88,7 @@ export const makeRunnerCtx = (queueId: string) =>
       queues,
       git: yield* GitHost,
       statuses: yield* Statuses,
-      config: yield* AppConfig,
+      config: yield* QueueEnv,
       ci: yield* CommandCi,
       feedback: yield* Effect.serviceOption(PrFeedback),
       probe: yield* Effect.serviceOption(RunnerProbe),

@@ -47,6 +47,8 @@ export const httpLink = (url: string | null | undefined): string | undefined => 
     return undefined
   }
 }
+/** The server's version, for the footer. */
+export const serverVersion = () => meta("greenline-version")
 
 const paths: Record<string, string> = {
   getTestDetails: "/flaky-tests/get-test-details",

@@ -1,5 +1,5 @@
 import { render } from "preact"
-import { actorKind, actorName, csrf, orgSlug, role } from "./api.ts"
+import { actorKind, actorName, csrf, orgSlug, role, serverVersion } from "./api.ts"
 import { AuditPage } from "./audit.tsx"
 import { FlakyListPage, TestPage, UploadPage } from "./flaky.tsx"
 import { HealthPage } from "./health.tsx"
@@ -75,6 +75,7 @@ const App = () => {
       <main id="main" tabIndex={-1}>
         {route(loc.pathname, loc.search)}
       </main>
+      <footer class="foot">Greenline {serverVersion()}</footer>
     </>
   )
 }
