@@ -1,54 +1,10 @@
-import { Runtime } from "effect"
-import { AppConfigLive } from "./config.ts"
-import { describeCause } from "./kernel/errors.ts"
-import { type RunningServer, startServer } from "./server.ts"
+/**
+ * The one entry point: `bun --max-http-header-size=65536 src/main.ts` is what `npm start` and the container run.
+ * Without arguments (or with `serve`) it is the server (serve.ts); with any other arguments, the CLI (cli.ts), so
+ * that `docker run <image> backup /data/backup.tar.gz` runs the CLI of the same image with the same flags.
+ */
+export {}
 
-/** `bun src/main.ts`: the server, configured from the environment (contract.md §5). */
-
-/** How long a stop may take before the process ends regardless (below Docker's default 10 s grace period). */
-const STOP_GRACE_MS = 8_000
-
-const log = (level: "INFO" | "ERROR", message: string, extra: Record<string, unknown> = {}) => {
-  const line = `${JSON.stringify({ level, time: new Date().toISOString(), message, ...extra })}\n`
-  if (level === "ERROR") process.stderr.write(line)
-  else process.stdout.write(line)
-}
-
-// The signal handlers come first: a signal that arrives while the server starts is not the runtime's default (an
-// abrupt end) but a stop as soon as the server is up (or at the deadline).
-let server: RunningServer | undefined
-let stopping = false
-const stop = (running: RunningServer) =>
-  running.stop().then(
-    () => process.exit(0),
-    () => process.exit(1)
-  )
-const shutdown = (signal: string) => {
-  if (stopping) return
-  stopping = true
-  log("INFO", `${signal}: shutting down`)
-  // a stop that hangs (a runner that does not yield, a database that does not close) must not outlive the grace
-  // period a supervisor gives and be killed half-way: the process ends itself before
-  setTimeout(() => {
-    log("ERROR", `the server did not stop within ${STOP_GRACE_MS} ms: exiting`)
-    process.exit(1)
-  }, STOP_GRACE_MS)
-  if (server !== undefined) void stop(server)
-}
-process.on("SIGTERM", () => shutdown("SIGTERM"))
-process.on("SIGINT", () => shutdown("SIGINT"))
-process.on("SIGHUP", () => shutdown("SIGHUP"))
-
-server = await startServer(AppConfigLive).catch((error: unknown) => {
-  // with what caused it (a driver's "too many clients already" under a generic "Failed to acquire connection"),
-  // without the stack traces
-  const cause = Runtime.isFiberFailure(error)
-    ? describeCause(error[Runtime.FiberFailureCauseId])
-        .split("\n")
-        .filter((line) => line.trim() !== "" && !/^\s+at /.test(line))
-        .join("; ")
-    : String(error instanceof Error ? error.message : error)
-  log("ERROR", "greenline could not start", { cause })
-  process.exit(1)
-})
-if (stopping) void stop(server)
+const args = process.argv.slice(2).filter((a, i) => !(a === "--" && i === 0))
+if (args.length === 0 || (args.length === 1 && args[0] === "serve")) await import("./serve.ts")
+else await import("./cli.ts")
