@@ -20,10 +20,14 @@ const holdDataDir = (dir: string) =>
   Effect.acquireRelease(
     Effect.try({
       try: () => lockDataDir(dir),
+      // the message says what happened; the cause (DatabaseLocked: held by whom, and what to do) is logged after it
       catch: (e) =>
         new SqlError({
           cause: e,
-          message: e instanceof DatabaseLocked ? e.message : `Failed to lock the data directory: ${String(e)}`
+          message:
+            e instanceof DatabaseLocked
+              ? "The embedded database is held by another process"
+              : "Failed to lock the data directory"
         })
     }),
     (lock) => Effect.sync(() => lock.release())

@@ -54,7 +54,10 @@ export const writeAtomically = async (file: string, data: Blob | Response): Prom
   fs.mkdirSync(path.dirname(target), { recursive: true })
   const temporary = `${target}.partial-${process.pid}`
   try {
+    // readable by its owner only: a backup holds token hashes and webhook secrets
+    fs.writeFileSync(temporary, "", { mode: 0o600 })
     const bytes = data instanceof Response ? await Bun.write(temporary, data) : await Bun.write(temporary, data)
+    fs.chmodSync(temporary, 0o600)
     const fd = fs.openSync(temporary, "r")
     try {
       fs.fsyncSync(fd)

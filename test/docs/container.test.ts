@@ -104,6 +104,12 @@ describe("the Dockerfile against npm start", () => {
     expect(copied.some((c) => c.includes("package.json"))).toBe(true)
     expect(copied.some((c) => c.includes("node_modules"))).toBe(true)
     expect(last("WORKDIR")).toBe("/app")
+    // `greenline` in the image is the same CLI (src/cli.ts), the single-file client beside it
+    const runs = image.filter((i) => i.keyword === "RUN").map((i) => i.args)
+    expect(runs.join("\n")).toContain(
+      `printf '#!/bin/sh\\nexec bun --max-http-header-size=65536 /app/src/cli.ts "$@"\\n' > /usr/local/bin/greenline`
+    )
+    expect(copied.some((c) => c.endsWith("/out/greenline.mjs /usr/local/bin/greenline.mjs"))).toBe(true)
     for (const arg of startArgs().filter((a) => !a.startsWith("-")))
       expect(fs.existsSync(path.join(ROOT, arg))).toBe(true)
   })

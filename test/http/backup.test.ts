@@ -190,6 +190,8 @@ describe("backup and restore of the embedded database", () => {
     expect({ code: backup.code, err: backup.err }).toEqual({ code: 0, err: "" })
     expect(backup.out).toContain(`(made by the running server, process ${first.pid})`)
     expect(fs.readdirSync(path.dirname(file))).toEqual(["greenline.tar.gz"])
+    // its owner's only: it holds token hashes and webhook secrets
+    expect(fs.statSync(file).mode & 0o777).toBe(0o600)
 
     // nothing moved in the queue meanwhile (the PRs wait for a status): what the restore must show
     expect(await snapshot(first, testId)).toMatchObject({
