@@ -3,7 +3,7 @@ import * as path from "node:path"
 import * as Reactivity from "@effect/experimental/Reactivity"
 import type { PGlite } from "@electric-sql/pglite"
 import { Effect } from "effect"
-import { DatabaseLocked, lockDataDir } from "./dataDirLock.ts"
+import { lockDataDir } from "./dataDirLock.ts"
 import { type EmbeddedPglite, openPglite } from "./pglite.ts"
 
 /**
@@ -216,4 +216,3 @@ export const restoreEmbedded = async (dataDir: string, file: string): Promise<Ba
   }
 }
 
-export { DatabaseLocked }

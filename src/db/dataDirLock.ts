@@ -98,14 +98,3 @@ const lockByPidFile = (dir: string, file: string): DataDirLock => {
   }
   throw new DatabaseLocked(`could not lock the embedded database in ${dir}`)
 }
-
-/** Whether the lock of `dir` is free right now (tests, tools): taken and released at once. */
-export const isDataDirFree = (dir: string): boolean => {
-  try {
-    lockDataDir(dir).release()
-    return true
-  } catch (e) {
-    if (e instanceof DatabaseLocked) return false
-    throw e
-  }
-}
