@@ -215,4 +215,3 @@ export const restoreEmbedded = async (dataDir: string, file: string): Promise<Ba
     lock.release()
   }
 }
-
