@@ -9,7 +9,7 @@ const feature = "^src/(queue|flaky|tenancy|events|audit)/"
 // a feature's HTTP handlers and inbound webhooks are part of the HTTP edge, kept beside the feature they serve
 const edgeModule = "/(Http|webhooks)[.]ts$"
 const adapter = "^src/(http|web|db|git-local|github|metrics)/"
-const root = "^src/(main|cli|server|providers|startup|config)[.]ts$"
+const root = "^src/(main|serve|cli|server|providers|startup|config)[.]ts$"
 
 /** @type {import('dependency-cruiser').IConfiguration} */
 module.exports = {

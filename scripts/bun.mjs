@@ -2,6 +2,9 @@
 // Runs Bun with the given arguments, installing the pinned Bun (from the npm registry's `bun` package) and the
 // project's dependencies first when they are missing. This is what lets `npm start` and `npm test` work on a
 // machine that has only Node.js, npm and git.
+//
+// `node scripts/bun.mjs --path` only installs, then prints the path of the Bun to run: `npm start` and `npm run cli`
+// then `exec` it from npm's shell, so that Bun is npm's child itself, with no wrapper in between to orphan it.
 import { spawn, spawnSync } from "node:child_process"
 import { existsSync, readFileSync, statSync } from "node:fs"
 import { constants } from "node:os"
@@ -14,7 +17,20 @@ const version = pkg.packageManager.replace(/^bun@/, "")
 const tools = join(root, ".tools")
 const localBun = join(tools, "node_modules", ".bin", process.platform === "win32" ? "bun.exe" : "bun")
 
-const run = (cmd, args, options = {}) => spawnSync(cmd, args, { stdio: "inherit", cwd: root, ...options })
+const pathOnly = process.argv[2] === "--path"
+// with --path, stdout carries only the path: what the installs print goes to stderr
+const run = (cmd, args, options = {}) =>
+  spawnSync(cmd, args, { stdio: pathOnly ? ["inherit", 2, "inherit"] : "inherit", cwd: root, ...options })
+/** The `bun` that PATH finds, as a path (execve does not search PATH). */
+const whichBun = () => {
+  for (const dir of (process.env.PATH ?? "").split(delimiter)) {
+    const candidate = join(dir || ".", "bun")
+    try {
+      if (statSync(candidate).isFile()) return candidate
+    } catch {}
+  }
+  return null
+}
 const versionOf = (bin) => {
   const r = spawnSync(bin, ["--version"], { encoding: "utf8" })
   return r.status === 0 ? r.stdout.trim() : null
@@ -39,13 +55,44 @@ if (stale) {
   run(process.execPath, ["-e", `require("fs").writeFileSync(${JSON.stringify(marker)}, "")`])
 }
 
+if (pathOnly) {
+  process.stdout.write(`${bun}\n`)
+  process.exit(0)
+}
+
 // the pinned Bun first on PATH, so that what it runs can start `bun` again (the CLI, a server in its own process)
 const binDir = bun === "bun" ? null : dirname(localBun)
-const env = binDir === null ? process.env : { ...process.env, PATH: `${binDir}${delimiter}${process.env.PATH ?? ""}` }
-// Bun runs as a child that this process waits for: SIGINT, SIGTERM and SIGHUP are passed on to it, and this
-// process ends only once Bun has ended (a server has closed its database by then), with Bun's exit code; when Bun
-// was ended by a signal, this process ends by the same signal, so that npm (or a shell) sees what happened.
-const child = spawn(bun, process.argv.slice(2), { stdio: "inherit", cwd: process.cwd(), env })
+const path = binDir === null ? {} : { PATH: `${binDir}${delimiter}${process.env.PATH ?? ""}` }
+const args = process.argv.slice(2)
+
+// Where Node.js can (22.15 and later), this process becomes Bun (execve): nothing is left between Bun and whoever
+// started this, and a server follows that parent (GREENLINE_PARENT_PID, src/serve.ts): it stops when the parent is
+// gone, even one killed with SIGKILL, which passes nothing on.
+if (typeof process.execve === "function") {
+  const executable = bun === "bun" ? whichBun() : bun
+  if (executable !== null) {
+    process.execve(executable, [executable, ...args], {
+      ...process.env,
+      ...path,
+      GREENLINE_PARENT_PID: String(process.ppid)
+    })
+  }
+}
+
+// Otherwise Bun runs as a child that this process waits for: SIGINT, SIGTERM and SIGHUP are passed on to it, and
+// this process ends only once Bun has ended (a server has closed its database by then), with Bun's exit code; when
+// Bun was ended by a signal, this process ends by the same signal, so that npm (or a shell) sees what happened. A
+// server follows this process (GREENLINE_PARENT_PID): killed with SIGKILL, this process cannot pass anything on,
+// and the server stops by itself. When this process's own parent goes, it stops Bun as on SIGTERM.
+const env = { ...process.env, ...path, GREENLINE_PARENT_PID: String(process.pid) }
+const child = spawn(bun, args, { stdio: "inherit", cwd: process.cwd(), env })
+const parent = process.ppid
+const watch = setInterval(() => {
+  if (process.ppid === parent) return
+  clearInterval(watch)
+  if (child.exitCode === null && child.signalCode === null) child.kill("SIGTERM")
+}, 200)
+watch.unref()
 const forwarded = ["SIGINT", "SIGTERM", "SIGHUP"]
 for (const signal of forwarded) {
   process.on(signal, () => {

@@ -4,10 +4,20 @@ import * as BunContext from "@effect/platform-bun/BunContext"
 import * as BunRuntime from "@effect/platform-bun/BunRuntime"
 import { ConfigError, Console, Effect, Layer, Option } from "effect"
 import { CLIENT_COMMANDS, runClient } from "./client/main.ts"
-import { AppConfigLive } from "./config.ts"
-import { DatabaseLive, DatabaseLocked } from "./db/Database.ts"
+import { AppConfig, AppConfigLive } from "./config.ts"
+import { backupLocally, backupThroughServer, restoreEmbedded } from "./db/backup.ts"
+import { DatabaseLive, DatabaseLocked, DatabaseUnmigrated } from "./db/Database.ts"
+import {
+  APP_VERSION,
+  migrate as migrateSchema,
+  type SchemaPlan,
+  schemaPlan,
+  tooNewMessage,
+  unsafeMessage
+} from "./db/schema.ts"
 import { GitHubClientLive } from "./github/GitHubClient.ts"
 import { InstallationClaimGuardLive } from "./github/installations.ts"
+import { Database } from "./kernel/Database.ts"
 import { configProblems } from "./kernel/settings.ts"
 import { VERSION } from "./kernel/version.ts"
 import { EXIT_CONFIG } from "./startup.ts"
@@ -15,7 +25,7 @@ import { ROLES, type Role } from "./tenancy/principal.ts"
 import { Tenancy, TenancyLive } from "./tenancy/Tenancy.ts"
 
 /**
- * `npm run cli -- <command>` (contract.md §7): serve, migrate, orgs, tokens, repos, and the CI client's commands
+ * `npm run cli -- <command>` (contract.md §7): serve, migrate, backup, restore, orgs, tokens, repos, and the CI client's commands
  * (upload, test, quarantine, queue, submit, cancel; the same sources as `GET /cli/greenline.mjs`).
  * Database commands open the configured database: PostgreSQL with DATABASE_URL (any time), or the embedded one,
  * which belongs to one process: while a running server holds it, they go through that server's admin API instead
@@ -77,19 +87,128 @@ const locallyOrViaServer = <A>(
     Effect.catchAll((error) => (heldByServer(error) ? remote() : Effect.fail(error)))
   )
 
+// `serve` alone is taken before the CLI runs (see the end): the server's own signal handling, not the CLI runtime's
 const serve = Command.make("serve", {}, () =>
   Effect.promise(async () => {
-    await import("./main.ts")
+    await import("./serve.ts")
     await new Promise<never>(() => {})
   })
-).pipe(Command.withDescription("Start the HTTP server and the queue runners (the default of the container)"))
+).pipe(Command.withDescription("Start the HTTP server and the queue runners (what `npm start` and the container run)"))
 
-const migrate = Command.make("migrate", {}, () =>
+const PG_DUMP_HINT = "docs/operations.md, Backups"
+
+const fileArg = (description: string) => Args.text({ name: "file" }).pipe(Args.withDescription(description))
+
+const backup = Command.make("backup", { file: fileArg("where to write the backup (a gzipped tar)") }, ({ file }) =>
   Effect.gen(function* () {
-    yield* Effect.void
-    yield* Console.log("migrations applied")
-  }).pipe(Effect.provide(Db))
-).pipe(Command.withDescription("Apply the database migrations and exit"))
+    const config = yield* AppConfig
+    if (Option.isSome(config.databaseUrl)) {
+      return yield* fail(
+        `backup and restore are for the embedded database; with DATABASE_URL, back up PostgreSQL with pg_dump (${PG_DUMP_HINT})`
+      )
+    }
+    if (config.dataDir === ":memory:") return yield* fail("DATA_DIR is :memory:: there is nothing on disk to back up")
+    const served = yield* Effect.tryPromise({
+      try: () => backupThroughServer(config.dataDir, file),
+      catch: (e) => (e instanceof Error ? e : new Error(String(e)))
+    })
+    const info =
+      served ??
+      (yield* backupLocally(config.dataDir, file).pipe(
+        Effect.mapError((e) =>
+          heldByServer(e)
+            ? new Error(
+                `${e instanceof Error ? e.message : String(e)}; its control socket (${config.dataDir}/greenline.sock) does not answer: stop it, then back up`
+              )
+            : e
+        )
+      ))
+    const by = served === undefined ? "" : ` (made by the running server, process ${served.pid})`
+    yield* Console.log(
+      `backup of ${config.dataDir} written to ${file}${by}: ${info.bytes} bytes, schema at migration ${info.migration}`
+    )
+  }).pipe(Effect.provide(AppConfigLive))
+).pipe(
+  Command.withDescription(
+    "Back up the embedded database (DATA_DIR) to a file, consistent even while a server runs on it (PostgreSQL: pg_dump)"
+  )
+)
+
+const restore = Command.make("restore", { file: fileArg("a file written by `greenline backup`") }, ({ file }) =>
+  Effect.gen(function* () {
+    const config = yield* AppConfig
+    if (Option.isSome(config.databaseUrl)) {
+      return yield* fail(
+        `backup and restore are for the embedded database; with DATABASE_URL, restore PostgreSQL with pg_restore or psql (${PG_DUMP_HINT})`
+      )
+    }
+    if (config.dataDir === ":memory:")
+      return yield* fail("DATA_DIR is :memory:: set it to the directory to restore into")
+    const info = yield* Effect.tryPromise({
+      try: () => restoreEmbedded(config.dataDir, file),
+      catch: (e) =>
+        e instanceof DatabaseLocked
+          ? new Error(`${e.message}; a restore goes into a data directory no server runs on`)
+          : e instanceof Error
+            ? e
+            : new Error(String(e))
+    })
+    yield* Console.log(
+      `restored ${file} into ${config.dataDir}: ${info.bytes} bytes, schema at migration ${info.migration}; start the server on it (it applies newer migrations)`
+    )
+  }).pipe(Effect.provide(AppConfigLive))
+).pipe(
+  Command.withDescription(
+    "Restore a backup into DATA_DIR, which must not hold a database yet (the repositories under GIT_ROOT are not in it)"
+  )
+)
+
+const describePlan = (plan: SchemaPlan) => {
+  const lines: Array<string> = []
+  const latest = plan.applied.at(-1)
+  lines.push(
+    `Greenline ${APP_VERSION}; the database's schema: ${latest === undefined ? "empty" : `${plan.applied.length} migrations applied, the newest ${String(latest.id).padStart(4, "0")}_${latest.name}`}`
+  )
+  if (plan.unknown.length > 0) lines.push(`refused: ${tooNewMessage(plan.unknown)}`)
+  if (plan.pending.length === 0) lines.push("no migration to apply")
+  for (const m of plan.pending) {
+    lines.push(
+      `to apply: ${m.key}  ${m.safeWithOlderInstances ? "safe while older instances run" : `NOT safe while older instances run${m.declared ? "" : " (it does not say)"}`}`
+    )
+  }
+  for (const i of plan.running) {
+    lines.push(`running: Greenline ${i.appVersion} on ${i.host} (pid ${i.pid}, seen ${i.seenSecondsAgo} s ago)`)
+  }
+  const unsafe = plan.pending.filter((m) => !m.safeWithOlderInstances)
+  if (unsafe.length > 0 && plan.running.length > 0) lines.push(`refused: ${unsafeMessage(unsafe, plan.running)}`)
+  return lines.join("\n")
+}
+
+const migrate = Command.make(
+  "migrate",
+  {
+    dryRun: Options.boolean("dry-run").pipe(
+      Options.withDescription(
+        "only show the schema's state, each migration to apply and whether it is safe while older instances run, and the instances running"
+      )
+    )
+  },
+  ({ dryRun }) =>
+    Effect.gen(function* () {
+      if (dryRun) {
+        yield* Console.log(describePlan(yield* schemaPlan()))
+        return
+      }
+      const db = yield* Database
+      const applied = yield* migrateSchema({ guardInstances: db.kind === "postgres" })
+      if (applied.length === 0) yield* Console.log("the schema is up to date: no migration to apply")
+      for (const key of applied) yield* Console.log(`applied ${key}`)
+    }).pipe(Effect.provide(Layer.provideMerge(DatabaseUnmigrated, AppConfigLive)))
+).pipe(
+  Command.withDescription(
+    "Apply the database migrations and exit (servers do it at start); --dry-run shows what it would do"
+  )
+)
 
 const slugArg = Args.text({ name: "slug" }).pipe(
   Args.withDescription("the organization's slug: letters, digits, . _ -")
@@ -232,7 +351,7 @@ const CLIENT_NAMES = new Set(["upload", "test", "quarantine", "queue", "submit",
 
 const root = Command.make("greenline").pipe(
   Command.withDescription("Greenline: a self-hosted merge queue and flaky-test service"),
-  Command.withSubcommands([serve, migrate, orgs, tokens, repos, ...clientCommands])
+  Command.withSubcommands([serve, migrate, backup, restore, orgs, tokens, repos, ...clientCommands])
 )
 
 const cli = Command.run(root, { name: "greenline", version: VERSION })
@@ -261,7 +380,10 @@ const withoutColour = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
 
 const argv = process.argv.filter((a, i) => !(a === "--" && i === 2))
 const command = argv[2]
-if (command !== undefined && CLIENT_NAMES.has(command)) {
+if (command === "serve" && argv.length === 3) {
+  // the server handles its own signals (a clean stop within a grace period), which the CLI's runtime would cut short
+  await import("./serve.ts")
+} else if (command !== undefined && CLIENT_NAMES.has(command)) {
   process.exitCode = await runClient(argv.slice(2), process.env)
 } else {
   cli(argv).pipe(

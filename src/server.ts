@@ -4,6 +4,7 @@ import { AuditLog, AuditLogLive } from "./audit/AuditLog.ts"
 import { clientBundle } from "./client/build.ts"
 import { AppConfig, MIN_BOOTSTRAP_TOKEN_LENGTH, withFeatureEnvs } from "./config.ts"
 import { DatabaseLive } from "./db/Database.ts"
+import { InstanceRegistryLive } from "./db/instances.ts"
 import { Delivery, DeliveryLive } from "./events/Delivery.ts"
 import { EventLogLive } from "./events/EventLogLive.ts"
 import { StreamWakeupsLive } from "./events/StreamWakeups.ts"
@@ -83,7 +84,9 @@ export const AppLayer = <E>(config: Layer.Layer<AppConfig, E>, probe?: RunnerPro
     StatusesLive,
     DbPoolMetricsLive,
     RunnerHealthLive,
-    RunnerMetricsLive
+    RunnerMetricsLive,
+    // this server in greenline_instances (PostgreSQL): what a newer server checks before a breaking migration
+    InstanceRegistryLive
   ).pipe(Layer.provideMerge(github), Layer.provideMerge(base))
   // a test's probe of the runners (RunnerProbe), when given
   const probed = probe === undefined ? services : Layer.provideMerge(Layer.succeed(RunnerProbe, probe), services)

@@ -1,61 +1,36 @@
-import * as fs from "node:fs"
 import * as path from "node:path"
-import type * as SqlClient from "@effect/sql/SqlClient"
+import * as Reactivity from "@effect/experimental/Reactivity"
+import * as SqlClient from "@effect/sql/SqlClient"
 import { SqlError } from "@effect/sql/SqlError"
 import * as PgClient from "@effect/sql-pg/PgClient"
 import { Duration, Effect, Layer, Option, PubSub, Redacted, Stream } from "effect"
 import Pg from "pg"
 import { Database, type PoolUse } from "../kernel/Database.ts"
+import { serveControlSocket } from "./backup.ts"
 import { DatabaseEnv, DEFAULT_POOL_MAX } from "./DatabaseEnv.ts"
-import { runMigrations } from "./migrations.ts"
-import { layerPglite, type PgliteUse } from "./pglite.ts"
+import { DatabaseLocked, lockDataDir } from "./dataDirLock.ts"
+import { openPglite, type PgliteUse } from "./pglite.ts"
 import { makeStatementNamer, prepareStatements } from "./prepare.ts"
+import { migrate } from "./schema.ts"
 
-/** Raised when the embedded database is held by another process. */
-export class DatabaseLocked extends Error {
-  override readonly name = "DatabaseLocked"
-}
+export { DatabaseLocked } from "./dataDirLock.ts"
 
-const isAlive = (pid: number) => {
-  try {
-    process.kill(pid, 0)
-    return true
-  } catch (e) {
-    return (e as NodeJS.ErrnoException).code === "EPERM"
-  }
-}
-
-/** The embedded database belongs to one process: a lock file with its pid, taken exclusively. */
-const lockDataDir = (dir: string) =>
+/** The embedded database belongs to one process: the data directory's lock (dataDirLock.ts), held while in use. */
+const holdDataDir = (dir: string) =>
   Effect.acquireRelease(
     Effect.try({
-      try: () => {
-        fs.mkdirSync(dir, { recursive: true })
-        const file = path.join(dir, "greenline.lock")
-        for (let attempt = 0; attempt < 2; attempt++) {
-          try {
-            fs.writeFileSync(file, String(process.pid), { flag: "wx" })
-            return file
-          } catch (e) {
-            if ((e as NodeJS.ErrnoException).code !== "EEXIST") throw e
-            const pid = Number(fs.readFileSync(file, "utf8").trim())
-            if (Number.isInteger(pid) && pid > 0 && pid !== process.pid && isAlive(pid)) {
-              throw new DatabaseLocked(
-                `the embedded database in ${dir} is in use by process ${pid}: stop that server first, or set DATABASE_URL to use PostgreSQL`
-              )
-            }
-            fs.rmSync(file, { force: true })
-          }
-        }
-        throw new DatabaseLocked(`could not lock the embedded database in ${dir}`)
-      },
+      try: () => lockDataDir(dir),
+      // the message says what happened; the cause (DatabaseLocked: held by whom, and what to do) is logged after it
       catch: (e) =>
         new SqlError({
           cause: e,
-          message: e instanceof DatabaseLocked ? e.message : "Failed to lock the data directory"
+          message:
+            e instanceof DatabaseLocked
+              ? "The embedded database is held by another process"
+              : "Failed to lock the data directory"
         })
     }),
-    (file) => Effect.sync(() => fs.rmSync(file, { force: true }))
+    (lock) => Effect.sync(() => lock.release())
   )
 
 const localChannels = Effect.map(PubSub.unbounded<readonly [string, string]>(), (hub) => ({
@@ -67,15 +42,23 @@ const localChannels = Effect.map(PubSub.unbounded<readonly [string, string]>(), 
     )
 }))
 
+/**
+ * The embedded database under `dataDir` (its `pg` folder; in memory without one), locked for this process, with the
+ * control socket that lets `greenline backup` dump it while this process serves (backup.ts).
+ */
 const pgliteLayer = (dataDir: string | undefined, seed?: Blob) =>
   Layer.unwrapScoped(
     Effect.gen(function* () {
-      if (dataDir !== undefined) yield* lockDataDir(dataDir)
+      if (dataDir !== undefined) yield* holdDataDir(dataDir)
       const channels = yield* localChannels
       const use: PgliteUse = { inUse: 0, waiting: 0 }
       const pool = (): PoolUse => ({ open: 1, idle: 1 - use.inUse, inUse: use.inUse, waiting: use.waiting, max: 1 })
       const info = Layer.succeed(Database, { kind: "pglite", ...channels, pool })
-      return Layer.merge(layerPglite(dataDir === undefined ? undefined : path.join(dataDir, "pg"), use, seed), info)
+      const embedded = yield* openPglite(dataDir === undefined ? undefined : path.join(dataDir, "pg"), use, seed).pipe(
+        Effect.provide(Reactivity.layer)
+      )
+      if (dataDir !== undefined) yield* serveControlSocket(dataDir, embedded)
+      return Layer.merge(Layer.succeed(SqlClient.SqlClient, embedded.client), info)
     })
   )
 
@@ -146,30 +129,39 @@ const postgresLayer = (url: Redacted.Redacted<string>, max = DEFAULT_POOL_MAX) =
     })
   )
 
-/** The database the configuration names: PostgreSQL with DATABASE_URL, else PGlite under DATA_DIR, migrated. */
-export const DatabaseLive: Layer.Layer<SqlClient.SqlClient | Database, SqlError | Error, DatabaseEnv> =
+/**
+ * The database the configuration names, as it is: PostgreSQL with DATABASE_URL, else PGlite under DATA_DIR. For
+ * what must not change the schema (`greenline migrate --dry-run`).
+ */
+export const DatabaseUnmigrated: Layer.Layer<SqlClient.SqlClient | Database, SqlError | Error, DatabaseEnv> =
   Layer.unwrapEffect(
-    Effect.map(DatabaseEnv, (config) => {
-      const base = Option.match(config.databaseUrl, {
+    Effect.map(DatabaseEnv, (config) =>
+      Option.match(config.databaseUrl, {
         // DATA_DIR=":memory:" keeps the embedded database in memory (tests, throw-away trials)
         onNone: () =>
           config.dataDir === ":memory:" ? pgliteLayer(undefined, config.embeddedSeed) : pgliteLayer(config.dataDir),
         onSome: (url) => postgresLayer(url, config.databasePoolMax)
       })
-      return migrated(base)
-    })
-  )
-
-/** Runs the migrations once the layer is built. */
-export const migrated = <E>(
-  layer: Layer.Layer<SqlClient.SqlClient | Database, E>
-): Layer.Layer<SqlClient.SqlClient | Database, E | SqlError | Error> =>
-  Layer.tap(layer, (ctx) =>
-    runMigrations.pipe(
-      Effect.provide(ctx),
-      Effect.mapError((e) => (e instanceof SqlError ? e : new Error(e.message)))
     )
   )
+
+/**
+ * Runs the migrations once the layer is built, after the checks of schema.ts: a schema newer than this version, or
+ * (PostgreSQL) a migration that is not safe while other instances run, fails the layer with what to do.
+ */
+export const migrated = <E, R>(
+  layer: Layer.Layer<SqlClient.SqlClient | Database, E, R>
+): Layer.Layer<SqlClient.SqlClient | Database, E | SqlError | Error, R> =>
+  Layer.tap(layer, (ctx) =>
+    Effect.flatMap(Database, (db) => migrate({ guardInstances: db.kind === "postgres" })).pipe(
+      Effect.provide(ctx),
+      Effect.mapError((e): SqlError | Error => (e instanceof SqlError || e instanceof Error ? e : new Error(String(e))))
+    )
+  )
+
+/** The database the configuration names, migrated (schema.ts: a server older than the schema refuses). */
+export const DatabaseLive: Layer.Layer<SqlClient.SqlClient | Database, SqlError | Error, DatabaseEnv> =
+  migrated(DatabaseUnmigrated)
 
 /** For tests: a fresh in-memory PGlite (started from `seed`, a dumped data directory, when given), migrated. */
 export const layerPgliteMemory = (seed?: Blob) => migrated(pgliteLayer(undefined, seed))

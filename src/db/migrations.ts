@@ -1,4 +1,3 @@
-import * as Migrator from "@effect/sql/Migrator"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { Effect } from "effect"
 import { auditMigration } from "../audit/migration.ts"
@@ -9,6 +8,7 @@ import { requestsAndRunnerErrors } from "../queue/migration.ts"
 import { adminTokensMigration } from "../tenancy/migration.ts"
 import { tokenRolesMigration } from "../tenancy/rolesMigration.ts"
 import { peopleSessionsMigration, webSessionsMigration } from "../tenancy/sessionsMigration.ts"
+import { instancesMigration, schemaVersionsMigration } from "./schemaMigration.ts"
 
 /**
  * One set of migrations for PostgreSQL and PGlite. Each is a list of single statements (PGlite's extended protocol
@@ -241,31 +241,79 @@ const runtimeJson = statements(
 /** The runs that tested a pull request, found by its entry id: batch events look up a pull request's latest batch. */
 const testRunsByEntry = statements(`create index test_runs_tested on test_runs using gin ((record->'testedEntryIds'))`)
 
-export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.SqlClient>> = {
-  "0001_foundation": foundation,
-  "0002_engine": engine,
-  "0003_flaky": flakyMigration,
-  "0004_github": github,
-  "0005_metrics_indexes": metricsIndexes,
-  "0006_targets_json": targetsJson,
-  "0007_entries_state_changed": entriesChanged,
-  "0008_flaky_results_by_time": flakyResultsByTime,
-  "0009_runtime_json": runtimeJson,
-  "0010_requests_runner_errors": requestsAndRunnerErrors,
-  "0030_events": eventsMigration,
-  "0040_web_sessions": webSessionsMigration,
-  "0050_flaky_quarantine_lifecycle": flakyQuarantineLifecycle,
-  "0070_admin_tokens": adminTokensMigration,
-  "0100_flaky_status_history": flakyStatusHistory,
-  "0101_test_runs_by_entry": testRunsByEntry,
-  "0102_event_stream_presence": streamPresenceMigration,
-  "0103_timeline_in_event_log": timelineInLogMigration,
-  "0200_token_roles": tokenRolesMigration,
-  "0201_audit_events": auditMigration,
-  "0210_people_sessions": peopleSessionsMigration
+/**
+ * A migration, and whether it is safe while instances of the previous version still run on the database: `true`
+ * when it only adds what older code ignores (a table, an index, a column that is nullable or has a default), so
+ * instances can be replaced one at a time (a rolling upgrade); `false` when older code would break on the result (a
+ * dropped or retyped column, data moved elsewhere), so every older instance must be stopped before it runs (a server
+ * refuses to apply it while others are running: schema.ts).
+ */
+export interface Migration {
+  readonly run: Effect.Effect<void, unknown, SqlClient.SqlClient>
+  readonly safeWithOlderInstances: boolean
 }
 
-export const runMigrations = Migrator.make({})({
-  loader: Migrator.fromRecord(migrations),
-  table: "greenline_migrations"
+/** An entry: a `Migration`, or a plain effect, which says nothing and so counts as not safe with older instances. */
+export type MigrationEntry = Migration | Effect.Effect<void, unknown, SqlClient.SqlClient>
+
+const additive = (run: Effect.Effect<void, unknown, SqlClient.SqlClient>): Migration => ({
+  run,
+  safeWithOlderInstances: true
 })
+const breaking = (run: Effect.Effect<void, unknown, SqlClient.SqlClient>): Migration => ({
+  run,
+  safeWithOlderInstances: false
+})
+
+export const migrations: Record<string, MigrationEntry> = {
+  "0001_foundation": additive(foundation),
+  "0002_engine": additive(engine),
+  "0003_flaky": additive(flakyMigration),
+  "0004_github": additive(github),
+  "0005_metrics_indexes": additive(metricsIndexes),
+  // drops impacted_targets.targets, which older servers write
+  "0006_targets_json": breaking(targetsJson),
+  "0007_entries_state_changed": additive(entriesChanged),
+  "0008_flaky_results_by_time": additive(flakyResultsByTime),
+  // queue_runtime.positions must follow every state written: older servers do not keep it
+  "0009_runtime_json": breaking(runtimeJson),
+  "0010_requests_runner_errors": additive(requestsAndRunnerErrors),
+  "0030_events": additive(eventsMigration),
+  "0040_web_sessions": additive(webSessionsMigration),
+  "0050_flaky_quarantine_lifecycle": additive(flakyQuarantineLifecycle),
+  "0070_admin_tokens": additive(adminTokensMigration),
+  "0100_flaky_status_history": additive(flakyStatusHistory),
+  "0101_test_runs_by_entry": additive(testRunsByEntry),
+  "0102_event_stream_presence": additive(streamPresenceMigration),
+  // drops entry_timeline, which older servers write
+  "0103_timeline_in_event_log": breaking(timelineInLogMigration),
+  // drops api_tokens.admin, which older servers read (a token's role replaces it)
+  "0200_token_roles": breaking(tokenRolesMigration),
+  "0201_audit_events": additive(auditMigration),
+  // people's sessions have no token_hash; older servers find sessions by joining their token, so they skip them
+  "0210_people_sessions": additive(peopleSessionsMigration),
+  "0230_schema_versions": additive(schemaVersionsMigration),
+  "0231_instances": additive(instancesMigration)
+}
+
+const isMigration = (entry: MigrationEntry): entry is Migration =>
+  typeof entry === "object" && entry !== null && "safeWithOlderInstances" in entry
+
+/** The effect of an entry. */
+export const runOf = (entry: MigrationEntry): Effect.Effect<void, unknown, SqlClient.SqlClient> =>
+  isMigration(entry) ? entry.run : entry
+
+/** Whether an entry is safe while older instances run (a plain effect: no). */
+export const safeWithOlderInstances = (entry: MigrationEntry): boolean =>
+  isMigration(entry) ? entry.safeWithOlderInstances : false
+
+/** The migrations of `record` (by default, every one this version knows), by id, in order. */
+export const knownMigrations = (record: Record<string, MigrationEntry> = migrations) =>
+  Object.entries(record)
+    .map(([key, entry]) => ({
+      id: Number(key.slice(0, key.indexOf("_"))),
+      key,
+      safeWithOlderInstances: safeWithOlderInstances(entry),
+      declared: isMigration(entry)
+    }))
+    .sort((a, b) => a.id - b.id)

