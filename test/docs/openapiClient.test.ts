@@ -69,7 +69,7 @@ interface Call {
 export const readmeCalls = (readme: string): Call[] => {
   const q = /^Q='([^']*)'$/m.exec(readme)?.[1]
   if (q === undefined) throw new Error("the README defines no Q")
-  const vars = { Q: q, pr: "1" }
+  const vars = { Q: q, pr: "1", one: "1", two: "2" }
   const calls: Call[] = []
   readme.split("\n").forEach((text, i) => {
     const api = /^\s*(?:until\s+)?api\s+([\w/-]+)\s+(.*)$/.exec(text)
