@@ -315,34 +315,6 @@ export const RunnerMetricsNone = Layer.succeed(RunnerMetrics, {
   restarted: () => {}
 })
 
-/**
- * The runners' round signal: `nextRound()` resolves when the next round of any queue settles (RunnerProbe.roundDone),
- * so a test steps with the queue instead of sleeping.
- */
-export const makeRoundSignal = () => {
-  let waiters: Array<() => void> = []
-  const probe: RunnerProbeShape = {
-    afterPush: () => Effect.void,
-    roundDone: () =>
-      Effect.sync(() => {
-        const woken = waiters
-        waiters = []
-        for (const wake of woken) wake()
-      })
-  }
-  const nextRound = () => new Promise<void>((resolve) => waiters.push(resolve))
-  /** Steps round by round until `check` holds; fails after `maxRounds` rounds. */
-  const until = async (what: string, check: () => Promise<boolean>, maxRounds = 200) => {
-    for (let i = 0; i < maxRounds; i++) {
-      const round = nextRound()
-      if (await check()) return
-      await round
-    }
-    throw new Error(`${what}: not reached after ${maxRounds} rounds`)
-  }
-  return { probe, nextRound, until }
-}
-
 export interface EngineTestOptions {
   /** a migrated PGlite data directory (test/support/pgliteSeed.ts) */
   readonly seed: Blob
