@@ -3,7 +3,7 @@
  * Layers, inside out: pure cores → feature services (queue, flaky, tenancy, events) and the shared kernel →
  * adapters (http, web, db, git-local, github, metrics) → the composition root (main, cli, server, providers).
  */
-const core = "^src/(queue/planner/|flaky/(classify|junit|codeowners|normalize|testCaseIds)[.]ts$)"
+const core = "^src/(queue/planner/|flaky/junit/|flaky/(classify|codeowners|normalize|testCaseIds)[.]ts$)"
 const feature = "^src/(queue|flaky|tenancy|events)/"
 // a feature's HTTP handlers and inbound webhooks are part of the HTTP edge, kept beside the feature they serve
 const edgeModule = "/(Http|webhooks)[.]ts$"

@@ -1,7 +1,8 @@
 import { edenGC } from "bun:jsc"
 import { copyText } from "../kernel/pgCopy.ts"
 import type { NewTestCases, ResultBatch, ResultContext } from "./FlakyRepo.ts"
-import { gunzipIfNeeded, JunitError, type JunitResult, JunitStreamParser } from "./junit.ts"
+import { JunitError, type JunitResult } from "./junit/model.ts"
+import { gunzipIfNeeded, JunitStreamParser } from "./junit/sources.ts"
 import { failureGroupKey } from "./normalize.ts"
 import { IdSet, uuidString, writeUuid } from "./testCaseIdsBinary.ts"
 

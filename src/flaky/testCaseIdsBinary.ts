@@ -5,7 +5,7 @@
  * costs ~90 bytes an id and a string per lookup).
  */
 
-import type { JunitResult } from "./junit.ts"
+import type { JunitResult } from "./junit/model.ts"
 import { isUuidV5, type RepoRef, repoPath, testCaseId, testCaseRawKey } from "./testCaseIds.ts"
 
 const URL_NAMESPACE_BYTES = Buffer.from("6ba7b8119dad11d180b400c04fd430c8", "hex")

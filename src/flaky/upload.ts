@@ -23,7 +23,7 @@ import {
 } from "./FlakyRepo.ts"
 import type { FlakyShape, UploadPart } from "./FlakyShape.ts"
 import { collectYoung, PartFailure, PartsReader, UploadRows } from "./ingest.ts"
-import { JunitError } from "./junit.ts"
+import { JunitError } from "./junit/model.ts"
 import type * as F from "./schemas.ts"
 import { UploadMetadata } from "./schemas.ts"
 import { IdSet, testCaseDigests, uuidBytes } from "./testCaseIdsBinary.ts"
