@@ -65,6 +65,15 @@ module.exports = {
       to: { path: root }
     },
     {
+      name: "runtime-behind-its-port",
+      severity: "error",
+      comment:
+        "Bun's own APIs (a SHA-1 into a buffer, the collector) are reached through the RuntimeHost port " +
+        "(kernel/RuntimeHost.ts): only the composition root imports its implementation.",
+      from: { path: "^src/", pathNot: [root, "^src/kernel/bunRuntime[.]ts$"] },
+      to: { path: "^src/kernel/bunRuntime[.]ts$" }
+    },
+    {
       name: "repositories-are-private",
       severity: "error",
       comment:

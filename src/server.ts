@@ -29,6 +29,7 @@ import { metricsRoutes } from "./http/routes/metrics.ts"
 import { queueRoutes } from "./http/routes/queue.ts"
 import { webRoutes } from "./http/routes/web.ts"
 import { makeRequestTracer } from "./http/tracing.ts"
+import { BunRuntimeLive } from "./kernel/bunRuntime.ts"
 import { Database } from "./kernel/Database.ts"
 import { registerEventMetrics } from "./metrics/eventMetrics.ts"
 import { DbPoolMetricsLive, Metrics, MetricsLive, RunnerMetricsLive } from "./metrics/Metrics.ts"
@@ -64,7 +65,8 @@ export const AppLayer = <E>(config: Layer.Layer<AppConfig, E>, probe?: RunnerPro
     )
   )
   // tracing first, so every later layer and fiber sees the tracer (or tracing switched off)
-  const base = Layer.mergeAll(DatabaseLive, git, MetricsLive, logging).pipe(
+  // the runtime's own APIs (kernel/RuntimeHost.ts): Bun's
+  const base = Layer.mergeAll(DatabaseLive, git, MetricsLive, logging, BunRuntimeLive).pipe(
     Layer.provideMerge(TracingLive),
     Layer.provideMerge(config)
   )
