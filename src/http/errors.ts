@@ -47,8 +47,6 @@ export const unauthorized = (message = "a valid API token is required (x-api-tok
   new ApiError({ status: 401, code: "UNAUTHORIZED", message })
 export const internal = () =>
   new ApiError({ status: 500, code: "INTERNAL", message: "the server could not complete the request" })
-export const notImplemented = (what: string) =>
-  new ApiError({ status: 501, code: "NOT_IMPLEMENTED", message: `${what} is not implemented yet` })
 
 /** The error envelope as a schema, for the OpenAPI document. */
 export const ErrorEnvelope = Schema.Struct({

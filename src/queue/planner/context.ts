@@ -148,11 +148,6 @@ export const finalEntries = (ctx: Ctx): Entry[] => {
   return out
 }
 
-export const getEntry = (ctx: Ctx, id: string): Entry | undefined => {
-  const i = entryIndex(ctx, id)
-  return i < 0 ? undefined : ctx.entries[i]
-}
-
 export const findActiveByPr = (ctx: Ctx, prNumber: number): number => {
   for (let i = 0; i < ctx.entries.length; i++) {
     const e = ctx.entries[i]!
