@@ -4,7 +4,7 @@ import { type AppConfigShape, makeAppConfig } from "../../src/config.ts"
 import { layerPgliteMemory } from "../../src/db/Database.ts"
 import { EventLogLive } from "../../src/events/EventLogLive.ts"
 import { CommandCi, type CommandCiService } from "../../src/queue/CiRunner.ts"
-import { EngineLive } from "../../src/queue/EngineLive.ts"
+import { EngineLive } from "../../src/queue/engine/EngineLive.ts"
 import {
   GitError,
   GitHost,
