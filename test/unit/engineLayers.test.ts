@@ -37,10 +37,11 @@ const setup = async (config: Partial<QueueConfig> = {}) => {
   const git = makeMemoryGit()
   const repo = git.repo({ host: "local", owner: "acme", name: "app" })
   const ci = makeMemoryCi(git, (files: Files) => !Object.values(files).some((text) => text.includes("broken")))
-  const rounds = makeRunnerSignal()
-  const runtime: Runtime = ManagedRuntime.make(
-    engineTestLayer({ seed, git, ci, probe: rounds.probe }).pipe(Layer.provideMerge(TestContext.TestContext))
-  )
+  // the lease loop's timer off and the Git poll an hour apart: a test that moves the clock fires the queue's own
+  // timers (a testing timeout), not thousands of polls on the way (a tick looks at the Git host anyway)
+  const rounds = makeRunnerSignal({ leaseTimer: false })
+  const layer = engineTestLayer({ seed, git, ci, probe: rounds.probe, config: { gitPollMs: 3_600_000 } })
+  const runtime: Runtime = ManagedRuntime.make(layer.pipe(Layer.provideMerge(TestContext.TestContext)))
   open = runtime
   const run = <A, E>(effect: Effect.Effect<A, E, Engine | EngineRunner | Tenancy | SqlClient.SqlClient>) =>
     runtime.runPromise(effect)
