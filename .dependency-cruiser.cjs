@@ -4,12 +4,23 @@
  * adapters (http, web, db, git-local, github, metrics) → the composition root (main, cli, server, providers, startup,
  * and config, the settings' schema).
  */
-const core = "^src/(queue/planner/|flaky/(classify|junit|codeowners|normalize|testCaseIds)[.]ts$)"
+const core = "^src/(queue/planner/|flaky/junit/|flaky/(classify|codeowners|normalize|testCaseIds)[.]ts$)"
 const feature = "^src/(queue|flaky|tenancy|events|audit)/"
 // a feature's HTTP handlers and inbound webhooks are part of the HTTP edge, kept beside the feature they serve
 const edgeModule = "/(Http|webhooks)[.]ts$"
 const adapter = "^src/(http|web|db|git-local|github|metrics)/"
 const root = "^src/(main|serve|cli|server|providers|startup|config)[.]ts$"
+/**
+ * A folder and a folder inside it depend on each other one way only. Dependency-cruiser's folder scope counts a
+ * subfolder's modules as its parent's too, so it cannot see such a cycle: these two lists say which way each
+ * subfolder goes, and `nested-folders-one-way` forbids the other (a subfolder in neither list imports nothing of its
+ * parent and its parent nothing of it; a new one must pick a way).
+ */
+// composed by their parent: the parent imports them, they import nothing of it (pure cores)
+const composedByParent = ["queue/planner", "flaky/junit"]
+// built on their parent: they import its modules (ports, repositories, the contract), it imports nothing of them
+const builtOnParent = ["queue/runner", "queue/engine", "http/docs", "http/routes"]
+const under = (folders) => folders.map((f) => `^src/${f}/`)
 
 /** @type {import('dependency-cruiser').IConfiguration} */
 module.exports = {
@@ -28,6 +39,31 @@ module.exports = {
       scope: "folder",
       from: {},
       to: { circular: true }
+    },
+    {
+      name: "nested-folders-one-way",
+      severity: "error",
+      comment:
+        "No cycle between a folder and a folder inside it: a folder's own modules import only the subfolders it " +
+        "composes (composedByParent), and only the subfolders built on it (builtOnParent) import its modules.",
+      from: { path: "^src/([^/]+)/[^/]+$" },
+      to: { path: "^src/$1/[^/]+/", pathNot: under(composedByParent) }
+    },
+    {
+      name: "nested-folders-one-way-up",
+      severity: "error",
+      comment: "The other way of nested-folders-one-way: a subfolder not built on its parent imports nothing of it.",
+      from: { path: "^src/([^/]+)/[^/]+/", pathNot: under(builtOnParent) },
+      to: { path: "^src/$1/[^/]+$" }
+    },
+    {
+      name: "drivers-independent",
+      severity: "error",
+      comment:
+        "The Git host drivers (github/, git-local/) import nothing of each other, their inbound webhooks included " +
+        "(the composition root, providers.ts, picks one per repository).",
+      from: { path: "^src/(github|git-local)/" },
+      to: { path: "^src/(github|git-local)/", pathNot: "^src/$1/" }
     },
     {
       name: "core-is-pure",
@@ -74,6 +110,15 @@ module.exports = {
       comment: "Nothing imports the composition root.",
       from: { path: "^src/", pathNot: root },
       to: { path: root }
+    },
+    {
+      name: "runtime-behind-its-port",
+      severity: "error",
+      comment:
+        "Bun's own APIs (a SHA-1 into a buffer, the collector) are reached through the RuntimeHost port " +
+        "(kernel/RuntimeHost.ts): only the composition root imports its implementation.",
+      from: { path: "^src/", pathNot: [root, "^src/kernel/bunRuntime[.]ts$"] },
+      to: { path: "^src/kernel/bunRuntime[.]ts$" }
     },
     {
       name: "repositories-are-private",

@@ -19,9 +19,9 @@ import { InstallationClaimGuardLive } from "./github/installations.ts"
 import { GitHubReconcileLive } from "./github/reconcile.ts"
 import { makeWebhookEndpoint, WEBHOOK_PATH } from "./github/webhooks.ts"
 import { openApiDocument } from "./http/Api.ts"
+import { refineDocument } from "./http/docs/openapi.ts"
 import { REDOC_PATH, redocBundle, renderDocs } from "./http/docs.ts"
 import { ApiError, errorResponse } from "./http/errors.ts"
-import { refineDocument } from "./http/openapiDoc.ts"
 import { makeProxyView, notePeer } from "./http/proxy.ts"
 import { PERMISSIONS } from "./http/roles.ts"
 import { makeApp, RateLimiter, servesEveryOp } from "./http/router.ts"
@@ -33,6 +33,7 @@ import { metricsRoutes } from "./http/routes/metrics.ts"
 import { queueRoutes } from "./http/routes/queue.ts"
 import { webRoutes } from "./http/routes/web.ts"
 import { makeRequestTracer } from "./http/tracing.ts"
+import { BunRuntimeLive } from "./kernel/bunRuntime.ts"
 import { Database } from "./kernel/Database.ts"
 import { VERSION } from "./kernel/version.ts"
 import { registerEventMetrics } from "./metrics/eventMetrics.ts"
@@ -42,7 +43,7 @@ import { TracingLive } from "./metrics/Tracing.ts"
 import { ProvidersLayer } from "./providers.ts"
 import { QueueActivityLive } from "./queue/activity.ts"
 import { Engine, EngineRunner } from "./queue/Engine.ts"
-import { EngineLive } from "./queue/EngineLive.ts"
+import { EngineLive } from "./queue/engine/EngineLive.ts"
 import { QueueRepoLive } from "./queue/QueueRepo.ts"
 import { RunnerHealth, RunnerHealthLive } from "./queue/runner/health.ts"
 import { RunnerProbe, type RunnerProbeShape } from "./queue/runner/probe.ts"
@@ -72,7 +73,8 @@ export const AppLayer = <E>(config: Layer.Layer<AppConfig, E>, probe?: RunnerPro
     )
   )
   // tracing first, so every later layer and fiber sees the tracer (or tracing switched off)
-  const base = Layer.mergeAll(DatabaseLive, git, MetricsLive, logging).pipe(
+  // the runtime's own APIs (kernel/RuntimeHost.ts): Bun's
+  const base = Layer.mergeAll(DatabaseLive, git, MetricsLive, logging, BunRuntimeLive).pipe(
     Layer.provideMerge(TracingLive),
     Layer.provideMerge(withFeatureEnvs(config))
   )

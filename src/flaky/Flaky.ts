@@ -1,5 +1,6 @@
 import type * as SqlClient from "@effect/sql/SqlClient"
 import { Context, Effect, Layer } from "effect"
+import { RuntimeHost } from "../kernel/RuntimeHost.ts"
 import type { GitHost } from "../queue/GitHost.ts"
 import type { Tenancy } from "../tenancy/Tenancy.ts"
 import { DAY } from "./classify.ts"
@@ -10,6 +11,7 @@ import { FlakyRepoLive } from "./FlakyRepoLive.ts"
 import type { FlakyShape } from "./FlakyShape.ts"
 import { makeQuarantine } from "./quarantine.ts"
 import { makeQueries } from "./queries.ts"
+import { makeIdHasher } from "./testCaseIdsBinary.ts"
 import { makeUpload } from "./upload.ts"
 
 /**
@@ -39,10 +41,13 @@ export const makeFlaky = (options: FlakyOptions = {}) =>
   Effect.gen(function* () {
     const common = yield* makeFlakyCommon
     const { repo, now } = common
+    // the runtime's SHA-1 and collector (kernel/RuntimeHost.ts, wired by the composition root)
+    const host = yield* RuntimeHost
+    const ids = makeIdHasher(host.sha1Into)
     const shape: FlakyShape = {
-      upload: makeUpload(common),
+      upload: makeUpload(common, host, ids),
       ...makeQueries(common),
-      ...makeQuarantine(common),
+      ...makeQuarantine(common, ids),
       prune: (retentionDays) =>
         Effect.gen(function* () {
           const at = yield* now
@@ -52,9 +57,12 @@ export const makeFlaky = (options: FlakyOptions = {}) =>
     }
     return shape
   })
-/** The service alone; needs `FlakyRepo` besides the database, tenancy, configuration and Git host. */
+/** The service alone; needs `FlakyRepo` besides the database, tenancy, configuration, Git host and runtime. */
 export const FlakyServiceLive = (options: FlakyOptions = {}) => Layer.effect(Flaky, makeFlaky(options))
 
-/** The service with its storage: needs `SqlClient`, `Tenancy`, `FlakyEnv` and `GitHost`. */
-export const FlakyLive: Layer.Layer<Flaky | FlakyRepo, never, SqlClient.SqlClient | Tenancy | FlakyEnv | GitHost> =
-  Layer.provideMerge(FlakyServiceLive(), FlakyRepoLive)
+/** The service with its storage: needs `SqlClient`, `Tenancy`, `FlakyEnv`, `GitHost` and `RuntimeHost`. */
+export const FlakyLive: Layer.Layer<
+  Flaky | FlakyRepo,
+  never,
+  SqlClient.SqlClient | Tenancy | FlakyEnv | GitHost | RuntimeHost
+> = Layer.provideMerge(FlakyServiceLive(), FlakyRepoLive)

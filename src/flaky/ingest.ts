@@ -1,7 +1,8 @@
-import { edenGC } from "bun:jsc"
 import { copyText } from "../kernel/pgCopy.ts"
+import type { RuntimeHostShape } from "../kernel/RuntimeHost.ts"
 import type { NewTestCases, ResultBatch, ResultContext } from "./FlakyRepo.ts"
-import { gunzipIfNeeded, JunitError, type JunitResult, JunitStreamParser } from "./junit.ts"
+import { JunitError, type JunitResult } from "./junit/model.ts"
+import { gunzipIfNeeded, JunitStreamParser } from "./junit/sources.ts"
 import { failureGroupKey } from "./normalize.ts"
 import { IdSet, uuidString, writeUuid } from "./testCaseIdsBinary.ts"
 
@@ -30,15 +31,6 @@ const GC_AFTER_BYTES = 8 * 1024 * 1024
 export const COPY_CHUNK = 256 * 1024
 /** Staged new test cases (COPY bytes) that end a COPY segment. */
 export const CASES_LIMIT = 2 * 1024 * 1024
-
-/**
- * A young-generation collection, for the later steps of an upload that make and drop many objects a batch at a
- * time (one after each batch): left alone, the collector comes back only after about as many bytes as the heap
- * holds (the upload's input included), and the process keeps the memory it grew to.
- */
-export const collectYoung = (): void => {
-  edenGC()
-}
 
 const TAB = 9
 const NL = 10
@@ -467,7 +459,9 @@ export class PartsReader {
 
   constructor(
     private readonly parts: ReadonlyArray<IngestPart>,
-    private readonly rows: UploadRows
+    private readonly rows: UploadRows,
+    /** the runtime's collector (kernel/RuntimeHost.ts) */
+    private readonly gc: Pick<RuntimeHostShape, "collectYoung" | "collectAll">
   ) {}
 
   /** Parses one more slice; false once every part has been read. */
@@ -494,7 +488,7 @@ export class PartsReader {
           this.off = end
           if (this.unhinted >= GC_EVERY_BYTES) {
             this.unhinted = 0
-            edenGC()
+            this.gc.collectYoung()
           }
           return true
         }
@@ -503,7 +497,7 @@ export class PartsReader {
           const part = this.parts[this.index]
           if (part === undefined) {
             this.done = true
-            if (this.total >= GC_AFTER_BYTES) Bun.gc(true)
+            if (this.total >= GC_AFTER_BYTES) this.gc.collectAll()
             return false
           }
           this.it = gunzipIfNeeded(part.bytes)[Symbol.asyncIterator]()

@@ -10,7 +10,7 @@ import type { QuarantineOverride } from "./FlakyRepo.ts"
 import type { FlakyShape } from "./FlakyShape.ts"
 import type * as F from "./schemas.ts"
 import { QuarantineImportEntry } from "./schemas.ts"
-import { fastTestCaseId } from "./testCaseIdsBinary.ts"
+import type { IdHasher } from "./testCaseIdsBinary.ts"
 
 /** The export's CSV columns (the JSON entry's fields, in this order). */
 export const CSV_COLUMNS = [
@@ -34,7 +34,9 @@ const csvValue = (v: string | boolean | null): string => (v === null ? "" : Stri
 
 /** Quarantine: overrides (one, or an import), the settings, the export as JSON or CSV. */
 export const makeQuarantine = (
-  common: FlakyCommon
+  common: FlakyCommon,
+  /** the test case ids' hashing (testCaseIdsBinary.ts), for imported entries without an id */
+  ids: IdHasher
 ): Pick<
   FlakyShape,
   | "setQuarantineOverride"
@@ -233,7 +235,7 @@ export const makeQuarantine = (
               const variant = e.variant ?? ""
               const id =
                 e.test_case_id?.toLowerCase() ??
-                fastTestCaseId({
+                ids.fastTestCaseId({
                   orgUrlSlug: org.slug,
                   repo: ref,
                   file: e.file ?? "",

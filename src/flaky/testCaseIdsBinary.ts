@@ -1,48 +1,17 @@
 /**
  * Test case ids (contract §3, the same UUID v5 as `testCaseIds.ts`) for the upload pipeline, kept as 16 bytes: hashed with
- * Bun's SHA-1 into one reused buffer straight from the key's parts, written to COPY rows as text without making a
- * string, and remembered in `IdSet`, an open-addressing set of 128-bit keys in a typed array (a `Set` of id strings
- * costs ~90 bytes an id and a string per lookup).
+ * the runtime's SHA-1 (kernel/RuntimeHost.ts) into one reused buffer straight from the key's parts, written to COPY
+ * rows as text without making a string, and remembered in `IdSet`, an open-addressing set of 128-bit keys in a typed
+ * array (a `Set` of id strings costs ~90 bytes an id and a string per lookup).
  */
 
-import type { JunitResult } from "./junit.ts"
+import type { RuntimeHostShape } from "../kernel/RuntimeHost.ts"
+import type { JunitResult } from "./junit/model.ts"
 import { isUuidV5, type RepoRef, repoPath, testCaseId, testCaseRawKey } from "./testCaseIds.ts"
 
 const URL_NAMESPACE_BYTES = Buffer.from("6ba7b8119dad11d180b400c04fd430c8", "hex")
 const HEX_CODES = new TextEncoder().encode("0123456789abcdef")
-
-/** namespace bytes, then the name (grown for long names) */
-let hashInput = Buffer.alloc(4096)
-URL_NAMESPACE_BYTES.copy(hashInput, 0)
-const digest = new Uint8Array(20)
 const textBuf = Buffer.alloc(36)
-
-/** views of `hashInput` by length (a view per hash would be an object per id) */
-let views: Array<Uint8Array | undefined> = []
-
-/** `hashInput` with room for `n` bytes after the namespace */
-const hashRoom = (n: number): Buffer => {
-  if (16 + n > hashInput.length) {
-    hashInput = Buffer.alloc(16 + n)
-    URL_NAMESPACE_BYTES.copy(hashInput, 0)
-    views = []
-  }
-  return hashInput
-}
-
-/** Hashes `hashInput[0, end)` into `out` (16 bytes) as a version-5 UUID. */
-const finish = (end: number, out: Uint8Array): Uint8Array => {
-  let view = views[end]
-  if (view === undefined) {
-    view = hashInput.subarray(0, end)
-    if (end <= 4096) views[end] = view
-  }
-  Bun.SHA1.hash(view, digest)
-  for (let i = 0; i < 16; i++) out[i] = digest[i] as number
-  out[6] = ((out[6] as number) & 0x0f) | 0x50
-  out[8] = ((out[8] as number) & 0x3f) | 0x80
-  return out
-}
 
 /** Writes the 36 characters of the UUID `b` into `to` at `o`; returns the end. */
 export const writeUuid = (b: Uint8Array, to: Uint8Array, o: number): number => {
@@ -78,13 +47,6 @@ export const uuidBytes = (uuid: string, out: Uint8Array = new Uint8Array(16)): U
   return out
 }
 
-/** UUID v5 of `name` (URL namespace) as a string. */
-export const uuidV5String = (name: string): string => {
-  const input = hashRoom(name.length * 3)
-  const n = input.write(name, 16, "utf8")
-  return uuidString(finish(16 + n, new Uint8Array(16)))
-}
-
 /** Writes `s` as UTF-8 at `o` (room checked by the caller); returns the end. ASCII byte by byte, the rest natively. */
 const putUtf8 = (buf: Buffer, o: number, s: string): number => {
   const n = s.length
@@ -94,63 +56,6 @@ const putUtf8 = (buf: Buffer, o: number, s: string): number => {
     buf[o++] = c
   }
   return o
-}
-
-/**
- * The id of each parsed result, for one upload, as 16 bytes in a buffer reused from call to call (copy it to keep
- * it): the raw key's constant head and tail are encoded once, its parts go straight into the hash input, and a
- * retry (the same testcase again, right after) reuses the previous id.
- */
-export const testCaseDigests = (orgUrlSlug: string, repo: RepoRef, variant: string) => {
-  const head = Buffer.from(`${orgUrlSlug}#${repoPath(repo)}#`, "utf8")
-  const tail = Buffer.from(variant === "" ? "#JUNIT_TESTCASE" : `#JUNIT_TESTCASE#${variant}`, "utf8")
-  const out = new Uint8Array(16)
-  // the last key's parts (not the result object: a parser may reuse it)
-  let known = false
-  let lastName = ""
-  let lastClassname = ""
-  let lastFile = ""
-  let lastParent = ""
-  let lastId: string | undefined
-  return (x: JunitResult): Uint8Array => {
-    if (
-      known &&
-      x.name === lastName &&
-      x.classname === lastClassname &&
-      x.file === lastFile &&
-      x.parent === lastParent &&
-      x.id === lastId
-    ) {
-      return out
-    }
-    known = true
-    lastName = x.name
-    lastClassname = x.classname
-    lastFile = x.file
-    lastParent = x.parent
-    lastId = x.id
-    const given = x.id?.trim()
-    if (given !== undefined && isUuidV5(given)) {
-      return uuidBytes(testCaseId({ orgUrlSlug, repo, name: x.name, variant, id: given }), out)
-    }
-    const { file, classname, parent, name } = x
-    const input = hashRoom(
-      head.length + tail.length + 3 * (file.length + classname.length + parent.length + name.length + 3)
-    )
-    let o = 16
-    input.set(head, o)
-    o += head.length
-    o = putUtf8(input, o, file)
-    input[o++] = 0x23
-    o = putUtf8(input, o, classname)
-    input[o++] = 0x23
-    o = putUtf8(input, o, parent)
-    input[o++] = 0x23
-    o = putUtf8(input, o, name)
-    input.set(tail, o)
-    o += tail.length
-    return finish(o, out)
-  }
 }
 
 const word = (b: Uint8Array, i: number): number =>
@@ -259,15 +164,119 @@ export class IdSet {
   }
 }
 
-/** `testCaseId` of testCaseIds.ts, faster. */
-export const fastTestCaseId = (key: Parameters<typeof testCaseId>[0]): string => {
-  const given = key.id?.trim()
-  if (given !== undefined && isUuidV5(given)) return testCaseId(key)
-  return uuidV5String(testCaseRawKey(key))
+/**
+ * The id hashing of one user (the flaky service): the runtime's SHA-1 (`sha1Into`, kernel/RuntimeHost.ts) over a
+ * hash input it keeps and reuses (namespace bytes, then the name; grown for long names).
+ */
+export const makeIdHasher = (sha1Into: RuntimeHostShape["sha1Into"]) => {
+  let hashInput = Buffer.alloc(4096)
+  URL_NAMESPACE_BYTES.copy(hashInput, 0)
+  const digest = new Uint8Array(20)
+  /** views of `hashInput` by length (a view per hash would be an object per id) */
+  let views: Array<Uint8Array | undefined> = []
+
+  /** `hashInput` with room for `n` bytes after the namespace */
+  const hashRoom = (n: number): Buffer => {
+    if (16 + n > hashInput.length) {
+      hashInput = Buffer.alloc(16 + n)
+      URL_NAMESPACE_BYTES.copy(hashInput, 0)
+      views = []
+    }
+    return hashInput
+  }
+
+  /** Hashes `hashInput[0, end)` into `out` (16 bytes) as a version-5 UUID. */
+  const finish = (end: number, out: Uint8Array): Uint8Array => {
+    let view = views[end]
+    if (view === undefined) {
+      view = hashInput.subarray(0, end)
+      if (end <= 4096) views[end] = view
+    }
+    sha1Into(view, digest)
+    for (let i = 0; i < 16; i++) out[i] = digest[i] as number
+    out[6] = ((out[6] as number) & 0x0f) | 0x50
+    out[8] = ((out[8] as number) & 0x3f) | 0x80
+    return out
+  }
+
+  /** UUID v5 of `name` (URL namespace) as a string. */
+  const uuidV5String = (name: string): string => {
+    const input = hashRoom(name.length * 3)
+    const n = input.write(name, 16, "utf8")
+    return uuidString(finish(16 + n, new Uint8Array(16)))
+  }
+
+  /**
+   * The id of each parsed result, for one upload, as 16 bytes in a buffer reused from call to call (copy it to keep
+   * it): the raw key's constant head and tail are encoded once, its parts go straight into the hash input, and a
+   * retry (the same testcase again, right after) reuses the previous id.
+   */
+  const testCaseDigests = (orgUrlSlug: string, repo: RepoRef, variant: string) => {
+    const head = Buffer.from(`${orgUrlSlug}#${repoPath(repo)}#`, "utf8")
+    const tail = Buffer.from(variant === "" ? "#JUNIT_TESTCASE" : `#JUNIT_TESTCASE#${variant}`, "utf8")
+    const out = new Uint8Array(16)
+    // the last key's parts (not the result object: a parser may reuse it)
+    let known = false
+    let lastName = ""
+    let lastClassname = ""
+    let lastFile = ""
+    let lastParent = ""
+    let lastId: string | undefined
+    return (x: JunitResult): Uint8Array => {
+      if (
+        known &&
+        x.name === lastName &&
+        x.classname === lastClassname &&
+        x.file === lastFile &&
+        x.parent === lastParent &&
+        x.id === lastId
+      ) {
+        return out
+      }
+      known = true
+      lastName = x.name
+      lastClassname = x.classname
+      lastFile = x.file
+      lastParent = x.parent
+      lastId = x.id
+      const given = x.id?.trim()
+      if (given !== undefined && isUuidV5(given)) {
+        return uuidBytes(testCaseId({ orgUrlSlug, repo, name: x.name, variant, id: given }), out)
+      }
+      const { file, classname, parent, name } = x
+      const input = hashRoom(
+        head.length + tail.length + 3 * (file.length + classname.length + parent.length + name.length + 3)
+      )
+      let o = 16
+      input.set(head, o)
+      o += head.length
+      o = putUtf8(input, o, file)
+      input[o++] = 0x23
+      o = putUtf8(input, o, classname)
+      input[o++] = 0x23
+      o = putUtf8(input, o, parent)
+      input[o++] = 0x23
+      o = putUtf8(input, o, name)
+      input.set(tail, o)
+      o += tail.length
+      return finish(o, out)
+    }
+  }
+
+  /** `testCaseId` of testCaseIds.ts, faster. */
+  const fastTestCaseId = (key: Parameters<typeof testCaseId>[0]): string => {
+    const given = key.id?.trim()
+    if (given !== undefined && isUuidV5(given)) return testCaseId(key)
+    return uuidV5String(testCaseRawKey(key))
+  }
+
+  /** The id of each parsed result of one upload, as a string (see `testCaseDigests`). */
+  const testCaseIds = (orgUrlSlug: string, repo: RepoRef, variant: string) => {
+    const digests = testCaseDigests(orgUrlSlug, repo, variant)
+    return (x: JunitResult): string => uuidString(digests(x))
+  }
+
+  return { uuidV5String, testCaseDigests, fastTestCaseId, testCaseIds }
 }
 
-/** The id of each parsed result of one upload, as a string (see `testCaseDigests`). */
-export const testCaseIds = (orgUrlSlug: string, repo: RepoRef, variant: string) => {
-  const digests = testCaseDigests(orgUrlSlug, repo, variant)
-  return (x: JunitResult): string => uuidString(digests(x))
-}
+export type IdHasher = ReturnType<typeof makeIdHasher>

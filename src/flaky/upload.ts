@@ -1,6 +1,7 @@
 import { Effect, Option, Schema } from "effect"
 import { describeParseError } from "../kernel/errors.ts"
 import { copyClient } from "../kernel/pgCopy.ts"
+import type { RuntimeHostShape } from "../kernel/RuntimeHost.ts"
 import type { Repository } from "../tenancy/Tenancy.ts"
 import {
   type ClassifyInput,
@@ -22,11 +23,11 @@ import {
   type StatusUpdate
 } from "./FlakyRepo.ts"
 import type { FlakyShape, UploadPart } from "./FlakyShape.ts"
-import { collectYoung, PartFailure, PartsReader, UploadRows } from "./ingest.ts"
-import { JunitError } from "./junit.ts"
+import { PartFailure, PartsReader, UploadRows } from "./ingest.ts"
+import { JunitError } from "./junit/model.ts"
 import type * as F from "./schemas.ts"
 import { UploadMetadata } from "./schemas.ts"
-import { IdSet, testCaseDigests, uuidBytes } from "./testCaseIdsBinary.ts"
+import { type IdHasher, IdSet, uuidBytes } from "./testCaseIdsBinary.ts"
 
 const MAX_KNOWN_IDS = 1_000_000
 const WINDOW_7D = 7 * DAY
@@ -44,8 +45,11 @@ class Unexpected {
   constructor(readonly cause: unknown) {}
 }
 
-/** The upload: its parts stored in one transaction, the touched test cases classified, their quarantine recomputed. */
-export const makeUpload = (common: FlakyCommon): FlakyShape["upload"] => {
+/**
+ * The upload: its parts stored in one transaction, the touched test cases classified, their quarantine recomputed.
+ * `host`: the runtime's (kernel/RuntimeHost.ts), for the collector; `ids`: the test case ids' hashing over it.
+ */
+export const makeUpload = (common: FlakyCommon, host: RuntimeHostShape, ids: IdHasher): FlakyShape["upload"] => {
   const { sql, repo, now, requireRepo, lapseExpired, appendEvents } = common
   // ---- classification of the touched test cases
 
@@ -119,7 +123,9 @@ export const makeUpload = (common: FlakyCommon): FlakyShape["upload"] => {
       for (const ids of failingIds.stringChunks(BATCH_ROWS, touchedIds)) {
         classifyAll(yield* repo.classifyInputs(r.id, upload, since, ids))
         yield* repo.recordFailures(r.id, ids, upload.runAt)
-        collectYoung()
+        // a young-generation collection after each batch: left alone, the collector comes back only after about as
+        // many bytes as the heap holds (the upload's input included), and the process keeps the memory it grew to
+        host.collectYoung()
       }
       yield* repo.saveStatuses(r.id, updates)
       yield* repo.refreshQuarantine(
@@ -178,7 +184,7 @@ export const makeUpload = (common: FlakyCommon): FlakyShape["upload"] => {
     rows: UploadRows
   ) =>
     Effect.gen(function* () {
-      const reader = new PartsReader(parts, rows)
+      const reader = new PartsReader(parts, rows, host)
       const toError = partError(parts)
       if (rows.copy) {
         for (;;) {
@@ -235,7 +241,7 @@ export const makeUpload = (common: FlakyCommon): FlakyShape["upload"] => {
             // the upload's statements are many small index probes: compiling them would cost more than it saves
             if (canCopy) yield* sql.unsafe("set local jit = off")
             const rows = new UploadRows(
-              testCaseDigests(org.slug, ref, variant),
+              ids.testCaseDigests(org.slug, ref, variant),
               knownIds.get(r.id) ?? new IdSet(),
               context,
               canCopy

@@ -11,7 +11,7 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import { Effect, Layer, Option } from "effect"
 import { PrFeedback } from "../queue/Feedback.ts"
-import type { EntryState, SetStatus } from "../queue/planner/index.ts"
+import type { EntryState } from "../queue/planner/index.ts"
 import type { QueueRow } from "../queue/QueueRepo.ts"
 import { GitHubAuth, GitHubClient } from "./GitHubClient.ts"
 import { GitHubEnv } from "./GitHubEnv.ts"
@@ -197,8 +197,8 @@ export const GitHubFeedbackLive = Layer.effect(
                   const found = yield* entryNow(queue, command.prNumber)
                   // the stored state, unless the entry moved on to another head (then the command's own state)
                   const current = Option.isSome(found) && found.value.headSha === command.headSha
-                  const state = current ? found.value.state : stateOfStatus(command.state)
-                  const description = current ? headline(found.value.state, found.value.reason) : command.description
+                  const state = current ? found.value.state : command.to
+                  const description = headline(state, current ? found.value.reason : command.reason)
                   if (queue.config.statusCheckEnabled) {
                     yield* postStatus(queue, command.headSha, context, state, description)
                   }
@@ -215,6 +215,3 @@ export const GitHubFeedbackLive = Layer.effect(
     }
   })
 )
-
-const stateOfStatus = (state: SetStatus["state"]): EntryState =>
-  state === "queued" ? "pending" : state === "testing" ? "testing" : state

@@ -49,8 +49,6 @@ const handlers: Record<
   installation_repositories: onInstallationRepositories
 }
 
-export const HANDLED_EVENTS = Object.keys(handlers)
-
 /** Processes one verified delivery: its effects and its id in one transaction. */
 export const processDelivery = (delivery: string, event: string, payload: unknown) =>
   Effect.gen(function* () {

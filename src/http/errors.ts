@@ -58,8 +58,6 @@ export const permissionDenied = (operation: string, needed: Role, held: Role) =>
   })
 export const internal = () =>
   new ApiError({ status: 500, code: "INTERNAL", message: "the server could not complete the request" })
-export const notImplemented = (what: string) =>
-  new ApiError({ status: 501, code: "NOT_IMPLEMENTED", message: `${what} is not implemented yet` })
 
 /** The error envelope as a schema, for the OpenAPI document. */
 export const ErrorEnvelope = Schema.Struct({

@@ -1,5 +1,5 @@
 import type { SqlError } from "@effect/sql/SqlError"
-import { Context, Effect } from "effect"
+import { Context, type Effect } from "effect"
 
 /**
  * The event log's port: what the features (queue engine and runner, flaky tests) write their domain events to.
@@ -67,9 +67,3 @@ export interface EventLogShape {
 }
 
 export class EventLog extends Context.Tag("greenline/EventLog")<EventLog, EventLogShape>() {}
-
-/**
- * A log that keeps nothing: for code run without the events feature (tools, unit tests). Not for the queue engine:
- * its timelines are records of the log.
- */
-export const noEventLog: EventLogShape = { append: () => Effect.void }

@@ -98,7 +98,7 @@ export const orderedEntries = (
         (a.id < b.id ? -1 : a.id > b.id ? 1 : 0)
     )
     .map((row) => ({ entry: unplaced(row, seq++), row }))
-  const ctx = makeCtx({ ...state, entries: kept }, () => "", 0, "")
+  const ctx = makeCtx({ ...state, entries: kept }, () => "", 0, "", undefined)
   const later = [...moved, ...fresh].sort((a, b) => Number(a.row.request_seq ?? 0) - Number(b.row.request_seq ?? 0))
   for (const { entry } of later) insertEntry(ctx, entry)
   const out: Array<{ readonly entry: Entry; readonly row: EntryRow }> = []

@@ -31,6 +31,7 @@ import { makeAppConfig } from "../../src/config.ts"
 import { layerPgliteMemory, layerPostgres } from "../../src/db/Database.ts"
 import * as after from "../../src/flaky/classify.ts"
 import { Flaky, FlakyLive } from "../../src/flaky/Flaky.ts"
+import { BunRuntimeLive } from "../../src/kernel/bunRuntime.ts"
 import type { Database } from "../../src/kernel/Database.ts"
 import { GitError, GitHost, type GitHostService } from "../../src/queue/GitHost.ts"
 import { Tenancy, TenancyLive } from "../../src/tenancy/Tenancy.ts"
@@ -260,7 +261,9 @@ const main = async () => {
   const rt = ManagedRuntime.make(
     FlakyLive.pipe(
       Layer.provideMerge(
-        Layer.mergeAll(TenancyLive, makeAppConfig({ publicUrl: "http://bench" }), gitStub).pipe(Layer.provideMerge(db))
+        Layer.mergeAll(TenancyLive, makeAppConfig({ publicUrl: "http://bench" }), gitStub, BunRuntimeLive).pipe(
+          Layer.provideMerge(db)
+        )
       )
     )
   )

@@ -23,6 +23,7 @@ import { makeAppConfig } from "../../src/config.ts"
 import { layerPostgres } from "../../src/db/Database.ts"
 import { Flaky, FlakyLive } from "../../src/flaky/Flaky.ts"
 import { flakyMigration, flakyResultsByTime } from "../../src/flaky/migration.ts"
+import { BunRuntimeLive } from "../../src/kernel/bunRuntime.ts"
 import { GitError, GitHost, type GitHostService } from "../../src/queue/GitHost.ts"
 import { Tenancy, TenancyLive } from "../../src/tenancy/Tenancy.ts"
 import { generate } from "./junitGen.ts"
@@ -69,7 +70,7 @@ const ingestChild = async (dbUrl: string, file: string) => {
   const rt = ManagedRuntime.make(
     FlakyLive.pipe(
       Layer.provideMerge(
-        Layer.mergeAll(TenancyLive, makeAppConfig({ publicUrl: "http://bench" }), gitStub).pipe(
+        Layer.mergeAll(TenancyLive, makeAppConfig({ publicUrl: "http://bench" }), gitStub, BunRuntimeLive).pipe(
           Layer.provideMerge(layerPostgres(dbUrl))
         )
       )
@@ -129,7 +130,9 @@ const main = async () => {
   )
   const layer = FlakyLive.pipe(
     Layer.provideMerge(
-      Layer.mergeAll(TenancyLive, makeAppConfig({ publicUrl: "http://bench" }), gitStub).pipe(Layer.provideMerge(base))
+      Layer.mergeAll(TenancyLive, makeAppConfig({ publicUrl: "http://bench" }), gitStub, BunRuntimeLive).pipe(
+        Layer.provideMerge(base)
+      )
     )
   )
   const rt = ManagedRuntime.make(layer)

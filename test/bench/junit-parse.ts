@@ -5,7 +5,7 @@
  * results/second and peak RSS growth, next to a baseline regex scan counting `<testcase` over the same bytes.
  */
 
-import { parseJunit } from "../../src/flaky/junit.ts"
+import { parseJunit } from "../../src/flaky/junit/sources.ts"
 import { generate } from "./junitGen.ts"
 
 const TARGET_BYTES = 20 * 1024 * 1024

@@ -21,7 +21,7 @@ import type {
   RunItem,
   StepResult
 } from "../../src/queue/planner/index.ts"
-import { estimateQueue, initialState, laneOf, step } from "../../src/queue/planner/index.ts"
+import { estimateQueue, initialState, laneOf, makePlannerMemo, step } from "../../src/queue/planner/index.ts"
 import { TimedQueue } from "../../src/queue/planner/timedQueue.ts"
 import { commitsOf, defaultConfig, fakeSha } from "../support/plannerKit.ts"
 
@@ -147,6 +147,8 @@ export const simulate = (params: SimParams): SimResult => {
   const config: PlannerConfig = { ...defaultConfig, testingTimeoutMinutes: 300, ...params.config }
   let gitTarget = fakeSha("root")
   let state: QueueState = initialState(config, gitTarget)
+  // what a queue's runner remembers from one step to the next (planner/types.ts, PlannerMemo)
+  const memo = makePlannerMemo()
   let now = 0
   let seq = 0
   let idn = 0
@@ -218,7 +220,7 @@ export const simulate = (params: SimParams): SimResult => {
   const dispatch = (ev: PlannerEvent) => {
     const input = ev
     const t0 = params.timeSteps ? Bun.nanoseconds() : 0
-    const r = step(state, input, now, nextId)
+    const r = step(state, input, now, nextId, memo)
     if (params.timeSteps) {
       stepNs.push(Bun.nanoseconds() - t0)
       recorded.push({ state, ev: input, now })
@@ -420,10 +422,12 @@ const replayId = () => "00000000-0000-4000-8000-000000000000"
 
 export const replayTimes = (inputs: readonly StepInput[], reps: number): number[] => {
   const best = inputs.map(() => Number.POSITIVE_INFINITY)
+  // what the runner remembers between steps (the index of each state's entries), as in the simulation
+  const memo = makePlannerMemo()
   for (let k = 0; k < reps; k++) {
     inputs.forEach((x, i) => {
       const t0 = Bun.nanoseconds()
-      step(x.state, x.ev, x.now, replayId)
+      step(x.state, x.ev, x.now, replayId, memo)
       const d = Bun.nanoseconds() - t0
       if (d < best[i]!) best[i] = d
     })

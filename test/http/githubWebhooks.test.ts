@@ -103,16 +103,25 @@ for (const db of databases) {
       return r
     }
 
+    let queueId: string
+    /** Steps the queue's runner (a tick, then its next rounds) until `check` gives a value, once the simulator
+     * delivered the webhooks it has so far. */
+    const until = async <A>(what: string, check: () => Promise<A | undefined | false>) => {
+      await sim.settled()
+      return server.until(queueId, what, check)
+    }
+    /**
+     * What the webhook's handler does after it answered GitHub (a reaction, a reply to a command) is in no round of
+     * the queue and no event: those waits poll the simulator.
+     */
+    const afterTheAnswer = <A>(what: string, check: () => Promise<A | undefined>) => eventually(check, 20_000, what)
+
     /** The PR's record once `check` accepts it. */
     const waitFor = async (pr: number, check: (record: Json) => boolean, what: string) =>
-      eventually(
-        async () => {
-          const r = await submitted(pr)
-          return r.status === 200 && check(r.body as Json) ? (r.body as Json) : undefined
-        },
-        20_000,
-        what
-      )
+      until(what, async () => {
+        const r = await submitted(pr)
+        return r.status === 200 && check(r.body as Json) ? (r.body as Json) : undefined
+      })
 
     const lastReason = (record: Json) => {
       const timeline = record.timeline as Array<{ reason: string }> | undefined
@@ -150,6 +159,7 @@ for (const db of databases) {
       sim.setPermission("bob", "read", repo)
       const created = await server.post("createQueue", { repo: ghRepo, targetBranch: "main" })
       expect(created.status).toBe(200)
+      queueId = await server.queueId({ repo: ghRepo, targetBranch: "main" })
       const updated = await server.post("updateQueue", { repo: ghRepo, targetBranch: "main", requiredStatuses: ["ci"] })
       expect(updated.status).toBe(200)
     }, 60_000)
@@ -285,43 +295,31 @@ for (const db of databases) {
       await sim.settled()
 
       const bobs = await sim.comment("bob", pr, "/trunk merge")
-      await eventually(
-        async () => {
-          const reaction = sim.comments(pr).find((c) => c.id === bobs)?.reactions
-          const reply = botComments(pr).find((c) => c.body.includes("@bob") && c.body.includes("write access"))
-          return reaction?.some((r) => r.content === "confused") && reply !== undefined ? true : undefined
-        },
-        20_000,
-        "the reader's command refused"
-      )
+      await afterTheAnswer("the reader's command refused", async () => {
+        const reaction = sim.comments(pr).find((c) => c.id === bobs)?.reactions
+        const reply = botComments(pr).find((c) => c.body.includes("@bob") && c.body.includes("write access"))
+        return reaction?.some((r) => r.content === "confused") && reply !== undefined ? true : undefined
+      })
       expect((await submitted(pr.number)).status).toBe(404)
 
       const alices = await sim.comment("alice", pr, "Looks good.\n\n/trunk merge -p high")
       const record = await waitFor(pr.number, (r) => r.priorityName === "high", "the writer's submission")
       expect(record.priorityValue).toBe(10)
-      await eventually(
-        async () =>
-          sim
-            .comments(pr)
-            .find((c) => c.id === alices)
-            ?.reactions.some((r) => r.content === "+1")
-            ? true
-            : undefined,
-        20_000,
-        "a +1 on the command"
+      await afterTheAnswer("a +1 on the command", async () =>
+        sim
+          .comments(pr)
+          .find((c) => c.id === alices)
+          ?.reactions.some((r) => r.content === "+1")
+          ? true
+          : undefined
       )
 
       // the queue's one comment and its status check on the head
-      await eventually(
-        async () => (botComments(pr).some((c) => c.body.startsWith(COMMENT_MARKER)) ? true : undefined),
-        20_000,
-        "the queue's comment"
+      await until("the queue's comment", async () =>
+        botComments(pr).some((c) => c.body.startsWith(COMMENT_MARKER)) ? true : undefined
       )
-      await eventually(
-        async () =>
-          sim.statuses(repo, pr.headSha).some((s) => s.context === "Trunk Merge Queue (main)") ? true : undefined,
-        20_000,
-        "the queue's status check"
+      await until("the queue's status check", async () =>
+        sim.statuses(repo, pr.headSha).some((s) => s.context === "Trunk Merge Queue (main)") ? true : undefined
       )
 
       await sim.comment("alice", pr, "/trunk cancel")
@@ -332,35 +330,25 @@ for (const db of databases) {
         "the cancel command"
       )
       expect(lastReason(cancelled)).toBe("USER_REQUESTED")
-      const queueComments = await eventually(
-        async () => {
-          const mine = botComments(pr).filter((c) => c.body.startsWith(COMMENT_MARKER))
-          return mine.length === 1 && mine[0]!.body.includes("USER_REQUESTED") ? mine : undefined
-        },
-        20_000,
-        "the queue's comment edited"
-      )
+      const queueComments = await until("the queue's comment edited", async () => {
+        const mine = botComments(pr).filter((c) => c.body.startsWith(COMMENT_MARKER))
+        return mine.length === 1 && mine[0]!.body.includes("USER_REQUESTED") ? mine : undefined
+      })
       expect(queueComments).toHaveLength(1)
-      await eventually(
-        async () =>
-          sim.statuses(repo, pr.headSha).some((s) => s.context === "Trunk Merge Queue (main)" && s.state === "error")
-            ? true
-            : undefined,
-        20_000,
-        "the status check of a cancelled PR"
+      await until("the status check of a cancelled PR", async () =>
+        sim.statuses(repo, pr.headSha).some((s) => s.context === "Trunk Merge Queue (main)" && s.state === "error")
+          ? true
+          : undefined
       )
       // a cancel of a PR that is not in the queue is answered with the reason
       const again = await sim.comment("alice", pr, "/trunk cancel")
-      await eventually(
-        async () =>
-          sim
-            .comments(pr)
-            .find((c) => c.id === again)
-            ?.reactions.some((r) => r.content === "confused")
-            ? true
-            : undefined,
-        20_000,
-        "the refused cancel"
+      await afterTheAnswer("the refused cancel", async () =>
+        sim
+          .comments(pr)
+          .find((c) => c.id === again)
+          ?.reactions.some((r) => r.content === "confused")
+          ? true
+          : undefined
       )
     }, 60_000)
 
@@ -482,43 +470,31 @@ for (const db of databases) {
           }>
         }
       }
-      const sha = await eventually(async () => (await details()).testBranchSha || undefined, 20_000, "the test branch")
+      const sha = await until("the test branch", async () => (await details()).testBranchSha || undefined)
 
       await sim.postStatus(sha, "ci", "pending", { repo, targetUrl: "https://ci.example.invalid/1" })
-      await eventually(
-        async () =>
-          (await details()).statusChecks.some(
-            (s) => s.context === "ci" && s.state === "PENDING" && s.url === "https://ci.example.invalid/1"
-          )
-            ? true
-            : undefined,
-        20_000,
-        "the pending status in statusChecks"
+      await until("the pending status in statusChecks", async () =>
+        (await details()).statusChecks.some(
+          (s) => s.context === "ci" && s.state === "PENDING" && s.url === "https://ci.example.invalid/1"
+        )
+          ? true
+          : undefined
       )
 
       await sim.startCheckRun(sha, "lint", { repo })
       await sim.completeCheckRun(sha, "lint", "success", { repo })
-      const suites = await eventually(
-        async () => {
-          const d = await details()
-          const lint = d.checkSuites.flatMap((s) => s.checkRuns).find((r) => r.name === "lint")
-          return lint?.conclusion === "SUCCESS" ? d.checkSuites : undefined
-        },
-        20_000,
-        "the check run in checkSuites"
-      )
+      const suites = await until("the check run in checkSuites", async () => {
+        const d = await details()
+        const lint = d.checkSuites.flatMap((s) => s.checkRuns).find((r) => r.name === "lint")
+        return lint?.conclusion === "SUCCESS" ? d.checkSuites : undefined
+      })
       expect(suites.flatMap((s) => s.checkRuns).find((r) => r.name === "lint")?.status).toBe("COMPLETED")
       expect(await waitFor(pr.number, (r) => r.state === "testing", "still testing")).toBeDefined()
 
       await sim.postStatus(sha, "ci", "success", { repo })
       await waitFor(pr.number, (r) => r.state === "merged", "merged once ci passed")
-      await eventually(
-        async () =>
-          botComments(pr).some((c) => c.body.startsWith(COMMENT_MARKER) && c.body.includes("Merged"))
-            ? true
-            : undefined,
-        20_000,
-        "the queue's comment says merged"
+      await until("the queue's comment says merged", async () =>
+        botComments(pr).some((c) => c.body.startsWith(COMMENT_MARKER) && c.body.includes("Merged")) ? true : undefined
       )
       // every request, answer and webhook payload valid against GitHub's description
       expect(sim.violations()).toEqual([])

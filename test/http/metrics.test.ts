@@ -55,23 +55,19 @@ describe("metrics", () => {
       testRunId: string | null
     }
 
+  /** Steps the queue's runner (a tick, then its next rounds) until `check` gives a value. */
+  let queueId: string
+  const until = <A>(what: string, check: () => Promise<A | undefined | false>) => server.until(queueId, what, check)
+
   const report = async (n: number, state: "success" | "failure") => {
-    const pr = await eventually(
-      async () => {
-        const s = await stateOf(n)
-        return s.state === "testing" && s.testRunId ? s : undefined
-      },
-      20_000,
-      `#${n} testing`
-    )
-    const sha = await eventually(
-      async () => {
-        const d = await server.post("getMergeQueueTestingDetails", { ...key(), testRunId: pr.testRunId })
-        return (d.body as { testBranchSha: string }).testBranchSha || undefined
-      },
-      20_000,
-      "test branch"
-    )
+    const pr = await until(`#${n} testing`, async () => {
+      const s = await stateOf(n)
+      return s.state === "testing" && s.testRunId ? s : undefined
+    })
+    const sha = await until("test branch", async () => {
+      const d = await server.post("getMergeQueueTestingDetails", { ...key(), testRunId: pr.testRunId })
+      return (d.body as { testBranchSha: string }).testBranchSha || undefined
+    })
     await server.post("reportStatus", { repo: repo.repo, sha, context: "ci", state })
   }
 
@@ -80,27 +76,24 @@ describe("metrics", () => {
     server = await startTestServer({ db: "pglite", gitRoot: repo.root, metricsToken: "metrics-secret" })
     await server.post("createQueue", key())
     await server.post("updateQueue", { ...key(), requiredStatuses: ["ci"] })
+    queueId = await server.queueId(key())
     repo.createPr(1, { files: { "one.txt": "1\n" } })
     repo.createPr(2, { files: { "two.txt": "2\n" } })
     repo.createPr(3, { files: { "three.txt": "3\n" } })
     await server.post("submitPullRequest", { ...key(), pr: { number: 1 } })
     await report(1, "success")
-    await eventually(async () => ((await stateOf(1)).state === "merged" ? true : undefined), 20_000, "#1 merged")
+    await until("#1 merged", async () => (await stateOf(1)).state === "merged")
     await server.post("submitPullRequest", { ...key(), pr: { number: 2 } })
     await report(2, "failure")
-    await eventually(async () => ((await stateOf(2)).state === "failed" ? true : undefined), 20_000, "#2 failed")
+    await until("#2 failed", async () => (await stateOf(2)).state === "failed")
     await server.post("submitPullRequest", { ...key(), pr: { number: 3 } })
     await server.post("cancelPullRequest", { ...key(), pr: { number: 3 } })
     // the state shows at once; the conclusion the metrics count is the timeline item the runner's round writes
-    await eventually(
-      async () => {
-        const r = (await server.post("getSubmittedPullRequest", { ...key(), pr: { number: 3 }, includeTimeline: true }))
-          .body as { state: string; timeline?: ReadonlyArray<{ reason: string }> }
-        return r.state === "cancelled" && r.timeline?.at(-1)?.reason === "API_REQUESTED" ? true : undefined
-      },
-      20_000,
-      "#3 cancelled"
-    )
+    await until("#3 cancelled", async () => {
+      const r = (await server.post("getSubmittedPullRequest", { ...key(), pr: { number: 3 }, includeTimeline: true }))
+        .body as { state: string; timeline?: ReadonlyArray<{ reason: string }> }
+      return r.state === "cancelled" && r.timeline?.at(-1)?.reason === "API_REQUESTED"
+    })
   })
   afterAll(async () => {
     await server.close()
@@ -213,6 +206,7 @@ describe("metrics", () => {
     expect(poolValue(idle, "greenline_db_pool_connections", "pglite")).toBe(1)
     expect(poolValue(idle, "greenline_db_pool_connections_max", "pglite")).toBe(1)
     const release = await holdConnections(server, 1)
+    // the pool's counts move outside any round or event (a statement queued, then served): the scrape is polled
     const busy = await eventually(async () => {
       const text = await scrapeOperator(server, "metrics-secret")
       return (poolValue(text, "greenline_db_pool_waiting", "pglite") ?? 0) >= 1 ? text : undefined
@@ -220,6 +214,7 @@ describe("metrics", () => {
     expect(poolValue(busy, "greenline_db_pool_connections_in_use", "pglite")).toBe(1)
     expect(poolValue(busy, "greenline_db_pool_connections_idle", "pglite")).toBe(0)
     await release()
+    // (polled too: the connection goes back to the pool after the statements answered)
     await eventually(async () => {
       const text = await scrapeOperator(server, "metrics-secret")
       const free =
@@ -314,6 +309,7 @@ describe.if(pgUrl !== undefined)("metrics on PostgreSQL", () => {
     for (const name of POOL_GAUGES) expect(first).toContain(`# TYPE ${name} gauge`)
     expect(poolValue(first, "greenline_db_pool_connections_max", "postgres")).toBe(POOL)
     const release = await holdConnections(server, POOL)
+    // the pool's counts move outside any round or event (statements queued, then served): the scrape is polled
     const full = await eventually(async () => {
       const text = await scrapeOperator(server, "metrics-secret")
       return poolValue(text, "greenline_db_pool_connections_in_use", "postgres") === POOL ? text : undefined
@@ -322,6 +318,7 @@ describe.if(pgUrl !== undefined)("metrics on PostgreSQL", () => {
     expect(poolValue(full, "greenline_db_pool_connections_idle", "postgres")).toBe(0)
     expect(poolValue(full, "greenline_db_pool_waiting", "postgres")).toBeGreaterThanOrEqual(1)
     await release()
+    // (polled too: the connections go back to the pool after the statements answered)
     const after = await eventually(async () => {
       const text = await scrapeOperator(server, "metrics-secret")
       return poolValue(text, "greenline_db_pool_waiting", "postgres") === 0 &&

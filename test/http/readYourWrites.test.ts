@@ -5,7 +5,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test"
 import * as fs from "node:fs"
 import { createTestRepo, type TestRepo } from "../support/git.ts"
-import { databases, eventually, startTestServer, type TestServer, tempDir } from "../support/server.ts"
+import { databases, startTestServer, type TestServer, tempDir } from "../support/server.ts"
 
 const TIMEOUT = 60_000
 
@@ -66,14 +66,16 @@ const open = async (db: "pglite" | "postgres", prs: number, config: Record<strin
   }
   await ok("createQueue")
   await ok("updateQueue", { requiredStatuses: ["ci"], ...config })
+  const queueId = await server.queueId(key)
+  /** Steps the queue's runner (a tick, then its next rounds) until `check` gives a value. */
+  const until = <A>(what: string, check: () => Promise<A | undefined | false>) => server.until(queueId, what, check)
   const pr = (n: number, includeTimeline = false) =>
     ok<Pr>("getSubmittedPullRequest", { pr: { number: n }, includeTimeline })
   const queue = () => ok<QueueView>("getQueue")
   const order = async () => (await queue()).enqueuedPullRequests.map((p) => p.prNumber)
   /** Waits until the runner has stepped PR `n`'s submission (its timeline, written by the runner, has an item). */
-  const placed = (n: number) =>
-    eventually(async () => ((await pr(n, true)).timeline?.length ?? 0) > 0 || undefined, 20_000, `PR #${n} placed`)
-  return { server, repo, key, post, ok, pr, queue, order, placed }
+  const placed = (n: number) => until(`PR #${n} placed`, async () => ((await pr(n, true)).timeline?.length ?? 0) > 0)
+  return { server, repo, key, post, ok, pr, queue, order, placed, until }
 }
 
 describe("read-your-writes", () => {
@@ -85,7 +87,7 @@ describe("read-your-writes", () => {
         // PR 1 and 2 are tested (the runner placed them); the others are cancelled as soon as they are submitted
         await q.ok("submitPullRequest", { pr: { number: 1 } })
         await q.ok("submitPullRequest", { pr: { number: 2 } })
-        await eventually(async () => ((await q.pr(2)).state === "testing" ? true : undefined), 20_000, "PR 2 testing")
+        await q.until("PR 2 testing", async () => ((await q.pr(2)).state === "testing" ? true : undefined))
         for (let n = 1; n <= 8; n++) {
           if (n > 2) await q.ok("submitPullRequest", { pr: { number: n } })
           await q.ok("cancelPullRequest", { pr: { number: n } })
@@ -128,12 +130,11 @@ describe("read-your-writes", () => {
         expect({ state: back.state, position: back.position }).toEqual({ state: "pending", position: 3 })
         expect(await q.order()).toEqual([1, 3, 2])
         // and the runner, once it has stepped both, agrees
-        await eventually(
-          async () => ((await q.pr(2, true)).timeline ?? []).some((t) => t.state === "cancelled") || undefined,
-          20_000,
-          "the runner's cancellation of PR 2"
+        await q.until(
+          "the runner's cancellation of PR 2",
+          async () => ((await q.pr(2, true)).timeline ?? []).some((t) => t.state === "cancelled") || undefined
         )
-        await eventually(async () => ((await q.pr(2)).state === "pending" ? true : undefined), 20_000, "PR 2 pending")
+        await q.until("PR 2 pending", async () => ((await q.pr(2)).state === "pending" ? true : undefined))
         expect(await q.order()).toEqual([1, 3, 2])
       },
       TIMEOUT
@@ -183,7 +184,7 @@ describe("read-your-writes", () => {
       async () => {
         const q = await open(db, 3, { concurrency: 1 })
         await q.ok("submitPullRequest", { pr: { number: 1 } })
-        await eventually(async () => ((await q.pr(1)).state === "testing" ? true : undefined), 20_000, "PR 1 testing")
+        await q.until("PR 1 testing", async () => ((await q.pr(1)).state === "testing" ? true : undefined))
         await q.ok("submitPullRequest", { pr: { number: 2 }, priority: "low" })
         await q.placed(2)
         await q.ok("submitPullRequest", { pr: { number: 3 }, priority: "high" })
@@ -198,26 +199,18 @@ describe("read-your-writes", () => {
       async () => {
         const q = await open(db, 1)
         await q.ok("submitPullRequest", { pr: { number: 1 } })
-        const testing = await eventually(
-          async () => {
-            const r = await q.pr(1)
-            return r.state === "testing" && r.testRunId !== null ? r : undefined
-          },
-          20_000,
-          "PR 1 testing"
-        )
+        const testing = await q.until("PR 1 testing", async () => {
+          const r = await q.pr(1)
+          return r.state === "testing" && r.testRunId !== null ? r : undefined
+        })
         await q.ok("restartTestsOnPullRequest", { pr: { number: 1 } })
         const after = await q.pr(1)
         expect(after.testRunId).not.toBe(testing.testRunId)
         // and the runner tests it again, in a new run
-        const again = await eventually(
-          async () => {
-            const r = await q.pr(1)
-            return r.state === "testing" && r.testRunId !== null && r.testRunId !== testing.testRunId ? r : undefined
-          },
-          20_000,
-          "PR 1 in a new run"
-        )
+        const again = await q.until("PR 1 in a new run", async () => {
+          const r = await q.pr(1)
+          return r.state === "testing" && r.testRunId !== null && r.testRunId !== testing.testRunId ? r : undefined
+        })
         expect(again.testRunId).not.toBe(testing.testRunId)
       },
       TIMEOUT

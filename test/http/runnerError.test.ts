@@ -55,6 +55,8 @@ describe("runner errors", () => {
         // a submission makes the runner write its state (it would anyway, every round)
         repo.createPr(1, { files: { "a.txt": "a\n" } })
         expect((await server.post("submitPullRequest", { ...key, pr: { number: 1 } })).status).toBe(200)
+        // a failing runner settles no round (each one throws): no tick nor event marks its failures, which come
+        // with its supervisor's backoff; polled
         const failing = await eventually(async () => (await runnerError()) ?? undefined, 30_000, "a runner error")
         expect(failing.message).toContain("injected failure")
         expect(Number.isNaN(Date.parse(failing.since))).toBe(false)
@@ -71,7 +73,7 @@ describe("runner errors", () => {
         expect(ready.runners.failing.map((e) => e.queueId)).toContain(id)
         const metrics = await (await fetch(`${server.url}/metrics`)).text()
         expect(metrics).toContain(`greenline_queue_runner_failures{queue_id="${id}"}`)
-        // a later failure keeps the time the runner started failing
+        // a later failure keeps the time the runner started failing (polled, as above)
         const again = await eventually(
           async () => {
             const e = await runnerError()
@@ -84,7 +86,8 @@ describe("runner errors", () => {
       } finally {
         await sql((s) => s`drop trigger greenline_test_refuse on queue_runtime`)
       }
-      // the runner is restarted (with its backoff), completes a round, and the error is gone everywhere
+      // the runner is restarted (with its backoff), completes a round, and the error is gone everywhere (polled: the
+      // restart comes with the supervisor's backoff, and the stored error is cleared after the round, in its own fiber)
       await eventually(async () => ((await runnerError()) === null ? true : undefined), 30_000, "no runner error")
       const ready = (await (await fetch(`${server.url}/readyz`)).json()) as {
         runners: { failing: ReadonlyArray<{ queueId: string }> }

@@ -220,7 +220,8 @@ for (const db of databases) {
             "pull_request.merged"
           ])
           // the API shows the messages with their attempts
-          // (the worker records finished attempts in batches, a moment after the receiver answered)
+          // (the worker records finished attempts in batches, a moment after the receiver answered: no round nor
+          // event marks the record, so it is polled)
           const messages = await eventually(async () => {
             const listed = await server.post("listWebhookDeliveries", { endpointId: endpoint.id })
             expect(listed.status).toBe(200)

@@ -140,7 +140,7 @@ describe("batching and bisection", () => {
           await s.ciFail(1)
           await s.waitState(1, "pending_failure")
           // PR 2's run is held (pendingFailureDepth 1), not rebuilt without PR 1
-          await s.stays(async () => (await s.pr(2)).testRunId === r2.runId, 300, "the run of #2 keeps running")
+          await s.holds("the run of #2 keeps running", async () => (await s.pr(2)).testRunId === r2.runId)
           await s.ciPass(2)
           await s.waitState(1, "merged")
           await s.waitState(2, "merged")

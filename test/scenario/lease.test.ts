@@ -5,7 +5,7 @@ import { openScenario, type Scenario } from "../support/scenario.ts"
 import { freshPostgres, pgUrl, startTestServer, type TestServer, type TestServerOptions } from "../support/server.ts"
 
 /**
- * The lease of a queue (src/queue/lease.ts): when an instance finds its queue under a new fencing token (another
+ * The lease of a queue (src/queue/runner/lease.ts): when an instance finds its queue under a new fencing token (another
  * instance held it in between), it replaces its runner, and the runner it replaced must not take the new one's
  * token with it when it ends: without it wake-ups went to the lease loop, which replaced the runner again at each
  * one, killing its CI jobs every time (a runner that never made progress). The tests run the lease loop's passes

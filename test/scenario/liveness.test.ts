@@ -84,6 +84,8 @@ test(
               where ${where(sql)}`
       )
       await s.report(run.sha, "success")
+      // every round of this queue throws: none settles, so there is nothing to tick; its failures come with the lease
+      // loop and the supervisor's backoff (the server's clock): polled
       const failing = await eventually(
         async () => (await readyz()).runners.failing[0],
         15_000,

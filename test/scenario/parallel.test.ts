@@ -235,7 +235,7 @@ describe("parallel mode", () => {
         expect((await s.pr(2)).state).toBe("not_ready")
         expect((await s.pr(2)).position).toBeNull()
         expect(await enqueued(s)).toEqual([1])
-        await s.stays(async () => (await s.pr(2)).state === "not_ready", 300, "#2 waits for its targets")
+        await s.holds("#2 waits for its targets", async () => (await s.pr(2)).state === "not_ready")
         await s.setTargets(2, ["b"])
         expect(await readiness(s, 2)).toMatchObject({ hasImpactedTargets: true, requiresImpactedTargets: true })
         const r2 = await s.waitRun(2)
@@ -266,7 +266,7 @@ describe("parallel mode", () => {
         expect((await s.pr(1)).prSha).toBe(new1)
         expect(await readiness(s, 1)).toMatchObject({ hasImpactedTargets: false })
         await s.setTargets(1, ["a"], old1)
-        await s.stays(async () => (await s.pr(1)).state === "not_ready", 300, "old-head targets do not count")
+        await s.holds("old-head targets do not count", async () => (await s.pr(1)).state === "not_ready")
         await s.setTargets(1, ["a"], new1)
         await s.ciPass(1)
         await s.waitState(1, "merged")
@@ -281,7 +281,7 @@ describe("parallel mode", () => {
         await s.submit(2)
         expect((await s.pr(2)).state).toBe("not_ready")
         await s.setTargets(2, ["b"], old2)
-        await s.stays(async () => (await s.pr(2)).state === "not_ready", 300, "old-head targets do not count")
+        await s.holds("old-head targets do not count", async () => (await s.pr(2)).state === "not_ready")
         await s.setTargets(2, ["b"], new2)
         const b2 = await s.waitRun(2, [a2.runId])
         expect(s.repo.git("show", `${b2.sha}:pr-2.txt`)).toBe("again")
@@ -305,10 +305,9 @@ describe("parallel mode", () => {
         // no new run starts while switching
         await s.setTargets(2, ["b"])
         await s.submit(2)
-        await s.stays(
-          async () => (await s.pr(2)).state === "pending" && (await queue()).state === "switching_modes",
-          400,
-          "nothing starts while switching"
+        await s.holds(
+          "nothing starts while switching",
+          async () => (await s.pr(2)).state === "pending" && (await queue()).state === "switching_modes"
         )
         await s.reportRun(r1.runId, "success")
         await s.waitState(1, "merged")

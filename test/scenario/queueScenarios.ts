@@ -73,7 +73,7 @@ export const allPass = define(
     await s.ciPass(2)
     await s.waitState(3, "tests_passed")
     await s.waitState(2, "tests_passed")
-    await s.stays(async () => s.mainSha() === s.initialSha, 300, "main untouched before #1 passes")
+    await s.holds("main untouched before #1 passes", async () => s.mainSha() === s.initialSha)
     await s.ciPass(1)
     for (const n of [1, 2, 3]) await s.waitState(n, "merged")
     expect(s.history()).toEqual(["Add 1 (#1)", "Add 2 (#2)", "Add 3 (#3)"])
@@ -386,10 +386,9 @@ export const restart = define(
     const r2 = await s.waitRun(2, [first.get(2)!])
     expect(r2.runId).not.toBe(first.get(2)!)
     expect(s.files(r2.sha)).toEqual(["README.md", "pr-1.txt", "pr-2.txt"])
-    await s.stays(
-      async () => (await s.pr(1)).testRunId === first.get(1)! && (await s.pr(3)).testRunId === first.get(3)!,
-      300,
-      "runs of #1 and #3 untouched"
+    await s.holds(
+      "runs of #1 and #3 untouched",
+      async () => (await s.pr(1)).testRunId === first.get(1)! && (await s.pr(3)).testRunId === first.get(3)!
     )
     for (const n of [1, 2, 3]) await s.ciPass(n)
     await s.ciPass(4)
@@ -412,7 +411,7 @@ export const restartAfterFailure = define(
     // a failed PR is not active: resubmit, then the failure of the old run must not count for the new one
     await s.submit(1)
     const b = await s.waitRun(1, [a.runId])
-    await s.stays(async () => (await s.pr(1)).state === "testing", 300, "the new run is not failed by the old status")
+    await s.holds("the new run is not failed by the old status", async () => (await s.pr(1)).state === "testing")
     await s.ciPass(1, [a.runId])
     await s.waitState(1, "merged")
     expect(b.runId).not.toBe(a.runId)
@@ -432,7 +431,7 @@ export const restartOfFailedRun = define(
     const b = await s.waitRun(2, [a.runId])
     // the same content on the same base builds the same commit
     expect(b.sha).toBe(a.sha)
-    await s.stays(async () => (await s.pr(2)).state === "testing", 300, "the old failure does not count")
+    await s.holds("the old failure does not count", async () => (await s.pr(2)).state === "testing")
     await s.ciPass(2)
     await s.ciPass(1)
     await s.waitState(1, "merged")
@@ -447,10 +446,9 @@ export const pausedThenResumed = define(
   { concurrency: 2, config: { state: "paused" } },
   async (s) => {
     await submitAll(s, [1, 2])
-    await s.stays(
-      async () => (await s.pr(1)).state === "pending" && (await s.pr(2)).testRunId === null,
-      300,
-      "nothing starts while paused"
+    await s.holds(
+      "nothing starts while paused",
+      async () => (await s.pr(1)).state === "pending" && (await s.pr(2)).testRunId === null
     )
     await s.updateQueue({ state: "running" })
     await s.waitRun(1)
@@ -461,7 +459,7 @@ export const pausedThenResumed = define(
     await s.ciPass(2)
     await s.waitState(1, "tests_passed")
     await s.waitState(2, "tests_passed")
-    await s.stays(async () => s.mainSha() === s.initialSha, 300, "nothing merges while paused")
+    await s.holds("nothing merges while paused", async () => s.mainSha() === s.initialSha)
     await s.updateQueue({ state: "running" })
     await s.waitState(1, "merged")
     await s.waitState(2, "merged")
@@ -481,7 +479,7 @@ export const draining = define(
     await s.submit(2)
     await s.ciPass(1)
     await s.waitState(1, "merged")
-    await s.stays(async () => (await s.pr(2)).state === "pending", 300, "#2 waits while draining")
+    await s.holds("#2 waits while draining", async () => (await s.pr(2)).state === "pending")
     expect((await s.ok<{ state: string }>("getQueue")).state).toBe("draining")
     await s.updateQueue({ state: "running" })
     await s.ciPass(2)
@@ -621,7 +619,7 @@ export const trunkConfig = define(
     expect(run.details.requiredStatuses).toEqual(["build", "lint"])
     expect(run.details.requiredStatusesSource).toBe("trunk_config")
     await s.report(run.sha, "success", "build")
-    await s.stays(async () => (await s.pr(1)).state === "testing", 300, "lint still missing")
+    await s.holds("lint still missing", async () => (await s.pr(1)).state === "testing")
     await s.report(run.sha, "success", "lint")
     await s.waitState(1, "merged")
     const d = await s.details(run.runId)

@@ -45,6 +45,8 @@ for (const db of databases) {
             (await server.post("listWebhookEndpoints", {})).body as { endpoints: Array<{ id: string }> }
           ).endpoints[0]?.id
           const live = server
+          // the delivery worker records its attempts in batches after the receiver answered, in a server of its own
+          // process (no tick), and no streamed event marks the record: polled
           await eventually(async () => {
             const r = await live.post("listWebhookDeliveries", { endpointId })
             const list = (r.body as { messages: Array<{ attempts: Array<unknown> }> }).messages
@@ -102,7 +104,8 @@ describe.if(pgUrl !== undefined)("two instances on one PostgreSQL", () => {
           expect((await via.post("updateQueue", { ...key, concurrency: c })).status).toBe(200)
         }
         await receiver.waitCount(() => true, count, `${count} messages`)
-        // every message delivered, each with exactly one attempt (whichever instance made it)
+        // every message delivered, each with exactly one attempt (whichever instance made it); polled, as above: the
+        // attempts are recorded a moment after the receiver answered, with no event that marks it
         const messages = await eventually(async () => {
           const r = await a.post("listWebhookDeliveries", {
             endpointId,

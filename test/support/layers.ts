@@ -4,7 +4,7 @@ import { type AppConfigShape, makeAppConfig } from "../../src/config.ts"
 import { layerPgliteMemory } from "../../src/db/Database.ts"
 import { EventLogLive } from "../../src/events/EventLogLive.ts"
 import { CommandCi, type CommandCiService } from "../../src/queue/CiRunner.ts"
-import { EngineLive } from "../../src/queue/EngineLive.ts"
+import { EngineLive } from "../../src/queue/engine/EngineLive.ts"
 import {
   GitError,
   GitHost,
@@ -314,34 +314,6 @@ export const RunnerMetricsNone = Layer.succeed(RunnerMetrics, {
   observeStep: () => {},
   restarted: () => {}
 })
-
-/**
- * The runners' round signal: `nextRound()` resolves when the next round of any queue settles (RunnerProbe.roundDone),
- * so a test steps with the queue instead of sleeping.
- */
-export const makeRoundSignal = () => {
-  let waiters: Array<() => void> = []
-  const probe: RunnerProbeShape = {
-    afterPush: () => Effect.void,
-    roundDone: () =>
-      Effect.sync(() => {
-        const woken = waiters
-        waiters = []
-        for (const wake of woken) wake()
-      })
-  }
-  const nextRound = () => new Promise<void>((resolve) => waiters.push(resolve))
-  /** Steps round by round until `check` holds; fails after `maxRounds` rounds. */
-  const until = async (what: string, check: () => Promise<boolean>, maxRounds = 200) => {
-    for (let i = 0; i < maxRounds; i++) {
-      const round = nextRound()
-      if (await check()) return
-      await round
-    }
-    throw new Error(`${what}: not reached after ${maxRounds} rounds`)
-  }
-  return { probe, nextRound, until }
-}
 
 export interface EngineTestOptions {
   /** a migrated PGlite data directory (test/support/pgliteSeed.ts) */

@@ -17,7 +17,7 @@ import type {
   RunItem,
   StepResult
 } from "../../src/queue/planner/types.ts"
-import { plannerConfig } from "../../src/queue/Runner.ts"
+import { plannerConfig } from "../../src/queue/runner/index.ts"
 import { defaultQueueConfig } from "../../src/queue/schemas.ts"
 
 /** FNV-1a based 40-hex-digit fake SHA. */

@@ -18,9 +18,11 @@ import * as path from "node:path"
 import { createTestRepo, type FileChanges, type PrSpec, type TestRepo } from "./git.ts"
 import type { TestServer } from "./server.ts"
 
-/** What a scenario needs of a server: its API, and (when it has one) a signal that the queue moved. An in-process
- * TestServer signals each runner's round; a server in its own process (support/process.ts) each event it streams. */
-export type ScenarioServer = Pick<TestServer, "post" | "nextRound">
+/** What a scenario needs of a server: its API and a signal that the queue moved. An in-process TestServer ticks the
+ * queue's runner (rounds.ts); a server in its own process (support/process.ts) has no tick, and signals each event
+ * it streams (GET /v1/events/stream). */
+export type ScenarioServer = Pick<TestServer, "post" | "nextRound"> &
+  Partial<Pick<TestServer, "tick" | "settled" | "queueId">>
 
 export type PrState =
   | "not_ready"
@@ -98,6 +100,9 @@ export interface ScenarioOptions {
   readonly landsTestedCommits?: boolean
   /** How CI results reach Greenline (default POST /v1/reportStatus). */
   readonly report?: (sha: string, state: "pending" | "success" | "failure" | "error", context: string) => Promise<void>
+  /** What the provider still has on its way to the server (the simulated GitHub's webhooks), awaited before each
+   * step: a tick then reads it. */
+  readonly settle?: () => Promise<void>
 }
 
 const TERMINAL = new Set<PrState>(["merged", "failed", "cancelled"])
@@ -143,8 +148,11 @@ export interface Scenario<S extends ScenarioServer = TestServer> {
   readonly history: () => ReadonlyArray<string>
   /** steps with the queue (the server's signal) until `check` returns a value; fails after the wait limit */
   readonly until: <A>(what: string, check: () => Promise<A | undefined>, timeoutMs?: number) => Promise<A>
-  /** checks that `check` stays true for `ms` (nothing happens while paused, ...) */
-  readonly stays: (check: () => Promise<boolean>, ms: number, what: string) => Promise<void>
+  /** a round of the queue's runner now, once it settled (rounds.ts); an in-process server only */
+  readonly tick: () => Promise<void>
+  /** that `check` holds once the queue settled on everything sent so far (nothing happens while paused, ...): a
+   * tick, then the check. An in-process server only. */
+  readonly holds: (what: string, check: () => Promise<boolean>) => Promise<void>
   /** semantics.md §1 on the real repository; `outside` are commits pushed to main from outside the queue */
   readonly checkOnePromise: (options?: {
     outside?: ReadonlyArray<string>
@@ -203,20 +211,15 @@ export const openScenario = async <S extends ScenarioServer = TestServer>(
     }
     if (sha !== null && sha !== "" && tips[tips.length - 1] !== sha) tips.push(sha)
   }
-  // main moves only in a runner's round (its Merge): sample it after each round settles (without the signal, every
-  // 5 ms)
+  // main moves only in a runner's round (its Merge): sample it after each round settles (an observer, not a wait:
+  // the time limit only makes sure it looks again when the signal missed a round)
   let closed = false
-  const timer = server.nextRound === undefined ? setInterval(sample, 5) : undefined
-  if (server.nextRound !== undefined) {
-    void (async () => {
-      while (!closed) {
-        await (current.nextRound?.(1000) ?? Bun.sleep(5))
-        sample()
-      }
-    })()
-  }
-  /** Waits for the queue to move: the next round of a runner, or a short while without the signal. */
-  const step = () => current.nextRound?.(250) ?? Bun.sleep(25)
+  void (async () => {
+    while (!closed) {
+      await current.nextRound(1000)
+      sample()
+    }
+  })()
 
   const post = (op: string, body: Record<string, unknown> = {}) => current.post(op, { ...key, ...body })
   const ok = async <A = unknown>(op: string, body: Record<string, unknown> = {}): Promise<A> => {
@@ -235,6 +238,25 @@ export const openScenario = async <S extends ScenarioServer = TestServer>(
   }
 
   await ok("createQueue", options.concurrency === undefined ? {} : { concurrency: options.concurrency })
+  const queueId = await server.queueId?.(key)
+
+  /**
+   * Steps with the queue. An in-process server: the first step of a wait ticks the runner (what the test sent is read
+   * now), the others wait for it to settle again (what the wait is for comes from elsewhere: a webhook, the Git
+   * host; it wakes the runner, or the runner's Git poll finds it). A server in its own process has no tick: the next
+   * event it streams, or 250 ms (not every change is an event: a test branch built, a status stored).
+   */
+  const step = async (first: boolean) => {
+    await options.settle?.()
+    const { tick, settled } = current
+    if (queueId === undefined || tick === undefined || settled === undefined) return current.nextRound(250)
+    return first ? tick(queueId) : settled(queueId)
+  }
+  const tick = async () => {
+    await options.settle?.()
+    if (queueId === undefined || current.tick === undefined) throw new Error("a tick needs an in-process server")
+    await current.tick(queueId)
+  }
   const required = options.requiredStatuses === undefined ? ["ci"] : options.requiredStatuses
   const fields = { ...(required === null ? {} : { requiredStatuses: required }), ...(options.config ?? {}) }
   if (Object.keys(fields).length > 0) await ok("updateQueue", fields)
@@ -257,7 +279,7 @@ export const openScenario = async <S extends ScenarioServer = TestServer>(
   const waitState = async (n: number, state: PrState, timeoutMs = waitMs) => {
     let last: PrRecord | undefined
     try {
-      return await poll(
+      return await stepUntil(
         async () => {
           last = await pr(n)
           if (last.state === state) return last
@@ -281,7 +303,7 @@ export const openScenario = async <S extends ScenarioServer = TestServer>(
   const waitRun = async (n: number, exclude: ReadonlyArray<string> = []) => {
     const skip = new Set([...(reported.get(n) ?? []), ...exclude])
     try {
-      return await poll(
+      return await stepUntil(
         async () => {
           const r = await pr(n)
           if (TERMINAL.has(r.state)) throw new Fatal(`PR #${n} is ${r.state}`)
@@ -404,7 +426,7 @@ export const openScenario = async <S extends ScenarioServer = TestServer>(
   }
 
   const reportRun = async (runId: string, state: "success" | "failure") => {
-    const run = await poll(
+    const run = await stepUntil(
       async () => {
         const d = await details(runId)
         if (d.status !== "in_progress" || d.testBranchSha === "") return undefined
@@ -426,7 +448,9 @@ export const openScenario = async <S extends ScenarioServer = TestServer>(
   ) => {
     const handled = new Set<string>()
     const out: RunView[] = []
+    // the server's clock is the wall clock: the limit is in its time (each step is still a round, not a sleep)
     const deadline = performance.now() + timeoutMs
+    let first = true
     for (;;) {
       let open = 0
       for (const n of prs) {
@@ -449,7 +473,8 @@ export const openScenario = async <S extends ScenarioServer = TestServer>(
         for (const n of prs) states.push(`#${n} ${(await pr(n)).state}: ${await describe(n)}`)
         throw new Error(`autoCi timed out; ${states.join("; ")}`)
       }
-      await step()
+      await step(first)
+      first = false
     }
   }
 
@@ -573,13 +598,11 @@ export const openScenario = async <S extends ScenarioServer = TestServer>(
       const out = repo.git("log", "--first-parent", "--reverse", "--format=%s", `${initialSha}..main`)
       return out === "" ? [] : out.split("\n")
     },
-    until: (what, check, timeoutMs = waitMs) => poll(check, timeoutMs, what, step),
-    stays: async (check, ms, what) => {
-      const until = performance.now() + ms
-      while (performance.now() < until) {
-        if (!(await check())) throw new Error(`no longer true: ${what}`)
-        await Bun.sleep(50)
-      }
+    until: (what, check, timeoutMs = waitMs) => stepUntil(check, timeoutMs, what, step),
+    tick,
+    holds: async (what, check) => {
+      await tick()
+      if (!(await check())) throw new Error(`not true once the queue settled: ${what}`)
     },
     checkOnePromise,
     files,
@@ -589,26 +612,29 @@ export const openScenario = async <S extends ScenarioServer = TestServer>(
     checkLanePromise,
     close: async () => {
       closed = true
-      clearInterval(timer)
       await post("deleteQueue").catch(() => undefined)
       repo.cleanup()
     }
   }
 }
 
-/** An error that stops `poll` at once (a PR reached the wrong terminal state). */
+/** An error that stops `stepUntil` at once (a PR reached the wrong terminal state). */
 class Fatal extends Error {}
 
-/** Like `eventually`, but a `Fatal` error ends the wait at once. */
-const poll = async <A>(
+/**
+ * Checks, then steps with the queue (`step`: a tick, the runner settling, the server's next event), until `check`
+ * returns a value; a `Fatal` error ends the wait at once. The limit is in the server's time, the wall clock (the test
+ * does not own it); each step is a round or an event, never a sleep.
+ */
+const stepUntil = async <A>(
   check: () => Promise<A | undefined>,
   timeoutMs: number,
   what: string,
-  step: () => Promise<void> = () => Bun.sleep(25)
+  step: (first: boolean) => Promise<void>
 ): Promise<A> => {
   const deadline = performance.now() + timeoutMs
   let last: unknown
-  for (;;) {
+  for (let first = true; ; first = false) {
     try {
       const value = await check()
       if (value !== undefined) return value
@@ -617,6 +643,6 @@ const poll = async <A>(
       last = e
     }
     if (performance.now() > deadline) throw new Error(`timed out waiting for ${what}${last ? `: ${String(last)}` : ""}`)
-    await step()
+    await step(first)
   }
 }

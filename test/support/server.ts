@@ -1,9 +1,11 @@
+import * as SqlClient from "@effect/sql/SqlClient"
 import { SQL } from "bun"
 import { Effect } from "effect"
 import { type AppConfigShape, makeAppConfig } from "../../src/config.ts"
 import type { RunnerProbeShape } from "../../src/queue/runner/probe.ts"
 import { type RunningServer, startServer } from "../../src/server.ts"
 import { pgliteSeed } from "./pgliteSeed.ts"
+import { makeRunnerSignal, type RunnerSignal } from "./rounds.ts"
 import { tempDir } from "./tmp.ts"
 
 /**
@@ -45,7 +47,18 @@ export { tempDir }
 
 export interface TestServer extends RunningServer {
   /** Resolves when a runner's next round settles (any queue), or after `maxMs`. */
-  readonly nextRound?: (maxMs: number) => Promise<void>
+  readonly nextRound: (maxMs: number) => Promise<void>
+  /** Runs a round of the queue's runner now; resolves when a round begun after the call settled (rounds.ts). */
+  readonly tick: (queueId: string) => Promise<void>
+  /** Resolves when the queue's runner next settles, whatever ran its round (rounds.ts). */
+  readonly settled: (queueId: string) => Promise<void>
+  /** Steps the queue until `check` gives a value: a tick, then its runner settling again (rounds.ts). */
+  readonly until: RunnerSignal["until"]
+  /** The id of the queue of `repo` and `targetBranch` (the test server's organization). */
+  readonly queueId: (key: {
+    readonly repo: { readonly host: string; readonly owner: string; readonly name: string }
+    readonly targetBranch: string
+  }) => Promise<string>
   /** Runs the lease loop's next pass now (ahead of its timer); resolves when that pass ended. */
   readonly leasePass: () => Promise<void>
   /** Resolves with the queue's id when a runner next finds its lease gone (call it before what makes it lose it). */
@@ -80,75 +93,8 @@ export interface TestServerOptions {
   readonly config?: Partial<AppConfigShape>
 }
 
-/**
- * The runners' signal for tests: every saved round (of any queue) wakes those waiting on `nextRound`, so a test steps
- * with the queue instead of sleeping in a loop. `leasePass` runs the lease loop's next pass now and resolves when it
- * ended (a pass that began after the call); `lostLease` resolves when a runner next finds its lease gone.
- */
-const makeRoundSignal = (inner: RunnerProbeShape | undefined, leaseTimer: boolean) => {
-  let waiters: Array<() => void> = []
-  let lost: Array<(queueId: string) => void> = []
-  // the lease loop: tests that asked for a pass not begun yet, tests whose pass runs, and the loop's wait to end
-  let asked: Array<() => void> = []
-  let inPass: Array<() => void> = []
-  let loopWaiting: (() => void) | undefined
-  const probe: RunnerProbeShape = {
-    leaseTimerOff: !leaseTimer,
-    afterPush: (runId, sha) => inner?.afterPush(runId, sha) ?? Effect.void,
-    roundDone: (queueId) =>
-      Effect.zipRight(
-        inner?.roundDone(queueId) ?? Effect.void,
-        Effect.sync(() => {
-          const woken = waiters
-          waiters = []
-          for (const wake of woken) wake()
-        })
-      ),
-    lostLease: (queueId) =>
-      Effect.sync(() => {
-        const woken = lost
-        lost = []
-        for (const wake of woken) wake(queueId)
-      }),
-    leasePassNow: Effect.async<void>((resume) => {
-      const begin = () => {
-        loopWaiting = undefined
-        inPass = asked
-        asked = []
-        resume(Effect.void)
-      }
-      if (asked.length > 0) return begin()
-      loopWaiting = begin
-      return Effect.sync(() => {
-        if (loopWaiting === begin) loopWaiting = undefined
-      })
-    }),
-    leasePassDone: Effect.sync(() => {
-      const done = inPass
-      inPass = []
-      for (const resolve of done) resolve()
-    })
-  }
-  /** Resolves when the next round settles, or after `maxMs` (what the test waits for may come from elsewhere). */
-  const nextRound = (maxMs: number) =>
-    new Promise<void>((resolve) => {
-      const timer = setTimeout(resolve, maxMs)
-      waiters.push(() => {
-        clearTimeout(timer)
-        resolve()
-      })
-    })
-  const leasePass = () =>
-    new Promise<void>((resolve) => {
-      asked.push(resolve)
-      loopWaiting?.()
-    })
-  const lostLease = () => new Promise<string>((resolve) => lost.push(resolve))
-  return { probe, nextRound, leasePass, lostLease }
-}
-
 export const startTestServer = async (options: TestServerOptions): Promise<TestServer> => {
-  const rounds = makeRoundSignal(options.probe, options.leaseTimer ?? true)
+  const rounds = makeRunnerSignal({ inner: options.probe, leaseTimer: options.leaseTimer ?? true })
   const dataDir = options.dataDir ?? (options.db === "pglite" ? ":memory:" : tempDir())
   const gitRoot = options.gitRoot ?? tempDir("greenline-git-")
   const pg = options.db === "postgres" && options.databaseUrl === undefined ? await freshPostgres() : undefined
@@ -188,9 +134,25 @@ export const startTestServer = async (options: TestServerOptions): Promise<TestS
     } catch {}
     return { status: response.status, body: parsed }
   }
+  const queueId = async (key: Parameters<TestServer["queueId"]>[0]) => {
+    const rows = await server.run(
+      Effect.flatMap(
+        SqlClient.SqlClient,
+        (sql) => sql<{ id: string }>`select q.id from queues q join repositories r on r.id = q.repo_id
+          where r.host = ${key.repo.host} and r.owner = ${key.repo.owner} and r.name = ${key.repo.name}
+            and q.branch = ${key.targetBranch}`
+      )
+    )
+    if (rows.length !== 1) throw new Error(`${rows.length} queues of ${JSON.stringify(key)}`)
+    return rows[0]!.id
+  }
   return {
     ...server,
     nextRound: rounds.nextRound,
+    tick: rounds.tick,
+    settled: rounds.settled,
+    until: rounds.until,
+    queueId,
     leasePass: rounds.leasePass,
     lostLease: rounds.lostLease,
     token: TEST_TOKEN,

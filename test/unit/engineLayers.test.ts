@@ -1,16 +1,19 @@
 /**
  * The engine driven through its service, without a server: the memory Git host and CI of test/support/layers.ts,
- * the real storage on an in-memory PGlite, stepped on the runner's round signal.
+ * the real storage on an in-memory PGlite, stepped by ticks of the queue's runner (test/support/rounds.ts). The test
+ * owns the clock (Effect's TestClock, set to the wall clock's time at the start): the runner's timers (its Git poll,
+ * its retries, the lease loop's) never fire on their own, so every round is one that a wake-up or a tick asked for.
  */
 
 import { afterEach, beforeAll, expect, test } from "bun:test"
 import * as SqlClient from "@effect/sql/SqlClient"
-import { Effect, ManagedRuntime, Option } from "effect"
+import { Effect, Layer, ManagedRuntime, Option, TestClock, TestContext } from "effect"
 import { Engine, EngineRunner, type QueueKey, type QueueRow } from "../../src/queue/Engine.ts"
 import { defaultQueueConfig, type QueueConfig } from "../../src/queue/schemas.ts"
 import { Tenancy } from "../../src/tenancy/Tenancy.ts"
-import { engineTestLayer, type Files, makeMemoryCi, makeMemoryGit, makeRoundSignal } from "../support/layers.ts"
+import { engineTestLayer, type Files, makeMemoryCi, makeMemoryGit } from "../support/layers.ts"
 import { pgliteSeed } from "../support/pgliteSeed.ts"
+import { makeRunnerSignal } from "../support/rounds.ts"
 
 const TIMEOUT = 60_000
 const FINAL = new Set(["merged", "failed", "cancelled"])
@@ -34,13 +37,17 @@ const setup = async (config: Partial<QueueConfig> = {}) => {
   const git = makeMemoryGit()
   const repo = git.repo({ host: "local", owner: "acme", name: "app" })
   const ci = makeMemoryCi(git, (files: Files) => !Object.values(files).some((text) => text.includes("broken")))
-  const rounds = makeRoundSignal()
-  const runtime: Runtime = ManagedRuntime.make(engineTestLayer({ seed, git, ci, probe: rounds.probe }))
+  // the lease loop's timer off and the Git poll an hour apart: a test that moves the clock fires the queue's own
+  // timers (a testing timeout), not thousands of polls on the way (a tick looks at the Git host anyway)
+  const rounds = makeRunnerSignal({ leaseTimer: false })
+  const layer = engineTestLayer({ seed, git, ci, probe: rounds.probe, config: { gitPollMs: 3_600_000 } })
+  const runtime: Runtime = ManagedRuntime.make(layer.pipe(Layer.provideMerge(TestContext.TestContext)))
   open = runtime
   const run = <A, E>(effect: Effect.Effect<A, E, Engine | EngineRunner | Tenancy | SqlClient.SqlClient>) =>
     runtime.runPromise(effect)
   const queue = await run(
     Effect.gen(function* () {
+      yield* TestClock.setTime(Date.now())
       const tenancy = yield* Tenancy
       const engine = yield* Engine
       yield* tenancy.createOrg("acme")
@@ -57,7 +64,8 @@ const setup = async (config: Partial<QueueConfig> = {}) => {
     })
   )
   const key: QueueKey = { orgId: queue.repo.orgId, repo: repo.ref, branch: "main" }
-  return { git, repo, ci, rounds, run, queue, key, ...kit(run, queue, key, rounds.until) }
+  const until = async (what: string, check: () => Promise<boolean>) => void (await rounds.until(queue.id, what, check))
+  return { git, repo, ci, rounds, run, queue, key, until, ...kit(run, queue, key, until) }
 }
 
 const kit = (
@@ -177,7 +185,7 @@ test(
     const branch = (await s.run(Effect.flatMap(Engine, (e) => e.testingDetails(s.queue, runId)))).testBranch
     expect(s.repo.branch(branch)).toBeDefined()
     await s.cancel(1)
-    await s.rounds.until("test branch deleted", async () => s.repo.branch(branch) === undefined)
+    await s.until("test branch deleted", async () => s.repo.branch(branch) === undefined)
     s.ci.release()
     expect((await s.pr(1)).state).toBe("cancelled")
     expect((await s.reasons(1)).at(-1)).toBe("cancelled:API_REQUESTED")
@@ -201,6 +209,28 @@ test(
     expect(s.repo.history("main")).toEqual(["PR #1 (#1)"])
     expect(s.repo.files(s.repo.branch("main")!)["shared.txt"]).toBe("from one\n")
     expect((await s.reasons(2)).at(-1)).toBe("failed:START_TEST_RUN_MERGE_CONFLICT")
+  },
+  TIMEOUT
+)
+
+test(
+  "a run past its testing timeout fails its PR: the test moves the clock, no one waits",
+  async () => {
+    const s = await setup({ testingTimeoutMinutes: 5 })
+    s.ci.hold()
+    s.repo.openPr(1, { "pr-1.txt": "one\n" })
+    await s.submit(1)
+    await s.waitState(1, "testing")
+    // four minutes on: still testing (the runner's round at that time changes nothing)
+    await s.run(TestClock.adjust("4 minutes"))
+    await s.rounds.tick(s.queue.id)
+    expect((await s.pr(1)).state).toBe("testing")
+    // past five minutes: the run timed out
+    await s.run(TestClock.adjust("61 seconds"))
+    await s.waitState(1, "failed")
+    expect((await s.reasons(1)).at(-1)).toBe("failed:TEST_RUN_TIMEOUT")
+    expect(s.repo.history("main")).toEqual([])
+    s.ci.release()
   },
   TIMEOUT
 )

@@ -81,6 +81,8 @@ describe("entryPatches: a round's transitions folded into one patch per entry", 
 describe("stateJson: the runner's state as stored", () => {
   test("entries without their default fields, read back whole (upgradeState), before and after entries change", () => {
     let state = initialState({ ...defaultConfig, state: "paused" }, "base")
+    let ids = 0
+    const newId = () => `run-${++ids}`
     const roundTrip = () => {
       const text = stateJson(state)
       expect(upgradeState(JSON.parse(text))).toEqual(state)
@@ -98,11 +100,12 @@ describe("stateJson: the runner's state as stored", () => {
           noBatch: n === 2,
           ready: true
         },
-        1_700_000_000_000 + n
+        1_700_000_000_000 + n,
+        newId
       ).state
       roundTrip()
     }
-    state = step(state, { _tag: "Cancelled", prNumber: 3, reason: "API_REQUESTED" }, 1_700_000_001_000).state
+    state = step(state, { _tag: "Cancelled", prNumber: 3, reason: "API_REQUESTED" }, 1_700_000_001_000, newId).state
     const text = roundTrip()
     expect(text.length).toBeLessThan(JSON.stringify(state).length * 0.75)
     // a whole state (nothing to put back) is returned as it is

@@ -2,17 +2,13 @@ import { describe, expect, test } from "bun:test"
 import { readdirSync, readFileSync } from "node:fs"
 import { fileURLToPath } from "node:url"
 import {
-  gunzipIfNeeded,
-  isGzip,
   JunitError,
   type JunitResult,
   type JunitSummary,
-  junitResults,
-  parseJunit,
-  parseJunitString,
   parseTimestamp,
   truncateUtf8
-} from "../../src/flaky/junit.ts"
+} from "../../src/flaky/junit/model.ts"
+import { gunzipIfNeeded, isGzip, junitResults, parseJunit, parseJunitString } from "../../src/flaky/junit/sources.ts"
 
 const FIXTURES = new URL("../fixtures/junit/", import.meta.url)
 const fixturePath = (name: string): string => fileURLToPath(new URL(name, FIXTURES))

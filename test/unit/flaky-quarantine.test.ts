@@ -9,6 +9,7 @@ import type { FlakyError } from "../../src/flaky/errors.ts"
 import { FlakyEvents, type QuarantineSettingChanged } from "../../src/flaky/events.ts"
 import { Flaky, FlakyLive } from "../../src/flaky/Flaky.ts"
 import { fromDomainError } from "../../src/http/errors.ts"
+import { BunRuntimeLive } from "../../src/kernel/bunRuntime.ts"
 import type { Database } from "../../src/kernel/Database.ts"
 import { GitError, GitHost, type GitHostService } from "../../src/queue/GitHost.ts"
 import { type Organization, Tenancy, TenancyLive } from "../../src/tenancy/Tenancy.ts"
@@ -48,9 +49,13 @@ const recorder = Layer.succeed(FlakyEvents, {
 const appLayer = (db: Db) =>
   FlakyLive.pipe(
     Layer.provideMerge(
-      Layer.mergeAll(TenancyLive, makeAppConfig({ publicUrl: "http://greenline.test" }), gitStub, recorder).pipe(
-        Layer.provideMerge(db)
-      )
+      Layer.mergeAll(
+        TenancyLive,
+        makeAppConfig({ publicUrl: "http://greenline.test" }),
+        gitStub,
+        recorder,
+        BunRuntimeLive
+      ).pipe(Layer.provideMerge(db))
     )
   )
 

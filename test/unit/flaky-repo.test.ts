@@ -14,12 +14,13 @@ import { Flaky, FlakyLive } from "../../src/flaky/Flaky.ts"
 import { FlakyRepo } from "../../src/flaky/FlakyRepo.ts"
 import { flakyMigration, flakyResultsByTime } from "../../src/flaky/migration.ts"
 import { testCaseId } from "../../src/flaky/testCaseIds.ts"
-import { fastTestCaseId, testCaseIds } from "../../src/flaky/testCaseIdsBinary.ts"
+import { makeIdHasher } from "../../src/flaky/testCaseIdsBinary.ts"
 import { runUpload, type UploadIo } from "../../src/flaky/uploadCli.ts"
 import { type ApiError, fromDomainError } from "../../src/http/errors.ts"
 import { PERMISSIONS } from "../../src/http/roles.ts"
 import { makeApp, RateLimiter } from "../../src/http/router.ts"
 import { flakyRoutes } from "../../src/http/routes/flaky.ts"
+import { BunRuntimeLive, bunRuntime } from "../../src/kernel/bunRuntime.ts"
 import type { Database } from "../../src/kernel/Database.ts"
 import { GitError, GitHost, type GitHostService } from "../../src/queue/GitHost.ts"
 import { type Organization, Tenancy, TenancyLive } from "../../src/tenancy/Tenancy.ts"
@@ -53,9 +54,12 @@ const ensureSchema = Effect.gen(function* () {
 
 type Db = Layer.Layer<SqlClient.SqlClient | Database, SqlError | Error>
 
+/** The test case ids' hashing over Bun's SHA-1, as the service has it. */
+const { fastTestCaseId, testCaseIds } = makeIdHasher(bunRuntime.sha1Into)
+
 const appLayer = (db: Db) => {
   const base = Layer.tap(db, (ctx) => Effect.orDie(Effect.provide(ensureSchema, ctx)))
-  const deps = Layer.mergeAll(TenancyLive, makeAppConfig({ publicUrl: PUBLIC_URL }), gitStub).pipe(
+  const deps = Layer.mergeAll(TenancyLive, makeAppConfig({ publicUrl: PUBLIC_URL }), gitStub, BunRuntimeLive).pipe(
     Layer.provideMerge(base)
   )
   return FlakyLive.pipe(Layer.provideMerge(deps))

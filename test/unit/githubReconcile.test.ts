@@ -33,15 +33,19 @@ for (const db of databases) {
 
     const lastReason = (r: Json) => (r.timeline as Array<{ reason: string }> | undefined)?.at(-1)?.reason
 
+    let queueId: string
+    /**
+     * Waits round by round until `check` gives a value: the runner's rounds, whatever woke it (the reconciliation's
+     * wake-ups, here). Never a tick: a tick's round looks at GitHub itself, and would do the reconciliation's work.
+     */
+    const afterRounds = <A>(what: string, check: () => Promise<A | undefined | false>) =>
+      server.until(queueId, what, check, { tick: false })
+
     const waitForState = (pr: number, state: string, what: string) =>
-      eventually(
-        async () => {
-          const r = await record(pr)
-          return r?.state === state ? r : undefined
-        },
-        30_000,
-        what
-      )
+      afterRounds(what, async () => {
+        const r = await record(pr)
+        return r?.state === state ? r : undefined
+      })
 
     const submit = async (pr: number) => {
       const r = await server.post("submitPullRequest", { repo: ghRepo, targetBranch: "main", pr: { number: pr } })
@@ -49,21 +53,17 @@ for (const db of databases) {
     }
 
     /** The tip of the test branch testing `pr` (built by the runner), once there is one. */
-    const testBranchOf = (pr: number) =>
-      eventually(
-        async () => {
-          const out = sim.git(
-            repo,
-            "for-each-ref",
-            "--format=%(refname:short) %(objectname)",
-            `refs/heads/trunk-merge/pr-${pr}/`
-          )
-          const line = out.split("\n").find((l) => l.trim() !== "")
-          return line === undefined ? undefined : { branch: line.split(" ")[0]!, sha: line.split(" ")[1]! }
-        },
-        30_000,
-        `a test branch for #${pr}`
+    const testBranchNow = async (pr: number) => {
+      const out = sim.git(
+        repo,
+        "for-each-ref",
+        "--format=%(refname:short) %(objectname)",
+        `refs/heads/trunk-merge/pr-${pr}/`
       )
+      const line = out.split("\n").find((l) => l.trim() !== "")
+      return line === undefined ? undefined : { branch: line.split(" ")[0]!, sha: line.split(" ")[1]! }
+    }
+    const testBranchOf = (pr: number) => afterRounds(`a test branch for #${pr}`, () => testBranchNow(pr))
 
     const openPr = (title: string, files: Record<string, string>) =>
       sim.openPullRequest({ ...repo, title, user: "alice", files })
@@ -87,6 +87,7 @@ for (const db of databases) {
       await sim.settled()
       const created = await server.post("createQueue", { repo: ghRepo, targetBranch: "main" })
       expect(created.status).toBe(200)
+      queueId = await server.queueId({ repo: ghRepo, targetBranch: "main" })
       const updated = await server.post("updateQueue", {
         repo: ghRepo,
         targetBranch: "main",
@@ -109,7 +110,8 @@ for (const db of databases) {
       const pr = await openPr("Add a", { "a.txt": "a\n" })
       await submit(pr.number)
       const { sha } = await testBranchOf(pr.number)
-      // readiness as GitHub sees the PR (GitHub computes mergeability lazily: in progress at first)
+      // readiness as GitHub sees the PR (GitHub computes mergeability lazily: in progress at first); the view asks
+      // GitHub when it is read, in no round of the queue: polled
       const ready = await eventually(
         async () => {
           const r = await record(pr.number)
@@ -163,7 +165,8 @@ for (const db of databases) {
       const drafted = await openPr("Drafted", { "s.txt": "s\n" })
       cases.push({ pr: drafted, change: () => sim.convertToDraft(drafted), reason: "PR_CONVERTED_TO_DRAFT" })
       for (const c of cases) await submit(c.pr.number)
-      for (const c of cases) await eventually(() => record(c.pr.number), 10_000, `#${c.pr.number} submitted`)
+      // a submission that answered 200 reads back at once (read-your-writes)
+      for (const c of cases) expect(await record(c.pr.number)).toBeDefined()
       for (const c of cases) await c.change()
       for (const c of cases) {
         const r = await waitForState(c.pr.number, "cancelled", `#${c.pr.number} cancelled (${c.reason})`)
@@ -192,15 +195,11 @@ for (const db of databases) {
       await submit(pr.number)
       const before = await testBranchOf(pr.number)
       const pushed = await sim.pushToBranch(repo, "main", { "outside.txt": "outside\n" })
-      const rebuilt = await eventually(
-        async () => {
-          const now = await testBranchOf(pr.number)
-          if (now.sha === before.sha) return undefined
-          return sim.git(repo, "merge-base", now.sha, pushed) === pushed ? now : undefined
-        },
-        30_000,
-        "a test branch on the pushed tip"
-      )
+      const rebuilt = await afterRounds("a test branch on the pushed tip", async () => {
+        const now = await testBranchNow(pr.number)
+        if (now === undefined || now.sha === before.sha) return undefined
+        return sim.git(repo, "merge-base", now.sha, pushed) === pushed ? now : undefined
+      })
       await sim.postStatus(rebuilt.sha, "ci", "success", { repo })
       await waitForState(pr.number, "merged", "merged on top of the outside push")
       expect(sim.readFile(repo, "main", "outside.txt")).toBe("outside")

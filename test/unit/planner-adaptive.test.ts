@@ -20,7 +20,13 @@ import {
   regimeStart
 } from "../../src/queue/planner/adaptive.ts"
 import { estimateQueue } from "../../src/queue/planner/estimate.ts"
-import type { PlannerConfig, QueueState, QueueStats, Transition } from "../../src/queue/planner/index.ts"
+import {
+  makePlannerMemo,
+  type PlannerConfig,
+  type QueueState,
+  type QueueStats,
+  type Transition
+} from "../../src/queue/planner/index.ts"
 import { defaultConfig, makeKit, passOneByOne, submitted } from "../support/plannerKit.ts"
 
 const MIN = 60_000
@@ -303,10 +309,14 @@ describe("adaptive mode: the failure rate and its changes", () => {
     expect(choose(bounds, { ...stats, choice: plainChoice }, 40).batchSize).toBe(1)
   })
 
-  test("observe is computed once per stats object and equals a fresh computation", () => {
+  test("observe is computed once per stats object in a memo, and equals a fresh computation", () => {
     const stats = statsWith(3, 50)
-    expect(observe(stats)).toBe(observe(stats))
-    expect(observe(JSON.parse(JSON.stringify(stats)) as QueueStats)).toEqual(observe(stats))
+    const memo = makePlannerMemo()
+    expect(observe(stats, memo)).toBe(observe(stats, memo))
+    expect(observe(JSON.parse(JSON.stringify(stats)) as QueueStats)).toEqual(observe(stats, memo))
+    // without a memo the planner remembers nothing: the same result, computed again
+    expect(observe(stats)).not.toBe(observe(stats))
+    expect(observe(stats)).toEqual(observe(stats, memo))
   })
 })
 

@@ -28,9 +28,6 @@ export const STREAM_PATH = "/v1/events/stream"
 const HEARTBEAT_MS = 15_000
 const BATCH = 200
 
-/** Who may open a stream: the API token's organization now; the dashboard's session joins here (`web`). */
-export type StreamAuthenticator = (request: Request) => Promise<Option.Option<Organization>>
-
 const sse = (id: string, type: string, body: string) => `id: ${id}\nevent: ${type}\ndata: ${body}\n\n`
 
 export const makeEventStream = Effect.gen(function* () {

@@ -24,7 +24,17 @@
  * - It only changes what new runs look like: a run that is already started stays valid (the validity check does
  *   not depend on depth or batch size), so no still-useful run is cancelled by a change of the choice.
  */
-import type { AdaptiveChoice, Entry, PlannerConfig, QueueState, QueueStats, RunRecord, Transition } from "./types.ts"
+import type {
+  AdaptiveChoice,
+  Entry,
+  Observed,
+  PlannerConfig,
+  PlannerMemo,
+  QueueState,
+  QueueStats,
+  RunRecord,
+  Transition
+} from "./types.ts"
 
 /** Finished runs kept in the window. */
 export const RUN_WINDOW = 48
@@ -72,25 +82,6 @@ export const emptyStats: QueueStats = { runs: [], prs: [], finishedRuns: 0 }
 
 const clamp = (x: number, lo: number, hi: number) => Math.min(hi, Math.max(lo, x))
 
-export interface Observed {
-  /** PR failure rate (failed / ended), with the prior */
-  readonly failureRate: number
-  /** PRs the failure rate is taken over (those since the last detected change), without the prior */
-  readonly regimePrs: number
-  /** failure rate of finished runs, with the prior */
-  readonly runFailureRate: number
-  /** spurious failures per run, estimated */
-  readonly flakyRate: number
-  /**
-   * the PR failure rate the last batches say, when they fail far more often than `failureRate` explains (a jump the
-   * PR window has not seen yet: a failed batch's PRs end only after its bisection), else null
-   */
-  readonly batchFailureRate: number | null
-  /** median and p90 testing time of finished runs (ms), with the prior when there are none */
-  readonly ciMedianMs: number
-  readonly ciP90Ms: number
-}
-
 const quantileOf = (xs: readonly number[], q: number): number => {
   const s = xs.slice().sort((a, b) => a - b)
   return s[Math.min(s.length - 1, Math.floor(q * (s.length - 1)))]!
@@ -133,15 +124,13 @@ export const regimeStart = (prs: ReadonlyArray<0 | 1>): number => {
   }
 }
 
-const observed = new WeakMap<QueueStats, Observed>()
-
-/** What the windows say, each blended with its prior (computed once per stats object: a step that observes
- * nothing new keeps the object). */
-export const observe = (stats: QueueStats): Observed => {
-  const hit = observed.get(stats)
+/** What the windows say, each blended with its prior (with a memo, computed once per stats object: a step that
+ * observes nothing new keeps the object). */
+export const observe = (stats: QueueStats, memo?: PlannerMemo): Observed => {
+  const hit = memo?.observed.get(stats)
   if (hit !== undefined) return hit
   const o = observeUncached(stats)
-  observed.set(stats, o)
+  memo?.observed.set(stats, o)
   return o
 }
 
@@ -233,8 +222,13 @@ const round3 = (x: number) => Math.round(x * 1000) / 1000
  * The choice for the configured bounds, the observations and the PRs in the chain (`backlog`: not merged yet, tested
  * or not).
  */
-export const choose = (bounds: PlannerConfig, stats: QueueStats, backlog: number): AdaptiveChoice => {
-  const o = observe(stats)
+export const choose = (
+  bounds: PlannerConfig,
+  stats: QueueStats,
+  backlog: number,
+  memo?: PlannerMemo
+): AdaptiveChoice => {
+  const o = observe(stats, memo)
   // a jump the batches show before the PR window does counts at once
   const q = Math.max(o.failureRate, o.batchFailureRate ?? 0)
   const maxDepth = Math.max(1, bounds.concurrency)

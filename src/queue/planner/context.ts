@@ -10,6 +10,7 @@ import type {
   ModeSwitch,
   NewId,
   PlannerConfig,
+  PlannerMemo,
   PrStatusState,
   QueueState,
   Run,
@@ -18,13 +19,11 @@ import type {
   Transition
 } from "./types.ts"
 
-/** Position of every entry id in a state's entries array. A pure cache: keyed by the (immutable) array object, so a
- * state produced by `step` does not pay for rebuilding it in the next step. */
-const indexCache = new WeakMap<readonly Entry[], Map<string, number>>()
-
 export interface Ctx {
   readonly now: number
-  /** the index belongs to the cache entry of the input state; it must be taken over before it is changed */
+  /** the caller's memo (types.ts): the index of the entries arrays, keyed by the (immutable) array object */
+  readonly memo: PlannerMemo | undefined
+  /** the index belongs to the memo's entry of the input state; it must be taken over before it is changed */
   indexShared: boolean
   readonly sourceEntries: readonly Entry[]
   /** an entry reached a terminal state in this step */
@@ -53,12 +52,19 @@ export interface Ctx {
   burst: { lastPos: number; lastPriority: number } | null
 }
 
-export const makeCtx = (state: QueueState, newId: NewId, now: number, reason: string): Ctx => ({
+export const makeCtx = (
+  state: QueueState,
+  newId: NewId,
+  now: number,
+  reason: string,
+  memo: PlannerMemo | undefined
+): Ctx => ({
   now,
+  memo,
   config: state.config,
   targetSha: state.targetSha,
   entries: state.entries.slice(),
-  index: indexCache.get(state.entries) ?? null,
+  index: memo?.index.get(state.entries) ?? null,
   indexShared: true,
   sourceEntries: state.entries,
   ended: false,
@@ -100,8 +106,8 @@ export const entryIndex = (ctx: Ctx, id: string): number => {
 export const reindexFrom = (ctx: Ctx, from: number, removedId: string | null): void => {
   if (ctx.index === null) return
   if (ctx.indexShared) {
-    // take the cached map over instead of copying it (a later step from the same old state rebuilds it)
-    indexCache.delete(ctx.sourceEntries)
+    // take the memo's map over instead of copying it (a later step from the same old state rebuilds it)
+    ctx.memo?.index.delete(ctx.sourceEntries)
     ctx.indexShared = false
   }
   const m = ctx.index
@@ -109,14 +115,14 @@ export const reindexFrom = (ctx: Ctx, from: number, removedId: string | null): v
   for (let i = from; i < ctx.entries.length; i++) m.set(ctx.entries[i]!.id, i)
 }
 
-/** The entries array of the next state, with its index cached. */
+/** The entries array of the next state, with its index in the memo. */
 export const finalEntries = (ctx: Ctx): Entry[] => {
   if (!ctx.ended) {
     const idx = ctx.index
     if (idx !== null) {
       // one owner at a time: the map moves to the new array
-      if (ctx.indexShared) indexCache.delete(ctx.sourceEntries)
-      indexCache.set(ctx.entries, idx)
+      if (ctx.indexShared) ctx.memo?.index.delete(ctx.sourceEntries)
+      ctx.memo?.index.set(ctx.entries, idx)
     }
     return ctx.entries
   }
@@ -131,20 +137,15 @@ export const finalEntries = (ctx: Ctx): Entry[] => {
   }
   if (ctx.index !== null && first >= 0) {
     if (ctx.indexShared) {
-      indexCache.delete(ctx.sourceEntries)
+      ctx.memo?.index.delete(ctx.sourceEntries)
       ctx.indexShared = false
       for (const e of ctx.entries) if (TERMINAL.has(e.state)) ctx.index.delete(e.id)
     }
     const m = ctx.index
     for (let i = first; i < out.length; i++) m.set(out[i]!.id, i)
-    indexCache.set(out, m)
+    ctx.memo?.index.set(out, m)
   }
   return out
-}
-
-export const getEntry = (ctx: Ctx, id: string): Entry | undefined => {
-  const i = entryIndex(ctx, id)
-  return i < 0 ? undefined : ctx.entries[i]
 }
 
 export const findActiveByPr = (ctx: Ctx, prNumber: number): number => {
@@ -176,27 +177,6 @@ const statusOf = (s: EntryState): PrStatusState => {
       return "failed"
     case "cancelled":
       return "cancelled"
-  }
-}
-
-const describe = (to: EntryState, reason: string): string => {
-  switch (to) {
-    case "not_ready":
-      return "Waiting to be ready for the merge queue"
-    case "pending":
-      return "Queued"
-    case "testing":
-      return "Testing in the merge queue"
-    case "tests_passed":
-      return "Tests passed, waiting to merge"
-    case "pending_failure":
-      return `Tests failed (${reason}), waiting for the pull requests ahead`
-    case "merged":
-      return "Merged by the merge queue"
-    case "failed":
-      return `Failed in the merge queue: ${reason}`
-    case "cancelled":
-      return `Removed from the merge queue: ${reason}`
   }
 }
 
@@ -236,11 +216,12 @@ export const notify = (ctx: Ctx, e: Entry, prevStatus: PrStatusState | null, to:
       prNumber: e.prNumber,
       headSha: e.headSha,
       state: st,
-      description: describe(to, reason)
+      to,
+      reason
     })
   }
   if (to === "merged" || to === "failed" || to === "cancelled") {
-    ctx.commands.push({ _tag: "Comment", prNumber: e.prNumber, entryId: e.id, body: describe(to, reason) })
+    ctx.commands.push({ _tag: "Comment", prNumber: e.prNumber, entryId: e.id, to, reason })
   }
 }
 

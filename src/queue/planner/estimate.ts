@@ -26,9 +26,9 @@
 import { applyChoice, observe, statsOf } from "./adaptive.ts"
 import { isTerminal } from "./context.ts"
 import { drawFailing, recentFailureRate, remainingDraw } from "./estimatePoint.ts"
-import { step } from "./step.ts"
+import { makePlannerMemo, step } from "./step.ts"
 import { TimedQueue } from "./timedQueue.ts"
-import type { Command, Entry, PlannerEvent, QueueState, QueueStats, RunItem } from "./types.ts"
+import type { Command, Entry, PlannerEvent, PlannerMemo, QueueState, QueueStats, RunItem } from "./types.ts"
 
 export const BUILD_MS = 30_000
 export const MERGE_MS = 12_000
@@ -74,8 +74,6 @@ export interface QueueEstimate {
   readonly failureRate: number
 }
 
-const cache = new WeakMap<QueueState, { now: number; estimate: QueueEstimate }>()
-
 interface Timed {
   readonly at: number
   readonly seq: number
@@ -86,13 +84,8 @@ interface Timed {
  * Estimates for the entries of `state` at time `now`. `prior`: observations to use when the queue has fewer than
  * three finished runs of its own (the repository's other queues); without one such a queue gets no estimate.
  */
-export const estimateQueue = (state: QueueState, now: number, prior?: QueueStats): QueueEstimate => {
-  const hit = cache.get(state)
-  if (hit !== undefined && hit.now === now) return hit.estimate
-  const estimate = compute(state, now, prior)
-  cache.set(state, { now, estimate })
-  return estimate
-}
+export const estimateQueue = (state: QueueState, now: number, prior?: QueueStats): QueueEstimate =>
+  compute(state, now, prior, makePlannerMemo())
 
 const none = (reason: UnavailableReason, state: QueueState, ciMedianMs: number, failureRate: number) => {
   const byEntry = new Map<string, EntryEstimate>()
@@ -107,10 +100,11 @@ const none = (reason: UnavailableReason, state: QueueState, ciMedianMs: number, 
   return { unavailableReason: reason, byEntry, ciMedianMs, failureRate }
 }
 
-const compute = (state: QueueState, now: number, prior: QueueStats | undefined): QueueEstimate => {
+/** `memo`: the simulation's own, for its many steps of one queue. */
+const compute = (state: QueueState, now: number, prior: QueueStats | undefined, memo: PlannerMemo): QueueEstimate => {
   const own = statsOf(state)
   const stats = own.finishedRuns >= MIN_FINISHED_RUNS || prior === undefined ? own : prior
-  const o = observe(stats)
+  const o = observe(stats, memo)
   const ci = o.ciMedianMs
   // the PR failure rate drawn from: the current regime's, or the last PRs' when they fail more often
   const q = recentFailureRate(stats.prs, o.failureRate, RECENT_PRS, RECENT_PRIOR)
@@ -152,7 +146,7 @@ const compute = (state: QueueState, now: number, prior: QueueStats | undefined):
   }
   const order = kept.filter((e) => e.state !== "not_ready")
   for (let round = 0; round < rounds; round++) {
-    const once = simulateOnce(state, kept, now, q, f, pendingFails, durations, rng)
+    const once = simulateOnce(state, kept, now, q, f, pendingFails, durations, rng, memo)
     // a PR that failed in this round lands with the next one that merges behind it
     let nextMerge: number | null = null
     for (let i = order.length - 1; i >= 0; i--) {
@@ -218,7 +212,8 @@ const simulateOnce = (
   f: number,
   pendingFails: number,
   durations: readonly number[],
-  rng: () => number
+  rng: () => number,
+  memo: PlannerMemo
 ): { merged: Map<string, number>; started: Map<string, number>; end: number } => {
   const failing = drawFailing(kept, q, pendingFails, rng)
   const duration = () => durations[Math.floor(rng() * durations.length)]!
@@ -287,7 +282,7 @@ const simulateOnce = (
   }
   const nextId = () => `estimate-${idn++}`
   const apply = (ev: PlannerEvent, t: number) => {
-    const r = step(sim, ev, t, nextId)
+    const r = step(sim, ev, t, nextId, memo)
     sim = r.state
     for (const tr of r.transitions) {
       if (tr.to === "testing" && !started.has(tr.entryId)) started.set(tr.entryId, t)

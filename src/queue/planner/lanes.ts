@@ -1,6 +1,6 @@
 /**
  * The reduction of impacted-target lists to lanes (`Lane` in types.ts), in memory. The service does the same in
- * SQL over the stored lists (src/queue/Runner.ts); the queue simulator and the planner tests use this one.
+ * SQL over the stored lists (src/queue/runner/lanes.ts); the queue simulator and the planner tests use this one.
  */
 import type { ImpactedTargets, Lane, QueueState } from "./types.ts"
 

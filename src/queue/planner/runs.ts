@@ -2,17 +2,7 @@
  * Runs: creation, cancellation, the validity check every step performs (a run is kept only while its content is
  * exactly what its entries will be merged with), and the bookkeeping after a merge.
  */
-import {
-  addRun,
-  type Ctx,
-  endRun,
-  entryIndex,
-  isRunActive,
-  itemOf,
-  runIndex,
-  setState,
-  unmergedItems
-} from "./context.ts"
+import { addRun, type Ctx, endRun, entryIndex, isRunActive, itemOf, setState, unmergedItems } from "./context.ts"
 import { lastTestedIndex, parallelDeps, singleExpected } from "./order.ts"
 import type { Entry, Run, RunItem } from "./types.ts"
 import { Reasons } from "./types.ts"
@@ -188,9 +178,4 @@ export const countPassed = (ctx: Ctx): number => {
   let n = 0
   for (const r of ctx.runs) if (r.queueType === "main" && r.status === "succeeded") n++
   return n
-}
-
-export const removeRunById = (ctx: Ctx, id: string): void => {
-  const i = runIndex(ctx, id)
-  if (i >= 0) ctx.runs.splice(i, 1)
 }

@@ -6,7 +6,7 @@ import { applyChoice, backlogOf, choose, emptyStats, record, restoreBounds, stat
 import { type Ctx, isTerminal, makeCtx } from "./context.ts"
 import { handle } from "./handle.ts"
 import { finish, reconcile } from "./reconcile.ts"
-import type { Entry, NewId, PlannerConfig, PlannerEvent, QueueState, StepResult } from "./types.ts"
+import type { Entry, NewId, PlannerConfig, PlannerEvent, PlannerMemo, QueueState, StepResult } from "./types.ts"
 import { Reasons } from "./types.ts"
 
 export const initialState = (config: PlannerConfig, targetSha: string | null): QueueState => ({
@@ -20,15 +20,21 @@ export const initialState = (config: PlannerConfig, targetSha: string | null): Q
   bisectionCounters: {}
 })
 
-/** The shell's id source: a random UUID per run created. */
-export const randomIds: NewId = () => crypto.randomUUID()
+/** A memo for a caller that steps one queue again and again (types.ts, `PlannerMemo`). */
+export const makePlannerMemo = (): PlannerMemo => ({ index: new WeakMap(), observed: new WeakMap() })
 
 /**
- * Apply one event at time `now` (epoch ms); run ids come from `newId`. Pure given a deterministic `newId`: the input
- * state is not modified.
+ * Apply one event at time `now` (epoch ms); the ids of the runs it creates come from `newId`. Pure given a
+ * deterministic `newId`: the input state is not modified, and `memo` (the caller's) changes no result.
  */
-export const step = (state: QueueState, event: PlannerEvent, now: number, newId: NewId = randomIds): StepResult => {
-  const ctx = makeCtx(state, newId, now, Reasons.prerequisiteFailed)
+export const step = (
+  state: QueueState,
+  event: PlannerEvent,
+  now: number,
+  newId: NewId,
+  memo?: PlannerMemo
+): StepResult => {
+  const ctx = makeCtx(state, newId, now, Reasons.prerequisiteFailed, memo)
   handle(ctx, event)
   return plan(ctx, state)
 }
@@ -37,7 +43,7 @@ export const step = (state: QueueState, event: PlannerEvent, now: number, newId:
 const plan = (ctx: Ctx, state: QueueState): StepResult => {
   const bounds = ctx.config
   const stats = statsOf(state)
-  const choice = bounds.adaptive === true ? choose(bounds, stats, backlogOf(ctx.entries)) : null
+  const choice = bounds.adaptive === true ? choose(bounds, stats, backlogOf(ctx.entries), ctx.memo) : null
   if (choice !== null) ctx.config = applyChoice(bounds, choice)
   reconcile(ctx)
   if (choice !== null) ctx.config = restoreBounds(ctx.config, bounds)
@@ -57,9 +63,10 @@ export const stepMany = (
   state: QueueState,
   events: ReadonlyArray<PlannerEvent>,
   now: number,
-  newId: NewId = randomIds
+  newId: NewId,
+  memo?: PlannerMemo
 ): StepResult => {
-  const ctx = makeCtx(state, newId, now, Reasons.prerequisiteFailed)
+  const ctx = makeCtx(state, newId, now, Reasons.prerequisiteFailed, memo)
   // a run of submissions only: each new entry of the same priority goes behind the one before (order.ts)
   if (events.every((e) => e._tag === "Submitted")) ctx.burst = { lastPos: -1, lastPriority: 0 }
   for (const event of events) handle(ctx, event)

@@ -211,10 +211,43 @@ export interface QueueState {
 interface EventBase {}
 
 /**
- * Where the planner takes the id of each run it creates (a UUID, contract.md): the shell passes a generator
- * (`crypto.randomUUID`), tests a deterministic one. One id per run created, never more, whatever the configuration.
+ * Where the planner takes the id of each run it creates (a UUID, contract.md), an input of every step: the shell
+ * passes a generator (the runner: `crypto.randomUUID`), tests and the estimate's simulation a deterministic one. One
+ * id per run created, never more, whatever the configuration. The planner draws none itself.
  */
 export type NewId = () => string
+
+/** What the statistics windows say (adaptive.ts `observe`). */
+export interface Observed {
+  /** PR failure rate (failed / ended), with the prior */
+  readonly failureRate: number
+  /** PRs the failure rate is taken over (those since the last detected change), without the prior */
+  readonly regimePrs: number
+  /** failure rate of finished runs, with the prior */
+  readonly runFailureRate: number
+  /** spurious failures per run, estimated */
+  readonly flakyRate: number
+  /**
+   * the PR failure rate the last batches say, when they fail far more often than `failureRate` explains (a jump the
+   * PR window has not seen yet: a failed batch's PRs end only after its bisection), else null
+   */
+  readonly batchFailureRate: number | null
+  /** median and p90 testing time of finished runs (ms), with the prior when there are none */
+  readonly ciMedianMs: number
+  readonly ciP90Ms: number
+}
+
+/**
+ * What the planner may remember from one call to the next, held by its caller (the planner keeps no state of its
+ * own): a queue's runner keeps one, the estimate's simulation its own. Each memo is keyed by an object the planner
+ * never changes, so a memo changes no result; without one, the planner computes again what it needs.
+ */
+export interface PlannerMemo {
+  /** the position of every entry id in an entries array: a state `step` produced need not be indexed again */
+  readonly index: WeakMap<readonly Entry[], Map<string, number>>
+  /** what a statistics object says (a step that observes nothing new keeps the object) */
+  readonly observed: WeakMap<QueueStats, Observed>
+}
 
 export interface Submitted extends EventBase {
   readonly _tag: "Submitted"
@@ -355,19 +388,30 @@ export interface TryDirectMerge {
   readonly headSha: string
   readonly expectedSha: string
 }
+/**
+ * What a PR's author is told when its entry ended: the entry's state and why, as data (the feedback adapters write
+ * the text: runner/feedback.ts for the local records, github/feedback.ts for GitHub's comment).
+ */
 export interface Comment {
   readonly _tag: "Comment"
   readonly prNumber: number
   readonly entryId: string
-  readonly body: string
+  /** the entry's new state: merged, failed or cancelled */
+  readonly to: EntryState
+  /** the transition's reason (Reasons) */
+  readonly reason: string
 }
 export type PrStatusState = "queued" | "testing" | "merged" | "failed" | "cancelled"
+/** The queue's status on a PR's head: its state there, and the entry's state and reason it stands for (data). */
 export interface SetStatus {
   readonly _tag: "SetStatus"
   readonly prNumber: number
   readonly headSha: string
   readonly state: PrStatusState
-  readonly description: string
+  /** the entry's new state */
+  readonly to: EntryState
+  /** the transition's reason (Reasons) */
+  readonly reason: string
 }
 export interface ScheduleWake {
   readonly _tag: "ScheduleWake"

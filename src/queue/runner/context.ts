@@ -6,7 +6,14 @@ import { CommandCi, type CommandCiService } from "../CiRunner.ts"
 import { makeRoundEventWriter } from "../events.ts"
 import { PrFeedback, type PrFeedbackShape } from "../Feedback.ts"
 import { GitHost, type GitHostService, type RepoRef } from "../GitHost.ts"
-import type { Command, PlannerEvent, QueueState, RunRecord } from "../planner/index.ts"
+import {
+  type Command,
+  makePlannerMemo,
+  type PlannerEvent,
+  type PlannerMemo,
+  type QueueState,
+  type RunRecord
+} from "../planner/index.ts"
 import { QueueEnv, type QueueEnvShape } from "../QueueEnv.ts"
 import { QueueRepo, type QueueRepoShape, type QueueRow } from "../QueueRepo.ts"
 import { Statuses, type StatusesShape } from "../Statuses.ts"
@@ -37,6 +44,8 @@ export interface RunnerCtx {
   readonly ciJobs: FiberMap.FiberMap<string>
   readonly ciSemaphore: Effect.Semaphore
   readonly repo: RepoRef
+  /** what the planner remembers from one of this queue's steps to the next (planner/types.ts) */
+  readonly plannerMemo: PlannerMemo
   /** re-read when its configuration changes */
   queue: QueueRow
   state: QueueState
@@ -98,6 +107,7 @@ export const makeRunnerCtx = (queueId: string) =>
       ciJobs: yield* FiberMap.make<string>(),
       ciSemaphore: yield* Effect.makeSemaphore(Math.max(1, loaded.value.state.config.concurrency)),
       repo: repoRefOf(queue.repo),
+      plannerMemo: makePlannerMemo(),
       queue,
       state: loaded.value.state,
       pendingCommands: loaded.value.outbox,

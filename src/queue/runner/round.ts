@@ -3,6 +3,7 @@ import {
   activePrNumbers,
   type Command,
   joinsSubmissions,
+  type NewId,
   type PlannerConfig,
   type PlannerEvent,
   type RunRecord,
@@ -21,6 +22,9 @@ import { evaluate, reevaluate } from "./verdict.ts"
 
 /** Events read from the inbox per round at most. */
 export const INBOX_BATCH = 1000
+
+/** The ids of the runs the planner creates: a random UUID each (the planner takes them from its input). */
+const newRunId: NewId = () => crypto.randomUUID()
 
 export interface RunnerHooks {
   readonly observeLag: (seconds: number) => void
@@ -121,7 +125,11 @@ const makeStepper = (ctx: RunnerCtx, now: number, hooks: RunnerHooks) => {
   const flush = () => {
     if (group.length === 0) return
     const events = group
-    record(() => (events.length === 1 ? step(ctx.state, events[0]!, now) : stepMany(ctx.state, events, now)))
+    record(() =>
+      events.length === 1
+        ? step(ctx.state, events[0]!, now, newRunId, ctx.plannerMemo)
+        : stepMany(ctx.state, events, now, newRunId, ctx.plannerMemo)
+    )
     group = []
     groupActive = null
   }
@@ -134,7 +142,7 @@ const makeStepper = (ctx: RunnerCtx, now: number, hooks: RunnerHooks) => {
       }
     }
     flush()
-    record(() => step(ctx.state, event, now))
+    record(() => step(ctx.state, event, now, newRunId, ctx.plannerMemo))
   }
   return { apply, flush, transitions, runChanges, commands }
 }

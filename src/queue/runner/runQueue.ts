@@ -35,6 +35,13 @@ export const runQueue = (
       yield* rebuildMissingBranches(ctx)
       ctx.memEvents.push(...(yield* reevaluate(ctx)))
       yield* restartCiJobs(ctx)
+      // a test's tick: a round asked for now (RunnerProbe.roundNow), raced with each of the runner's waits
+      const roundNow = Option.flatMapNullable(ctx.probe, (probe) => probe.roundNow)
+      const wait = (waiting: Effect.Effect<void>, spacing: boolean) =>
+        Option.match(roundNow, {
+          onNone: () => Effect.as(waiting, false),
+          onSome: (now) => Effect.raceFirst(Effect.as(waiting, false), Effect.as(now(queueId, spacing), true))
+        })
       for (;;) {
         const started = performance.now()
         const again = yield* round(ctx, lease, hooks)
@@ -44,10 +51,15 @@ export const runQueue = (
         if (again) continue
         const now = yield* Clock.currentTimeMillis
         const waitMs = Math.max(0, Math.min(ctx.nextWake, now + ctx.config.gitPollMs) - now)
-        yield* Effect.raceFirst(Queue.take(signal), Effect.sleep(Duration.millis(waitMs)))
-        if (took >= MIN_SPACED_ROUND_MS) {
-          yield* Effect.sleep(Duration.millis(Math.min(took * ROUND_SPACING, MAX_ROUND_SPACING_MS)))
+        let ticked = yield* wait(Effect.raceFirst(Queue.take(signal), Effect.sleep(Duration.millis(waitMs))), false)
+        if (!ticked && took >= MIN_SPACED_ROUND_MS) {
+          ticked = yield* wait(
+            Effect.sleep(Duration.millis(Math.min(took * ROUND_SPACING, MAX_ROUND_SPACING_MS))),
+            true
+          )
         }
+        // a tick's round looks at the Git host now
+        if (ticked) ctx.lastPoll = 0
         yield* Queue.takeAll(signal)
       }
     })

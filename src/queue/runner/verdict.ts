@@ -1,23 +1,13 @@
 import { Effect, Option } from "effect"
-import { type PlannerEvent, Reasons, type RunRecord } from "../planner/index.ts"
+import type { PlannerEvent, RunRecord } from "../planner/index.ts"
 import type { Verdict } from "../Statuses.ts"
 import { runCompletion } from "../TestVerdicts.ts"
 import type { RunnerCtx } from "./context.ts"
 
-/** The one mapping from a run's verdict to the planner's event: none while it is pending. */
-export const completionOf = (runId: string, verdict: Verdict): Option.Option<PlannerEvent> =>
-  verdict === "pending"
-    ? Option.none()
-    : Option.some({
-        _tag: "RunCompleted",
-        runId,
-        outcome: verdict === "success" ? "succeeded" : "failed",
-        reason: verdict === "success" ? Reasons.testsPassed : Reasons.requiredStatusFailed
-      })
-
 /**
- * The same, with a failure explained by the flaky-test results when the queue's settings ask for it (#20,
- * `TestVerdicts`): only quarantined failures pass, known-flaky ones retry the run.
+ * A run's verdict as the planner's event (none while it is pending; TestVerdicts.ts `runCompletion`), with a failure
+ * explained by the flaky-test results when the queue's settings ask for it (#20): only quarantined failures pass,
+ * known-flaky ones retry the run.
  */
 export const completion = (
   ctx: RunnerCtx,

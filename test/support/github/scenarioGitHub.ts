@@ -145,6 +145,8 @@ export const openGitHubScenario = async (
     // every step is a few REST calls to GitHub (here: the simulator, which runs git and validates each exchange)
     waitMs: 60_000,
     landsTestedCommits: false,
+    // the webhooks GitHub still has to send are sent before each step of a wait
+    settle: () => sim.settled(),
     ...options,
     repo,
     ...(options.ci === "api"

@@ -1,13 +1,13 @@
 import type * as OpenApi from "@effect/platform/OpenApi"
-import type { OpName } from "./Api.ts"
-import { ADMIN_DOCS } from "./docs/admin.ts"
-import { DASHBOARD_DOCS } from "./docs/dashboard.ts"
-import { EVENTS_DOCS } from "./docs/events.ts"
-import type { OpDoc } from "./docs/examples.ts"
-import { FLAKY_DOCS } from "./docs/flaky.ts"
-import { QUEUE_DOCS } from "./docs/queue.ts"
-import type { ErrorCode } from "./errors.ts"
-import { PERMISSIONS } from "./roles.ts"
+import type { OpName } from "../Api.ts"
+import type { ErrorCode } from "../errors.ts"
+import { PERMISSIONS } from "../roles.ts"
+import { ADMIN_DOCS } from "./admin.ts"
+import { DASHBOARD_DOCS } from "./dashboard.ts"
+import { EVENTS_DOCS } from "./events.ts"
+import type { OpDoc } from "./examples.ts"
+import { FLAKY_DOCS } from "./flaky.ts"
+import { QUEUE_DOCS } from "./queue.ts"
 
 /**
  * The OpenAPI document as users read it: the document `OpenApi.fromApi` generates from the schemas, completed with

@@ -1,14 +1,14 @@
 import * as os from "node:os"
 import { Cause, Clock, type Context, Effect, FiberMap, Option, Queue, Stream } from "effect"
-import { Database } from "../kernel/Database.ts"
-import type { makeEngineRepo } from "./engineRepo.ts"
-import { runQueue } from "./Runner.ts"
-import { RunnerMetrics } from "./RunnerMetrics.ts"
-import { RunnerHealth } from "./runner/health.ts"
-import { RunnerProbe } from "./runner/probe.ts"
-import { supervise } from "./runner/supervise.ts"
-import { WAKE_CHANNEL } from "./Statuses.ts"
-import type { Store } from "./store.ts"
+import { Database } from "../../kernel/Database.ts"
+import type { makeEngineRepo } from "../engineRepo.ts"
+import { RunnerMetrics } from "../RunnerMetrics.ts"
+import { WAKE_CHANNEL } from "../Statuses.ts"
+import type { Store } from "../store.ts"
+import { RunnerHealth } from "./health.ts"
+import { RunnerProbe } from "./probe.ts"
+import { runQueue } from "./runQueue.ts"
+import { supervise } from "./supervise.ts"
 
 /** An error's message for users: the first line of it and of each cause under it, bounded. */
 const errorMessage = (error: unknown): string => {

@@ -1,23 +1,23 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import { Clock, Context, Effect, Layer, Option } from "effect"
-import { Database } from "../kernel/Database.ts"
-import { EventLog } from "../kernel/EventLog.ts"
-import type { CommandCi } from "./CiRunner.ts"
-import { Engine, EngineRunner, type EngineShape, type QueueKey } from "./Engine.ts"
-import { makeEngineRepo } from "./engineRepo.ts"
-import { PrNotActive, PrTestsNotRestartable, PullRequestNotFound, QueueNotFound, TestRunNotFound } from "./errors.ts"
-import { cachedEstimate, estimateFields, estimateOf, needsPrior } from "./estimates.ts"
-import { PrFeedback } from "./Feedback.ts"
-import { GitHost } from "./GitHost.ts"
-import { makeLeases } from "./lease.ts"
-import { initialState, type QueueState, type QueueStats, type RunRecord } from "./planner/index.ts"
-import { QueueEnv } from "./QueueEnv.ts"
-import { QueueRepo, type QueueRow, queueOfColumns } from "./QueueRepo.ts"
-import { entryRecord, positionOf, viewOf } from "./queueView.ts"
-import { plannerConfig, repoRefOf } from "./Runner.ts"
-import type { RunnerHealth } from "./runner/health.ts"
-import { Statuses, type StoredCheckRun, WAKE_CHANNEL } from "./Statuses.ts"
-import type { EnqueuedPullRequest, SubmittedPullRequest, TestingDetails } from "./schemas.ts"
+import { Database } from "../../kernel/Database.ts"
+import { EventLog } from "../../kernel/EventLog.ts"
+import type { CommandCi } from "../CiRunner.ts"
+import { Engine, EngineRunner, type EngineShape, type QueueKey } from "../Engine.ts"
+import { makeEngineRepo } from "../engineRepo.ts"
+import { PrNotActive, PrTestsNotRestartable, PullRequestNotFound, QueueNotFound, TestRunNotFound } from "../errors.ts"
+import { cachedEstimate, estimateFields, estimateOf, needsPrior } from "../estimates.ts"
+import { PrFeedback } from "../Feedback.ts"
+import { GitHost } from "../GitHost.ts"
+import { initialState, type QueueState, type QueueStats, type RunRecord } from "../planner/index.ts"
+import { QueueEnv } from "../QueueEnv.ts"
+import { QueueRepo, type QueueRow, queueOfColumns } from "../QueueRepo.ts"
+import { entryRecord, positionOf, viewOf } from "../queueView.ts"
+import type { RunnerHealth } from "../runner/health.ts"
+import { plannerConfig, repoRefOf } from "../runner/index.ts"
+import { makeLeases } from "../runner/lease.ts"
+import { Statuses, type StoredCheckRun, WAKE_CHANNEL } from "../Statuses.ts"
+import type { EnqueuedPullRequest, SubmittedPullRequest, TestingDetails } from "../schemas.ts"
 import {
   type EntryRow,
   type InboxEvent,
@@ -28,9 +28,9 @@ import {
   TERMINAL,
   type TimelineItem,
   upgradeState
-} from "./store.ts"
-import { makeSubmissionWriter } from "./submissions.ts"
-import { type Breakdown, breakdownOf } from "./timeBreakdown.ts"
+} from "../store.ts"
+import { makeSubmissionWriter } from "../submissions.ts"
+import { type Breakdown, breakdownOf } from "../timeBreakdown.ts"
 
 const keyOf = (queue: QueueRow): QueueKey => ({ orgId: queue.repo.orgId, repo: queue.repo, branch: queue.branch })
 
