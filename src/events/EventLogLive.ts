@@ -184,12 +184,15 @@ export const EventLogLive = Layer.effectContext(
       },
       after: (orgId, after, filter, limit) =>
         Effect.map(
-          sql<{ seq: string | number; id: string; xid: string; type: string; body: string }>`
-            select seq, id, xid::text as xid, type, body from event_log
+          // the order is the column's (xid8, numeric): the text of an xid sorts "1000" before "999", so the output's
+          // text has a name of its own (an ORDER BY name matches an output column before an input column)
+          sql<{ seq: string | number; id: string; xid_text: string; type: string; body: string }>`
+            select seq, id, xid::text as xid_text, type, body from event_log
             where org_id = ${orgId} and xid < pg_snapshot_xmin(pg_current_snapshot())
               and (xid, seq) > (${after.xid}::xid8, ${after.seq}) ${filtered(filter)}
-            order by xid, seq limit ${limit}`,
-          (rows) => rows.map((r) => ({ seq: Number(r.seq), id: r.id, xid: String(r.xid), type: r.type, body: r.body }))
+            order by event_log.xid, event_log.seq limit ${limit}`,
+          (rows) =>
+            rows.map((r) => ({ seq: Number(r.seq), id: r.id, xid: String(r.xid_text), type: r.type, body: r.body }))
         ),
       unsettled: (orgId, after, filter) =>
         Effect.map(
