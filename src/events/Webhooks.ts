@@ -6,7 +6,7 @@ import { Database } from "../kernel/Database.ts"
 import { type Organization, Tenancy } from "../tenancy/Tenancy.ts"
 import { namesPrivateHost } from "./address.ts"
 import { DELIVERY_CHANNEL, eventIdOf, messageId } from "./EventLogLive.ts"
-import { type EventsError, EventsNotFound, InvalidEventsRequest } from "./errors.ts"
+import { type EventsError, EventsNotFound, InvalidEventsPageToken, InvalidEventsRequest } from "./errors.ts"
 import type {
   CreateWebhookEndpointRequest,
   ListWebhookDeliveriesRequest,
@@ -149,7 +149,8 @@ export const WebhooksLive = Layer.effect(
           }
           const id = crypto.randomUUID()
           const secret = newSecret()
-          const types = req.eventTypes === undefined ? null : pgTextArray([...new Set(req.eventTypes)])
+          const types =
+            req.eventTypes === undefined || req.eventTypes === null ? null : pgTextArray([...new Set(req.eventTypes)])
           yield* sql`insert into webhook_endpoints (id, org_id, url, description, event_types, repo_id, secret)
                      values (${id}, ${org.id}, ${req.url}, ${req.description ?? ""}, ${types}::text[], ${repoId}, ${secret})`
           const row = yield* owned(org, id)
@@ -204,9 +205,9 @@ export const WebhooksLive = Layer.effect(
           if (token !== "") {
             const seq = readPageToken(req.endpointId, token)
             if (seq === undefined) {
-              return yield* invalidRequest("the page_token was not issued for this query", [
-                { path: "page_query.page_token", message: "is not a token of this endpoint's deliveries" }
-              ])
+              return yield* new InvalidEventsPageToken({
+                message: "the page_token was not issued for this query (a token of this endpoint's deliveries)"
+              })
             }
             before = seq
           }

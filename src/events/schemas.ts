@@ -36,7 +36,7 @@ export const EventTypeName = Schema.transform(
 ).annotations({ identifier: "EventType" })
 
 const EventTypes = Schema.Array(EventTypeName).pipe(
-  Schema.minItems(1, { message: () => "must name at least one event type (leave it out for every type)" })
+  Schema.minItems(1, { message: () => "must name at least one event type (null or left out: every type)" })
 )
 
 const Description = Schema.String.pipe(Schema.maxLength(1000, { message: () => "must be at most 1000 characters" }))
@@ -44,7 +44,8 @@ const Description = Schema.String.pipe(Schema.maxLength(1000, { message: () => "
 export const CreateWebhookEndpointRequest = Schema.Struct({
   url: WebhookUrl,
   description: Schema.optional(Description),
-  eventTypes: Schema.optional(EventTypes),
+  /** null or left out: every event type, including ones added later */
+  eventTypes: Schema.optional(Schema.NullOr(EventTypes)),
   repo: Schema.optional(Repo)
 })
 

@@ -109,7 +109,8 @@ const domainStatus: { readonly [Tag in DomainError["_tag"]]: readonly [status: n
   TestRunNotFound: [404, "TEST_RUN_NOT_FOUND"],
   InvalidQuarantineInput: [400, "INVALID_REQUEST"],
   EventsNotFound: [404, "NOT_FOUND"],
-  InvalidEventsRequest: [400, "INVALID_REQUEST"]
+  InvalidEventsRequest: [400, "INVALID_REQUEST"],
+  InvalidEventsPageToken: [400, "INVALID_PAGE_TOKEN"]
 }
 
 export const fromDomainError = (error: DomainError): ApiError => {

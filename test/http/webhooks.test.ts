@@ -580,6 +580,73 @@ for (const db of databases) {
       expect((await server.post("listWebhookEndpoints", {})).body).toEqual(before)
     })
 
+    // issue #34, defect 8: names and addresses that reach this machine or its network in another spelling
+    test("private addresses in every spelling are refused at creation", async () => {
+      for (const url of [
+        "http://LOCALHOST./x",
+        "http://localhost../x",
+        "http://app.localhost./x",
+        "http://[64:ff9b::7f00:1]/x",
+        "http://[64:ff9b::a00:1]/x",
+        "http://[64:ff9b:1::808:808]/x",
+        "http://[::7f00:1]/x",
+        "http://[::ffff:127.0.0.1]/x",
+        "http://[2002:7f00:1::]/x",
+        "http://[2001:0:4136:e378:8000:63bf:3fff:fdd2]/x",
+        "http://0x7f.1/x",
+        "http://2130706433/x"
+      ]) {
+        const e = errorOf(await server.post("createWebhookEndpoint", { url }))
+        expect({ url, ...e }).toEqual({ url, status: 400, code: "INVALID_REQUEST", paths: ["url"] })
+      }
+      // a public address behind NAT64's well-known prefix is a public address
+      const nat64 = await server.post("createWebhookEndpoint", { url: "http://[64:ff9b::808:808]/x" })
+      expect(nat64.status).toBe(200)
+      await server.post("deleteWebhookEndpoint", { id: (nat64.body as { id: string }).id })
+    })
+
+    // issue #34, defect 9
+    test("a bad page token is INVALID_PAGE_TOKEN; details name only what is wrong; eventTypes null is every type", async () => {
+      const made = await server.post("createWebhookEndpoint", { url: "https://hooks.example.com/p", eventTypes: null })
+      expect(made.status).toBe(200)
+      const endpoint = made.body as { id: string; eventTypes: unknown }
+      expect(endpoint.eventTypes).toBeNull()
+      const listed = (await server.post("listWebhookEndpoints", {})).body as {
+        endpoints: Array<{ id: string; eventTypes: unknown }>
+      }
+      expect(listed.endpoints.find((e) => e.id === endpoint.id)?.eventTypes).toBeNull()
+      // what list answers, update and create accept
+      const updated = await server.post("updateWebhookEndpoint", { id: endpoint.id, eventTypes: null })
+      expect(updated.status).toBe(200)
+      const token = await server.post("listWebhookDeliveries", {
+        endpointId: endpoint.id,
+        page_query: { page_size: 10, page_token: "bm90LWEtdG9rZW4" }
+      })
+      expect(errorOf(token)).toEqual({ status: 400, code: "INVALID_PAGE_TOKEN", paths: [] })
+      const bodyOf = (r: { body: unknown }) =>
+        (r.body as { error: { details: Array<{ path: string; message: string }> } }).error.details
+      for (const [op, body, path] of [
+        [
+          "createWebhookEndpoint",
+          { url: "https://example.com", eventTypes: ["pull_request.exploded"] },
+          "eventTypes.0"
+        ],
+        ["updateWebhookEndpoint", { id: endpoint.id, eventTypes: ["nope"] }, "eventTypes.0"],
+        [
+          "listWebhookDeliveries",
+          { endpointId: endpoint.id, page_query: { page_size: 500, page_token: "" } },
+          "page_query.page_size"
+        ]
+      ] as const) {
+        const details = bodyOf(await server.post(op, body))
+        expect({ op, details: details.map((d) => d.path) }).toEqual({ op, details: [path] })
+        expect(
+          details.some((d) => d.message.startsWith("Expected undefined") || d.message.startsWith("Expected null"))
+        ).toBe(false)
+      }
+      await server.post("deleteWebhookEndpoint", { id: endpoint.id })
+    })
+
     test("event types are accepted in any letter case and stored as named", async () => {
       const r = await server.post("createWebhookEndpoint", {
         url: "https://hooks.example.com/b",
