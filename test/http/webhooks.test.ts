@@ -141,7 +141,8 @@ for (const db of databases) {
             repo: flakyRepo,
             org_url_slug: "acme-org",
             test_case_id: testCase.id,
-            override: "always_quarantine"
+            override: "always_quarantine",
+            reason: "flaky on the payment mock"
           })
           expect(override.status).toBe(200)
 
@@ -189,9 +190,11 @@ for (const db of databases) {
                   "updated_quarantining_setting"
                 ])
               )
+              // issue #34, defect 5: the reason given with the override
               expect(r.message.data.quarantine_setting_changed).toMatchObject({
                 previous_quarantining_setting: "UNSPECIFIED",
-                updated_quarantining_setting: "ALWAYS_QUARANTINE"
+                updated_quarantining_setting: "ALWAYS_QUARANTINE",
+                reason: "flaky on the payment mock"
               })
             }
             if (family === "pull_request_batch") {
@@ -206,7 +209,8 @@ for (const db of databases) {
           expect(reasonOf("pull_request.submitted", 1, "submitted_reason")).toBe("API_REQUESTED")
           expect(reasonOf("pull_request.merged", 1, "merged_reason")).toBe("MERGE_GRAPH_MERGE")
           expect(reasonOf("pull_request.failed", 2, "failure_reason")).toBe("TEST_RUN_REQUIRED_STATUS_FAILED")
-          expect(reasonOf("pull_request.canceled", 3, "cancellation_reason")).toBe("API_REQUESTED")
+          // issue #34, defect 4: one of Trunk's values (an API cancel is the timeline's API_REQUESTED)
+          expect(reasonOf("pull_request.canceled", 3, "cancellation_reason")).toBe("USER_REQUESTED")
           const changed = receiver.received.find((r) => r.message.type === "queue.state_changed")
           expect(changed?.message.data).toMatchObject({ previous_state: "running", state: "paused" })
           // per pull request, in the order it happened
