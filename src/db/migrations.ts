@@ -1,7 +1,12 @@
 import * as Migrator from "@effect/sql/Migrator"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { Effect } from "effect"
-import { eventsMigration, streamPresenceMigration, timelineInLogMigration } from "../events/migration.ts"
+import {
+  deliveryRecordsMigration,
+  eventsMigration,
+  streamPresenceMigration,
+  timelineInLogMigration
+} from "../events/migration.ts"
 import { flakyStatusHistory } from "../flaky/historyMigration.ts"
 import { flakyMigration, flakyQuarantineLifecycle, flakyResultsByTime } from "../flaky/migration.ts"
 import { requestsAndRunnerErrors } from "../queue/migration.ts"
@@ -257,7 +262,8 @@ export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.S
   "0100_flaky_status_history": flakyStatusHistory,
   "0101_test_runs_by_entry": testRunsByEntry,
   "0102_event_stream_presence": streamPresenceMigration,
-  "0103_timeline_in_event_log": timelineInLogMigration
+  "0103_timeline_in_event_log": timelineInLogMigration,
+  "0250_webhook_delivery_records": deliveryRecordsMigration
 }
 
 export const runMigrations = Migrator.make({})({

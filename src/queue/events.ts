@@ -408,3 +408,25 @@ export const appendConfigEvents = (queue: QueueRow, next: StoredQueueConfig, pub
     const at = yield* Clock.currentTimeMillis
     yield* log.value.append(configEvents(queueInfoOf(queue), queue.config, next, publicConfig, at))
   })
+
+/**
+ * `queue.created` (with its configuration, as `queue.updated`) and `queue.deleted` (extensions, docs/api-extensions.md)
+ * in the caller's transaction, when the application has a log.
+ */
+export const appendQueueLifecycle = (queue: QueueRow, type: "queue.created" | "queue.deleted", publicConfig?: object) =>
+  Effect.gen(function* () {
+    const log = yield* Effect.serviceOption(EventLog)
+    if (Option.isNone(log)) return
+    const at = yield* Clock.currentTimeMillis
+    const q = queueInfoOf(queue)
+    const data = {
+      repository: { host: q.host, owner: q.owner, name: q.name },
+      target_branch: q.branch,
+      timestamp: new Date(at).toISOString(),
+      ...(publicConfig === undefined ? {} : { queue: { ...publicConfig } })
+    }
+    // told once per queue (two deletes racing both find it gone)
+    yield* log.value.append([
+      { ...base(q, type, at, `queue:${q.repoId}:${q.branch}`, data), dedupeKey: `${type}:${queue.id}` }
+    ])
+  })
