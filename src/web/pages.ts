@@ -141,7 +141,12 @@ const repoOfPath = (pathname: string) => {
   }
 }
 
-const isPage = (pathname: string) => pathname === "/" || pathname.startsWith("/repos/") || pathname === "/settings"
+const isPage = (pathname: string) =>
+  pathname === "/" ||
+  pathname.startsWith("/repos/") ||
+  pathname === "/settings" ||
+  pathname === "/webhooks" ||
+  pathname.startsWith("/webhooks/")
 
 export const makeDashboard = (options: DashboardOptions) => {
   let bundle: Promise<Bundle> | undefined
