@@ -146,7 +146,7 @@ const MessageRow = ({ message, resend }: { message: Message; resend: (id: string
   <li class="card message" data-message={message.id}>
     <div class="toolbar">
       <strong>{message.eventType}</strong>
-      <Badge kind={message.status === "delivered" ? "success" : message.status}>{message.status}</Badge>
+      <Badge kind={message.status}>{message.status}</Badge>
       <span class="muted">{when(message.timestamp)}</span>
       <code class="muted">{message.id}</code>
       {message.nextAttemptAt !== null && <span class="reason">next attempt {when(message.nextAttemptAt)}</span>}
