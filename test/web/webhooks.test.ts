@@ -6,6 +6,7 @@
  * off: the test delivers with the worker's pass, so what the page shows follows the test's steps.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test"
+import * as path from "node:path"
 import { Effect } from "effect"
 import { type Browser, type BrowserContext, chromium, type Page } from "playwright-core"
 import { Webhook } from "standardwebhooks"
@@ -14,6 +15,8 @@ import { startReceiver } from "../support/receiver.ts"
 import { databases, startTestServer, type TestServer } from "../support/server.ts"
 
 const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium"
+const SCREENSHOTS = process.env.GREENLINE_SCREENSHOTS === "1"
+const SCREENS = path.join(import.meta.dir, "../../docs/screens")
 
 let shared: Promise<Browser> | undefined
 const browserOnce = () => {
@@ -65,7 +68,7 @@ for (const db of databases) {
       await page.goto(`${server.url}/login`)
       await page.fill("#token", server.token)
       await Promise.all([page.waitForURL(`${server.url}/`), page.click("button[type=submit]")])
-    }, 60_000)
+    }, 120_000)
     afterAll(async () => {
       await context?.close()
       await server?.close()
@@ -93,6 +96,7 @@ for (const db of databases) {
         await row.waitFor()
         await row.locator(".badge-failing").waitFor()
         expect(await row.textContent()).toContain("deploy hooks")
+        if (SCREENSHOTS && db === "pglite") await page.screenshot({ path: path.join(SCREENS, "webhooks.png") })
 
         // the endpoint's page: the message and its attempt, opened
         await row.locator("a").click()
@@ -109,6 +113,7 @@ for (const db of databases) {
         expect(attemptText).toContain("webhook-id")
         expect(attemptText).toContain(messageId)
         expect(attemptText).toMatch(/\d+ ms/)
+        if (SCREENSHOTS && db === "pglite") await page.screenshot({ path: path.join(SCREENS, "webhook-endpoint.png") })
 
         // resend it: sent again, delivered
         await message.locator("button", { hasText: "Resend" }).click()
