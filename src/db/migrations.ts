@@ -1,7 +1,12 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import { Effect } from "effect"
 import { auditMigration } from "../audit/migration.ts"
-import { eventsMigration, streamPresenceMigration, timelineInLogMigration } from "../events/migration.ts"
+import {
+  deliveryRecordsMigration,
+  eventsMigration,
+  streamPresenceMigration,
+  timelineInLogMigration
+} from "../events/migration.ts"
 import { flakyStatusHistory } from "../flaky/historyMigration.ts"
 import { flakyMigration, flakyQuarantineLifecycle, flakyResultsByTime } from "../flaky/migration.ts"
 import { requestsAndRunnerErrors } from "../queue/migration.ts"
@@ -292,6 +297,7 @@ export const migrations: Record<string, MigrationEntry> = {
   "0201_audit_events": additive(auditMigration),
   // people's sessions have no token_hash; older servers find sessions by joining their token, so they skip them
   "0210_people_sessions": additive(peopleSessionsMigration),
+  "0250_webhook_delivery_records": additive(deliveryRecordsMigration),
   "0230_schema_versions": additive(schemaVersionsMigration),
   "0231_instances": additive(instancesMigration)
 }

@@ -107,9 +107,11 @@ export const EventLogLive = Layer.effectContext(
               e.type === null ? null : JSON.stringify({ type: e.type, timestamp, data: { type: e.type, ...e.data } }),
             entry_id: e.transition?.entryId ?? null,
             state: e.transition?.state ?? null,
-            reason: e.transition?.reason ?? null
+            reason: e.transition?.reason ?? null,
+            except_endpoint: e.exceptEndpointId ?? null
           }
         })
+        const excepting = rows.some((r) => r.except_endpoint !== null)
         // the events and, in the same statement, a message for every enabled endpoint that wants each of them (records
         // without a type are never delivered nor streamed)
         const fanned = yield* sql<{ n: number; streamed: string | null }>`
@@ -123,13 +125,20 @@ export const EventLogLive = Layer.effectContext(
               entry_id uuid, state text, reason text)
             order by v.i
             on conflict (org_id, dedupe_key) where dedupe_key is not null do nothing
-            returning seq, org_id, repo_id, type, ordering_key),
+            returning seq, id, org_id, repo_id, type, ordering_key),
           msgs as (
             insert into webhook_messages (endpoint_id, event_seq, org_id, ordering_key)
             select w.id, ins.seq, ins.org_id, ins.ordering_key
             from ins join webhook_endpoints w on w.org_id = ins.org_id and not w.disabled and ins.type is not null
               and (w.event_types is null or ins.type = any(w.event_types))
               and (w.repo_id is null or w.repo_id = ins.repo_id)
+            ${
+              // an event about an endpoint goes to the others (rare: only then is the input read again)
+              excepting
+                ? sql`where not exists (select 1 from jsonb_to_recordset(${JSON.stringify(rows)}::jsonb)
+                        as x(id uuid, except_endpoint uuid) where x.id = ins.id and x.except_endpoint = w.id)`
+                : sql``
+            }
             returning 1)
           select (select count(*)::int from msgs) as n,
             (select string_agg(distinct p.org_id::text, ',') from event_stream_presence p
@@ -184,12 +193,15 @@ export const EventLogLive = Layer.effectContext(
       },
       after: (orgId, after, filter, limit) =>
         Effect.map(
-          sql<{ seq: string | number; id: string; xid: string; type: string; body: string }>`
-            select seq, id, xid::text as xid, type, body from event_log
+          // the order is the column's (xid8, numeric): the text of an xid sorts "1000" before "999", so the output's
+          // text has a name of its own (an ORDER BY name matches an output column before an input column)
+          sql<{ seq: string | number; id: string; xid_text: string; type: string; body: string }>`
+            select seq, id, xid::text as xid_text, type, body from event_log
             where org_id = ${orgId} and xid < pg_snapshot_xmin(pg_current_snapshot())
               and (xid, seq) > (${after.xid}::xid8, ${after.seq}) ${filtered(filter)}
-            order by xid, seq limit ${limit}`,
-          (rows) => rows.map((r) => ({ seq: Number(r.seq), id: r.id, xid: String(r.xid), type: r.type, body: r.body }))
+            order by event_log.xid, event_log.seq limit ${limit}`,
+          (rows) =>
+            rows.map((r) => ({ seq: Number(r.seq), id: r.id, xid: String(r.xid_text), type: r.type, body: r.body }))
         ),
       unsettled: (orgId, after, filter) =>
         Effect.map(

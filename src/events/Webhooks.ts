@@ -1,12 +1,14 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Context, Effect, Layer, Option } from "effect"
+import { Clock, Context, Effect, Layer, Option } from "effect"
 import { Database } from "../kernel/Database.ts"
+import { EventLog } from "../kernel/EventLog.ts"
 import { type Organization, Tenancy } from "../tenancy/Tenancy.ts"
 import { namesPrivateHost } from "./address.ts"
+import { endpointEvent } from "./Delivery.ts"
 import { DELIVERY_CHANNEL, eventIdOf, messageId } from "./EventLogLive.ts"
 import { EventsEnv } from "./EventsEnv.ts"
-import { type EventsError, EventsNotFound, InvalidEventsRequest } from "./errors.ts"
+import { type EventsError, EventsNotFound, InvalidEventsPageToken, InvalidEventsRequest } from "./errors.ts"
 import type {
   CreateWebhookEndpointRequest,
   ListWebhookDeliveriesRequest,
@@ -34,6 +36,11 @@ interface EndpointRow {
   readonly disabled_reason: string | null
   readonly created_at: Date | string
   readonly updated_at: Date | string
+  readonly failing_since: Date | string | null
+  readonly probe_at: Date | string | null
+  readonly last_success_at: Date | string | null
+  readonly pending: number | string
+  readonly failed: number | string
 }
 
 /** A text[] as the driver hands it back: an array (pg) or its literal (some PGlite paths). */
@@ -53,8 +60,18 @@ const endpointOf = (r: EndpointRow): WebhookEndpoint => ({
   disabled: r.disabled,
   disabledReason: r.disabled_reason,
   createdAt: new Date(r.created_at).toISOString(),
-  updatedAt: new Date(r.updated_at).toISOString()
+  updatedAt: new Date(r.updated_at).toISOString(),
+  health: {
+    state: r.disabled ? "disabled" : r.failing_since === null ? "healthy" : "failing",
+    failingSince: isoOrNull(r.failing_since),
+    nextProbeAt: r.disabled || r.failing_since === null ? null : isoOrNull(r.probe_at),
+    lastSuccessAt: isoOrNull(r.last_success_at),
+    pending: Number(r.pending),
+    failed: Number(r.failed)
+  }
 })
+
+const isoOrNull = (d: Date | string | null) => (d === null ? null : new Date(d).toISOString())
 
 const pgTextArray = (values: ReadonlyArray<string>) => `{${values.map((v) => `"${v}"`).join(",")}}`
 
@@ -107,6 +124,7 @@ export const WebhooksLive = Layer.effect(
     const tenancy = yield* Tenancy
     const config = yield* EventsEnv
     const db = yield* Database
+    const log = yield* EventLog
 
     const checkUrl = (url: string) =>
       !config.webhookAllowPrivate && namesPrivateHost(new URL(url))
@@ -123,8 +141,13 @@ export const WebhooksLive = Layer.effect(
     const selectEndpoints = (orgId: string, id?: string) =>
       sql<EndpointRow>`
         select w.id, w.url, w.description, w.event_types, r.host as repo_host, r.owner as repo_owner,
-               r.name as repo_name, w.disabled, w.disabled_reason, w.created_at, w.updated_at
+               r.name as repo_name, w.disabled, w.disabled_reason, w.created_at, w.updated_at,
+               w.failing_since, w.probe_at, w.last_success_at, c.pending, c.failed
         from webhook_endpoints w left join repositories r on r.id = w.repo_id
+        cross join lateral (
+          select count(*) filter (where m.status = 'pending')::int as pending,
+                 count(*) filter (where m.status = 'failed')::int as failed
+          from webhook_messages m where m.endpoint_id = w.id) c
         where w.org_id = ${orgId} ${id === undefined ? sql`` : sql`and w.id = ${id}`}
         order by w.created_at, w.id`
 
@@ -149,7 +172,8 @@ export const WebhooksLive = Layer.effect(
           }
           const id = crypto.randomUUID()
           const secret = newSecret()
-          const types = req.eventTypes === undefined ? null : pgTextArray([...new Set(req.eventTypes)])
+          const types =
+            req.eventTypes === undefined || req.eventTypes === null ? null : pgTextArray([...new Set(req.eventTypes)])
           yield* sql`insert into webhook_endpoints (id, org_id, url, description, event_types, repo_id, secret)
                      values (${id}, ${org.id}, ${req.url}, ${req.description ?? ""}, ${types}::text[], ${repoId}, ${secret})`
           const row = yield* owned(org, id)
@@ -160,7 +184,7 @@ export const WebhooksLive = Layer.effect(
 
       update: (org, req) =>
         Effect.gen(function* () {
-          yield* owned(org, req.id)
+          const before = yield* owned(org, req.id)
           if (req.url !== undefined) yield* checkUrl(req.url)
           const types =
             req.eventTypes === undefined || req.eventTypes === null ? null : pgTextArray([...new Set(req.eventTypes)])
@@ -173,9 +197,21 @@ export const WebhooksLive = Layer.effect(
                                               when ${req.disabled === true} then 'disabled through the API'
                                               else disabled_reason end,
                        failing_since = case when ${req.disabled === false} then null else failing_since end,
+                       probe_at = case when ${req.disabled === false} then null else probe_at end,
                        updated_at = now()
                      where id = ${req.id} and org_id = ${org.id}`
-          return endpointOf(yield* owned(org, req.id))
+          const after = yield* owned(org, req.id)
+          if (req.disabled === true && !before.disabled) {
+            // told to the organization's other endpoints, as when Greenline disables one
+            const at = yield* Clock.currentTimeMillis
+            yield* log.append([
+              endpointEvent(org.id, "webhook_endpoint.disabled", after, at, {
+                reason: "disabled through the API",
+                disabled_by: "api"
+              })
+            ])
+          }
+          return endpointOf(after)
         }),
 
       remove: (org, id) =>
@@ -204,9 +240,9 @@ export const WebhooksLive = Layer.effect(
           if (token !== "") {
             const seq = readPageToken(req.endpointId, token)
             if (seq === undefined) {
-              return yield* invalidRequest("the page_token was not issued for this query", [
-                { path: "page_query.page_token", message: "is not a token of this endpoint's deliveries" }
-              ])
+              return yield* new InvalidEventsPageToken({
+                message: "the page_token was not issued for this query (a token of this endpoint's deliveries)"
+              })
             }
             before = seq
           }
@@ -219,12 +255,16 @@ export const WebhooksLive = Layer.effect(
             next_attempt_at: Date | string
             attempts: unknown
           }>`
-            select m.event_seq, e.id, e.type, e.occurred_at, m.status, m.next_attempt_at,
+            select m.event_seq, e.id, e.type, e.occurred_at, m.status,
+              case when w.failing_since is not null and w.probe_at > m.next_attempt_at then w.probe_at
+                   else m.next_attempt_at end as next_attempt_at,
               (select coalesce(json_agg(json_build_object('at', a.at, 'status', a.http_status,
-                        'durationMs', a.duration_ms, 'error', a.error) order by a.id), '[]'::json)
+                        'durationMs', a.duration_ms, 'error', a.error, 'requestHeaders', a.request_headers,
+                        'responseBody', a.response_body, 'interrupted', a.interrupted) order by a.id), '[]'::json)
                from webhook_attempts a where a.endpoint_id = m.endpoint_id and a.event_seq = m.event_seq) as attempts
-            from webhook_messages m join event_log e on e.seq = m.event_seq
+            from webhook_messages m join event_log e on e.seq = m.event_seq join webhook_endpoints w on w.id = m.endpoint_id
             where m.endpoint_id = ${req.endpointId} and m.event_seq < ${before}
+              ${req.status === undefined ? sql`` : sql`and m.status = ${req.status}`}
             order by m.event_seq desc limit ${size + 1}`
           const page = rows.slice(0, size)
           const last = page[page.length - 1]
@@ -234,6 +274,9 @@ export const WebhooksLive = Layer.effect(
               status: number | null
               durationMs: number
               error: string | null
+              requestHeaders: string | null
+              responseBody: string | null
+              interrupted: boolean | null
             }>
             return {
               id: messageId(r.id),
@@ -241,7 +284,16 @@ export const WebhooksLive = Layer.effect(
               timestamp: new Date(r.occurred_at).toISOString(),
               status: r.status,
               nextAttemptAt: r.status === "pending" ? new Date(r.next_attempt_at).toISOString() : null,
-              attempts: attempts.map((a) => ({ ...a, at: new Date(a.at).toISOString() }))
+              attempts: attempts.map((a) => ({
+                at: new Date(a.at).toISOString(),
+                status: a.status,
+                durationMs: a.durationMs,
+                error: a.error,
+                requestHeaders:
+                  a.requestHeaders === null ? null : (JSON.parse(a.requestHeaders) as Record<string, string>),
+                responseBody: a.responseBody,
+                interrupted: a.interrupted === true
+              }))
             }
           })
           return {
@@ -262,7 +314,8 @@ export const WebhooksLive = Layer.effect(
           }
           yield* owned(org, req.endpointId)
           const ids = (req.messageIds ?? []).map(eventIdOf).filter((id): id is string => id !== undefined)
-          // the events of the organization the endpoint wants (type and repository), sent again from the start
+          // the events of the organization the endpoint wants (type and repository), sent again from the start; with
+          // onlyFailed, the endpoint's messages that were given up
           const rows = yield* sql<{ n: number }>`
             with picked as (
               select e.seq, e.org_id, e.ordering_key from event_log e join webhook_endpoints w on w.id = ${req.endpointId}
@@ -270,12 +323,18 @@ export const WebhooksLive = Layer.effect(
                 and (w.event_types is null or e.type = any(w.event_types))
                 and (w.repo_id is null or w.repo_id = e.repo_id)
                 ${req.since !== undefined ? sql`and e.occurred_at >= ${new Date(req.since).toISOString()}` : sql``}
-                ${req.messageIds !== undefined ? sql`and e.id = any(${`{${ids.join(",")}}`}::uuid[])` : sql``}),
+                ${req.messageIds !== undefined ? sql`and e.id = any(${`{${ids.join(",")}}`}::uuid[])` : sql``}
+                ${
+                  req.onlyFailed === true
+                    ? sql`and exists (select 1 from webhook_messages f where f.endpoint_id = w.id
+                            and f.event_seq = e.seq and f.status = 'failed')`
+                    : sql``
+                }),
             upserted as (
               insert into webhook_messages (endpoint_id, event_seq, org_id, ordering_key)
               select ${req.endpointId}, p.seq, p.org_id, p.ordering_key from picked p
               on conflict (endpoint_id, event_seq) do update set status = 'pending', attempts = 0,
-                next_attempt_at = now(), locked_until = null, ended_at = null
+                next_attempt_at = now(), locked_until = null, ended_at = null, first_attempt_at = null
               returning 1)
             select count(*)::int as n from upserted`
           const replayed = rows[0]?.n ?? 0

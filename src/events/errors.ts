@@ -14,7 +14,12 @@ export class InvalidEventsRequest extends Schema.TaggedError<InvalidEventsReques
   details: Schema.Array(ErrorDetail)
 }) {}
 
-export const EventsError = Schema.Union(EventsNotFound, InvalidEventsRequest)
+/** A `page_token` this server did not issue for the query (400 INVALID_PAGE_TOKEN). */
+export class InvalidEventsPageToken extends Schema.TaggedError<InvalidEventsPageToken>()("InvalidEventsPageToken", {
+  message: Schema.String
+}) {}
+
+export const EventsError = Schema.Union(EventsNotFound, InvalidEventsRequest, InvalidEventsPageToken)
 export type EventsError = typeof EventsError.Type
 
 export const isEventsError: (e: unknown) => e is EventsError = Schema.is(EventsError)

@@ -126,3 +126,21 @@ export const timelineInLogMigration = statements(
        and (state in ('merged', 'failed', 'cancelled', 'pending_failure') or reason = 'RESTART_REQUESTED')`,
   `drop table entry_timeline`
 )
+
+/**
+ * Migration 0250: delivery without head-of-line waits, and delivery records a person can read (issue #34).
+ * - `webhook_endpoints.probe_at`: while an endpoint fails (`failing_since`), only one message at a time is sent to
+ *   it, at this time (the probe); `last_success_at`: its latest delivery, which tells a message's own failure (the
+ *   endpoint answered others meanwhile) from the endpoint's.
+ * - `webhook_messages.first_attempt_at`, `last_attempt_at`: a message gives up by time (the retry schedule's span),
+ *   and on recovery the messages that failed during the outage are due again at once.
+ * - `webhook_attempts.request_headers` (JSON), `response_body` (the first 4 KiB), `interrupted` (the server stopped
+ *   during the attempt); `webhook_attempts_at` serves retention.
+ */
+export const deliveryRecordsMigration = statements(
+  `alter table webhook_endpoints add column probe_at timestamptz, add column last_success_at timestamptz`,
+  `alter table webhook_messages add column first_attempt_at timestamptz, add column last_attempt_at timestamptz`,
+  `alter table webhook_attempts add column request_headers text, add column response_body text,
+     add column interrupted boolean not null default false`,
+  `create index webhook_attempts_at on webhook_attempts (at)`
+)

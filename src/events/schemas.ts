@@ -36,7 +36,7 @@ export const EventTypeName = Schema.transform(
 ).annotations({ identifier: "EventType" })
 
 const EventTypes = Schema.Array(EventTypeName).pipe(
-  Schema.minItems(1, { message: () => "must name at least one event type (leave it out for every type)" })
+  Schema.minItems(1, { message: () => "must name at least one event type (null or left out: every type)" })
 )
 
 const Description = Schema.String.pipe(Schema.maxLength(1000, { message: () => "must be at most 1000 characters" }))
@@ -44,9 +44,22 @@ const Description = Schema.String.pipe(Schema.maxLength(1000, { message: () => "
 export const CreateWebhookEndpointRequest = Schema.Struct({
   url: WebhookUrl,
   description: Schema.optional(Description),
-  eventTypes: Schema.optional(EventTypes),
+  /** null or left out: every event type, including ones added later */
+  eventTypes: Schema.optional(Schema.NullOr(EventTypes)),
   repo: Schema.optional(Repo)
 })
+
+/** How an endpoint is doing (extension, issue #34): what the dashboard's delivery page shows. */
+export const WebhookEndpointHealth = Schema.Struct({
+  /** `failing`: its last attempts failed and it is probed one message at a time (`nextProbeAt`) */
+  state: Schema.Literal("healthy", "failing", "disabled"),
+  failingSince: Schema.NullOr(Schema.String),
+  nextProbeAt: Schema.NullOr(Schema.String),
+  lastSuccessAt: Schema.NullOr(Schema.String),
+  /** messages waiting to be delivered, and messages given up (kept for EVENT_RETENTION_DAYS) */
+  pending: Schema.Number,
+  failed: Schema.Number
+}).annotations({ identifier: "WebhookEndpointHealth" })
 
 export const WebhookEndpoint = Schema.Struct({
   id: Schema.String,
@@ -58,7 +71,8 @@ export const WebhookEndpoint = Schema.Struct({
   disabled: Schema.Boolean,
   disabledReason: Schema.NullOr(Schema.String),
   createdAt: Schema.String,
-  updatedAt: Schema.String
+  updatedAt: Schema.String,
+  health: WebhookEndpointHealth
 }).annotations({ identifier: "WebhookEndpoint" })
 export type WebhookEndpoint = typeof WebhookEndpoint.Type
 
@@ -84,8 +98,12 @@ export const WebhookEndpointIdRequest = Schema.Struct({ id: Id })
 
 export const RotatedWebhookSecret = Schema.Struct({ id: Schema.String, secret: Schema.String })
 
+const MessageStatus = Schema.Literal("pending", "delivered", "failed")
+
 export const ListWebhookDeliveriesRequest = Schema.Struct({
   endpointId: Id,
+  /** only messages in this state (extension, issue #34) */
+  status: Schema.optional(MessageStatus),
   page_query: Schema.optional(
     Schema.Struct({
       page_size: Schema.Int.pipe(Schema.between(1, 100, { message: () => "must be an integer from 1 to 100" })),
@@ -99,14 +117,20 @@ export const WebhookAttempt = Schema.Struct({
   /** the receiver's HTTP status; null when it did not answer */
   status: Schema.NullOr(Schema.Number),
   durationMs: Schema.Number,
-  error: Schema.NullOr(Schema.String)
+  error: Schema.NullOr(Schema.String),
+  /** the request's headers as sent (signatures included; never the secret); null for attempts recorded before */
+  requestHeaders: Schema.NullOr(Schema.Record({ key: Schema.String, value: Schema.String })),
+  /** the first 4 KiB of the receiver's answer */
+  responseBody: Schema.NullOr(Schema.String),
+  /** the server stopped during the attempt (the receiver may have got it) */
+  interrupted: Schema.Boolean
 }).annotations({ identifier: "WebhookAttempt" })
 
 export const WebhookMessage = Schema.Struct({
   id: Schema.String,
   eventType: Schema.String,
   timestamp: Schema.String,
-  status: Schema.Literal("pending", "delivered", "failed"),
+  status: MessageStatus,
   nextAttemptAt: Schema.NullOr(Schema.String),
   attempts: Schema.Array(WebhookAttempt)
 }).annotations({ identifier: "WebhookMessage" })
@@ -128,7 +152,9 @@ export const ReplayWebhookMessagesRequest = Schema.Struct({
     Schema.Array(
       Schema.String.pipe(Schema.pattern(/^msg_[0-9a-fA-F]{32}$/, { message: () => "must be a message id (msg_...)" }))
     ).pipe(Schema.maxItems(1000, { message: () => "must hold at most 1000 ids" }))
-  )
+  ),
+  /** only the endpoint's messages that were given up (status `failed`), since `since` (extension, issue #34) */
+  onlyFailed: Schema.optional(Schema.Boolean)
 })
 
 export const ReplayWebhookMessagesResponse = Schema.Struct({ replayed: Schema.Number })

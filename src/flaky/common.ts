@@ -58,7 +58,9 @@ export const makeFlakyCommon = Effect.gen(function* () {
                     actor: { full_name: c.actor, email: null },
                     at: c.at.getTime(),
                     previous: c.previous,
-                    updated: c.current
+                    updated: c.current,
+                    // a lapse is Greenline's doing: the override's own reason no longer applies
+                    reason: c.cause === "expired" ? "the override expired" : c.reason
                   })
                 ),
               { discard: true }

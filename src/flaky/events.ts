@@ -88,6 +88,8 @@ export const quarantineSettingChanged = (
     readonly at: number
     readonly previous: QuarantineOverride
     readonly updated: QuarantineOverride
+    /** why: the override's reason as given (null when none was) */
+    readonly reason: string | null
   }
 ): NewEvent => ({
   orgId,
@@ -100,7 +102,7 @@ export const quarantineSettingChanged = (
     test_case: testCase,
     quarantine_setting_changed: {
       actor: change.actor,
-      reason: null,
+      reason: change.reason,
       timestamp: new Date(change.at).toISOString(),
       previous_quarantining_setting: SETTING[change.previous],
       updated_quarantining_setting: SETTING[change.updated]

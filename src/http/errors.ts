@@ -120,7 +120,8 @@ const domainStatus: { readonly [Tag in DomainError["_tag"]]: readonly [status: n
   EventsNotFound: [404, "NOT_FOUND"],
   InvalidEventsRequest: [400, "INVALID_REQUEST"],
   AuditPageTokenInvalid: [400, "INVALID_PAGE_TOKEN"],
-  PermissionDenied: [403, "PERMISSION_DENIED"]
+  PermissionDenied: [403, "PERMISSION_DENIED"],
+  InvalidEventsPageToken: [400, "INVALID_PAGE_TOKEN"]
 }
 
 export const fromDomainError = (error: DomainError): ApiError => {

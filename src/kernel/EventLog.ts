@@ -20,7 +20,11 @@ export const EVENT_TYPES = [
   "queue.updated",
   "queue.state_changed",
   "test_run.started",
-  "test_run.completed"
+  "test_run.completed",
+  "queue.created",
+  "queue.deleted",
+  "webhook_endpoint.disabled",
+  "webhook_endpoint.retries_exhausted"
 ] as const
 export type EventType = (typeof EVENT_TYPES)[number]
 
@@ -56,6 +60,8 @@ export interface NewEvent {
   readonly dedupeKey?: string | undefined
   /** The entry state change this record stands for (at most one record per change carries it). */
   readonly transition?: Transition | undefined
+  /** A webhook endpoint that does not get the event (the one an event about an endpoint is about). */
+  readonly exceptEndpointId?: string | undefined
 }
 
 export interface EventLogShape {

@@ -27,10 +27,21 @@ export const describeParseError = (
       details: [{ path: "", message: "is nested too deeply" }]
     }
   }
+  // a field that is optional or nullable is a union with undefined or null: when the value failed the other member,
+  // "Expected undefined, actual …" says nothing the other member's complaint (at the field or inside it) does not
+  const pathOf = (issue: ParseResult.ArrayFormatterIssue) => issue.path.map(String)
+  const isAlternative = (issue: ParseResult.ArrayFormatterIssue) =>
+    /^Expected (undefined|null), actual /.test(issue.message)
+  const within = (inner: ReadonlyArray<string>, outer: ReadonlyArray<string>) =>
+    inner.length >= outer.length && outer.every((p, i) => inner[i] === p)
+  const told = issues.filter(
+    (issue) =>
+      !isAlternative(issue) || !issues.some((other) => !isAlternative(other) && within(pathOf(other), pathOf(issue)))
+  )
   // one detail per field: a union reports each member's complaint, the first says enough
   const seen = new Set<string>()
   const details: Array<ErrorDetail> = []
-  for (const issue of issues) {
+  for (const issue of told) {
     const path = issue.path.map(String).join(".")
     if (seen.has(path)) continue
     seen.add(path)

@@ -4,10 +4,15 @@ import type { EntryState, RunRecord, Transition } from "./planner/index.ts"
 /**
  * The batch events `pull_request_batch.*` (contract.md §8) of one runner round. A batch is the set of pull requests
  * one run tests together (more than one). Greenline forms batches when it starts testing them, so `submitted`,
- * `queued` and `testing` are told together when the run starts; `pending_failure`, `failed`, `canceled` and
- * `merged` when the last pull request of the batch reaches that state (a pull request that already failed has gone
- * through `pending_failure`). A pull request's batch is the latest run that tested it with others, so a batch
- * bisected into single runs still reaches its end.
+ * `queued` and `testing` are told together when the run starts (its test branch is pushed: `test_branch_sha` is
+ * known); `pending_failure` when every pull request of the batch is pending failure or failed; and the batch ends
+ * once when every one of its pull requests has ended:
+ * - `merged` when at least one merged: `pr_numbers` the ones that merged, `pr_numbers_in_batch` all of them (Trunk:
+ *   "may be a superset of pr_numbers if some PRs in the batch failed to merge");
+ * - else `failed` when at least one failed (`pr_numbers` the failed ones);
+ * - else `canceled`.
+ * A pull request belongs to every batch that tested it: a batch bisected into smaller runs still ends, when the last
+ * of its pull requests ends, whichever run tested that one last.
  */
 
 export interface BatchEvent {
@@ -17,6 +22,8 @@ export interface BatchEvent {
   readonly run: RunRecord
   /** the reason field of the action (`submitted_reason`, `failure_reason`, ...) as the pull request events name it */
   readonly reason: string
+  /** the batch's pull requests the event is about (`pr_numbers`): all of them, or those that merged (failed) */
+  readonly entryIds: ReadonlyArray<string>
 }
 
 export const isBatch = (run: RunRecord): boolean => run.testedEntryIds.length > 1
@@ -29,19 +36,35 @@ const REACHED: Partial<Record<PrAction, ReadonlySet<EntryState>>> = {
   merged: new Set<EntryState>(["merged"])
 }
 
-/** Whether a transition's action is one a batch reaches when its last pull request does. */
+const ENDED = new Set<EntryState>(["merged", "failed", "cancelled"])
+
+/** Whether a transition's action is one a batch may reach or end with when its last pull request does. */
 export const endsBatch = (action: PrAction): boolean => REACHED[action] !== undefined
 
-const isEnded = (run: RunRecord) => run.status === "succeeded" || run.status === "failed" || run.status === "cancelled"
+/** The batch events of a run that started: `submitted`, `queued` and `testing`, at its start. */
+export const batchStartEvents = (run: RunRecord): ReadonlyArray<BatchEvent> => {
+  if (!isBatch(run) || run.startedAt === null) return []
+  const at = run.startedAt
+  const queued = run.queueType === "bisection" ? "BISECTION_REQUIRED" : "MERGE_ITEM_NOW_READY"
+  const entryIds = run.testedEntryIds
+  return [
+    { type: "pull_request_batch.submitted", action: "submitted", at, run, reason: "API_REQUESTED", entryIds },
+    { type: "pull_request_batch.queued", action: "queued", at, run, reason: queued, entryIds },
+    { type: "pull_request_batch.testing", action: "testing", at, run, reason: "", entryIds }
+  ]
+}
 
-/** The latest batch run of each entry among `runs` (runs that tested it with others). */
-export const latestBatches = (runs: Iterable<RunRecord>): Map<string, RunRecord> => {
-  const out = new Map<string, RunRecord>()
+/** The batch runs among `runs`, by each entry they tested. */
+export const batchesByEntry = (runs: Iterable<RunRecord>): Map<string, Array<RunRecord>> => {
+  const out = new Map<string, Array<RunRecord>>()
+  const seen = new Set<string>()
   for (const run of runs) {
-    if (!isBatch(run)) continue
+    if (!isBatch(run) || seen.has(run.id)) continue
+    seen.add(run.id)
     for (const id of run.testedEntryIds) {
-      const known = out.get(id)
-      if (known === undefined || known.createdAt < run.createdAt) out.set(id, run)
+      const list = out.get(id) ?? []
+      list.push(run)
+      out.set(id, list)
     }
   }
   return out
@@ -49,37 +72,57 @@ export const latestBatches = (runs: Iterable<RunRecord>): Map<string, RunRecord>
 
 export interface BatchRound {
   readonly transitions: ReadonlyArray<Transition>
-  readonly runChanges: ReadonlyArray<RunRecord>
-  /** entry id → the action(s) its transitions of the round are told as */
+  /** the action(s) a transition is told as */
   readonly actionsOf: (t: Transition) => ReadonlyArray<PrAction>
-  /** entry id → its latest batch run */
-  readonly batchOf: ReadonlyMap<string, RunRecord>
+  /** entry id → every batch run that tested it */
+  readonly batchesOf: ReadonlyMap<string, ReadonlyArray<RunRecord>>
   /** entry id → its state after the round (for every entry of the batches the round touched) */
   readonly stateOf: ReadonlyMap<string, EntryState>
 }
 
-/** The batch events of a round, in order: batches that started, then batches whose last pull request moved. */
+/** Default reasons of a batch's end when no transition of the round tells the action (its last PR ended otherwise). */
+const END_REASON: Partial<Record<PrAction, string>> = {
+  merged: "MERGE_GRAPH_MERGE",
+  failed: "TEST_RUN_REQUIRED_STATUS_FAILED",
+  canceled: "USER_REQUESTED"
+}
+
+/** The batch events of a round's transitions, in order: a batch's `pending_failure`, and its end. */
 export const batchEventsOf = (round: BatchRound): ReadonlyArray<BatchEvent> => {
   const events: Array<BatchEvent> = []
-  for (const run of round.runChanges) {
-    if (!isBatch(run) || isEnded(run)) continue
-    const at = run.startedAt ?? run.createdAt
-    const queued = run.queueType === "bisection" ? "BISECTION_REQUIRED" : "MERGE_ITEM_NOW_READY"
-    events.push({ type: "pull_request_batch.submitted", action: "submitted", at, run, reason: "API_REQUESTED" })
-    events.push({ type: "pull_request_batch.queued", action: "queued", at, run, reason: queued })
-    events.push({ type: "pull_request_batch.testing", action: "testing", at, run, reason: "" })
-  }
   const seen = new Set<string>()
+  const stateOf = (id: string) => round.stateOf.get(id) ?? "pending"
   for (const t of round.transitions) {
-    const run = round.batchOf.get(t.entryId)
-    if (run === undefined) continue
-    for (const action of round.actionsOf(t)) {
-      const reached = REACHED[action]
-      const key = `${run.id}:${action}`
-      if (reached === undefined || seen.has(key)) continue
-      if (!run.testedEntryIds.every((id) => reached.has(round.stateOf.get(id) ?? "pending"))) continue
-      seen.add(key)
-      events.push({ type: `pull_request_batch.${action}`, action, at: t.at, run, reason: t.reason })
+    const actions = round.actionsOf(t).filter(endsBatch)
+    if (actions.length === 0) continue
+    for (const run of round.batchesOf.get(t.entryId) ?? []) {
+      const tested = run.testedEntryIds
+      if (actions.includes("pending_failure") || actions.includes("failed")) {
+        const key = `${run.id}:pending_failure`
+        const reached = REACHED.pending_failure as ReadonlySet<EntryState>
+        if (!seen.has(key) && tested.every((id) => reached.has(stateOf(id)))) {
+          seen.add(key)
+          events.push({
+            type: "pull_request_batch.pending_failure",
+            action: "pending_failure",
+            at: t.at,
+            run,
+            reason: t.reason,
+            entryIds: tested
+          })
+        }
+      }
+      const endKey = `${run.id}:end`
+      if (seen.has(endKey) || !tested.every((id) => ENDED.has(stateOf(id)))) continue
+      seen.add(endKey)
+      const merged = tested.filter((id) => stateOf(id) === "merged")
+      const failed = tested.filter((id) => stateOf(id) === "failed")
+      const [action, entryIds]: [PrAction, ReadonlyArray<string>] =
+        merged.length > 0 ? ["merged", merged] : failed.length > 0 ? ["failed", failed] : ["canceled", tested]
+      // the reason of the round's last transition told as that action, of one of the batch's pull requests
+      const told = round.transitions.filter((x) => tested.includes(x.entryId) && round.actionsOf(x).includes(action))
+      const reason = told[told.length - 1]?.reason ?? END_REASON[action] ?? ""
+      events.push({ type: `pull_request_batch.${action}`, action, at: t.at, run, reason, entryIds })
     }
   }
   return events

@@ -1,7 +1,7 @@
 import type * as SqlClient from "@effect/sql/SqlClient"
 import { Clock, Effect, Option } from "effect"
 import { EventLog, type EventLogShape, type EventType, type NewEvent, type PrAction } from "../kernel/EventLog.ts"
-import { batchEventsOf, endsBatch, isBatch, latestBatches } from "./batchEvents.ts"
+import { type BatchEvent, batchEventsOf, batchesByEntry, batchStartEvents, endsBatch, isBatch } from "./batchEvents.ts"
 import type { EntryState, QueueState, RunRecord, Transition } from "./planner/index.ts"
 import type { QueueRow } from "./QueueRepo.ts"
 import type { StoredQueueConfig } from "./schemas.ts"
@@ -38,8 +38,11 @@ const QUEUED_REASONS: Record<string, string> = {
   SUBMITTED: "MERGE_ITEM_NOW_READY"
 }
 
+/**
+ * `testing` is not told at the transition (the run's test branch is not pushed yet, and may never be: a merge
+ * conflict): it is told when the run starts, with its test branch and SHA (`startedEvents`).
+ */
 const TERMINAL_OR_ACTIVE: Partial<Record<EntryState, PrAction>> = {
-  testing: "testing",
   pending_failure: "pending_failure",
   failed: "failed",
   merged: "merged",
@@ -54,6 +57,27 @@ const actionsOf = (t: Transition): ReadonlyArray<PrAction> => {
   return action === undefined ? [] : [action]
 }
 
+/** Trunk's `cancellation_reason` values (trunk-v1-openapi-condensed.md, Webhooks). */
+const CANCELLATION_REASONS = new Set([
+  "USER_REQUESTED",
+  "PR_CLOSED",
+  "PR_PUSHED_TO",
+  "PR_BASE_BRANCH_CHANGED",
+  "TRUNK_ADMIN_REQUESTED",
+  "PR_CONVERTED_TO_DRAFT",
+  "STACKED_PR_MEMBER_PUSHED_TO",
+  "STACKED_PR_MEMBER_CLOSED",
+  "STACKED_PR_MEMBER_MERGED",
+  "STACKED_PR_MEMBER_BASE_BRANCH_CHANGED"
+])
+
+/**
+ * A cancellation's reason as one of Trunk's values: a cancel through the API (`API_REQUESTED` in the timeline, a
+ * value Trunk's cancellations do not have) is a user's request, as is anything else Trunk has no name for.
+ */
+export const cancellationReason = (reason: string): string =>
+  CANCELLATION_REASONS.has(reason) ? reason : "USER_REQUESTED"
+
 const reasonField = (action: PrAction, reason: string): Record<string, string> => {
   switch (action) {
     case "submitted":
@@ -64,7 +88,7 @@ const reasonField = (action: PrAction, reason: string): Record<string, string> =
     case "failed":
       return { failure_reason: reason }
     case "canceled":
-      return { cancellation_reason: reason }
+      return { cancellation_reason: cancellationReason(reason) }
     case "merged":
       return { merged_reason: reason === "MERGE_GRAPH_DIRECT_MERGE" ? reason : "MERGE_GRAPH_MERGE" }
     case "testing":
@@ -105,8 +129,25 @@ export interface RoundContext {
   readonly endedRuns: ReadonlyArray<RunRecord>
   /** states of the tested entries of batch runs, after the round */
   readonly entryStates: ReadonlyMap<string, EntryState>
-  /** the latest batch run of each pull request that reached a state a batch may end in (batchEvents.ts) */
-  readonly batchOf: ReadonlyMap<string, RunRecord>
+  /** every batch run of each pull request that reached a state a batch may end in (batchEvents.ts) */
+  readonly batchesOf: ReadonlyMap<string, ReadonlyArray<RunRecord>>
+}
+
+/**
+ * When the round happened: what it changed carries its time, anything older was changed by an earlier round. A run
+ * whose `startedAt` is this time started in this round.
+ */
+const roundTime = (round: Round): number => {
+  let at = Number.NEGATIVE_INFINITY
+  for (const t of round.transitions) at = Math.max(at, t.at)
+  for (const r of round.runChanges) at = Math.max(at, r.createdAt, r.startedAt ?? at, r.endedAt ?? at)
+  return at
+}
+
+/** The runs of a round whose test branch was pushed in it (told as started: `test_run.started`, `testing`). */
+export const startedRuns = (round: Round): ReadonlyArray<RunRecord> => {
+  const at = roundTime(round)
+  return round.runChanges.filter((r) => r.startedAt !== null && r.startedAt === at)
 }
 
 /** The runs a round's events may refer to: the state's, the changed ones, and ended ones (given). */
@@ -150,9 +191,60 @@ export const roundEvents = (
     const id = runIdOf(t, runs)
     return id === undefined ? undefined : runs.get(id)
   }
+  const prKey = (prNumber: number) => `pr:${q.repoId}:${q.branch}:${prNumber}`
+  const testedItems = (run: RunRecord) => run.items.filter((i) => run.testedEntryIds.includes(i.entryId))
+  const runData = (run: RunRecord) => ({
+    test_run_id: run.id,
+    repository,
+    target_branch: q.branch,
+    queue_type: run.queueType,
+    testBranch: run.branch,
+    testBranchSha: run.testBranchSha ?? "",
+    testedPullRequests: testedItems(run).map((i) => ({ prNumber: i.prNumber, prUrl: prUrl(publicUrl, q, i.prNumber) })),
+    createdAt: new Date(run.createdAt).toISOString(),
+    status: run.status === "building" ? "in_progress" : run.status,
+    dependentPrs: [...run.dependentPrs],
+    ...(run.failureReason === null ? {} : { failure_reason: run.failureReason })
+  })
+  const batchEvent = ({ type, action, at, run, reason, entryIds }: BatchEvent): NewEvent | undefined => {
+    const all = testedItems(run)
+    const items = all.filter((i) => entryIds.includes(i.entryId))
+    const first = items[0]
+    if (first === undefined) return undefined
+    const data = {
+      ...common(action, first.prNumber, first.entryId, at),
+      ...reasonField(action, reason),
+      ...(WITH_TEST_DETAILS.has(action) ? testDetails(run) : {}),
+      pr_numbers: items.map((i) => i.prNumber),
+      pr_numbers_in_batch: all.map((i) => i.prNumber)
+    }
+    return { ...base(q, type, at, `run:${run.id}`, data), dedupeKey: `${type}:${run.id}` }
+  }
+
+  // the runs that started in this round (their test branch pushed): the run, then its pull requests' `testing`,
+  // then its batch's start; told once each. A run starts in a later round than the one that made it, so this comes
+  // before the round's transitions, which may already end its pull requests.
+  for (const run of startedRuns(round)) {
+    const at = run.startedAt ?? run.createdAt
+    events.push({
+      ...base(q, "test_run.started", at, `run:${run.id}`, runData({ ...run, status: "in_progress" })),
+      dedupeKey: `test_run.started:${run.id}`
+    })
+    for (const item of testedItems(run)) {
+      const data = { ...common("testing", item.prNumber, item.entryId, at), ...testDetails(run) }
+      events.push({
+        ...base(q, "pull_request.testing", at, prKey(item.prNumber), data),
+        dedupeKey: `pull_request.testing:${run.id}:${item.entryId}`
+      })
+    }
+    for (const b of batchStartEvents(run)) {
+      const event = batchEvent(b)
+      if (event !== undefined) events.push(event)
+    }
+  }
   for (const t of round.transitions) {
     const run = runOf(t)
-    const key = `pr:${q.repoId}:${q.branch}:${t.prNumber}`
+    const key = prKey(t.prNumber)
     // the transition itself rides on its first event, or on a record of its own when Trunk tells it not at all
     const transition = { entryId: t.entryId, state: t.to, reason: t.reason }
     const actions = actionsOf(t)
@@ -170,46 +262,19 @@ export const roundEvents = (
   const stateOf = new Map<string, EntryState>(context.entryStates)
   for (const e of round.state.entries) stateOf.set(e.id, e.state)
   for (const t of round.transitions) stateOf.set(t.entryId, t.to)
-  const batches = batchEventsOf({
-    transitions: round.transitions,
-    runChanges: round.runChanges,
-    actionsOf,
-    batchOf: context.batchOf,
-    stateOf
-  })
-  for (const { type, action, at, run, reason } of batches) {
-    const items = run.items.filter((i) => run.testedEntryIds.includes(i.entryId))
-    const first = items[0]
-    if (first === undefined) continue
-    const data = {
-      ...common(action, first.prNumber, first.entryId, at),
-      ...reasonField(action, reason),
-      ...(WITH_TEST_DETAILS.has(action) ? testDetails(run) : {}),
-      pr_numbers: items.map((i) => i.prNumber),
-      pr_numbers_in_batch: items.map((i) => i.prNumber)
-    }
-    events.push({ ...base(q, type, at, `run:${run.id}`, data), dedupeKey: `${type}:${run.id}` })
+  for (const b of batchEventsOf({ transitions: round.transitions, actionsOf, batchesOf: context.batchesOf, stateOf })) {
+    const event = batchEvent(b)
+    if (event !== undefined) events.push(event)
   }
+  // the runs that ended; a run that never started (cancelled, or failed to build: a merge conflict) was never told
   for (const run of round.runChanges) {
     const ended = run.status === "succeeded" || run.status === "failed" || run.status === "cancelled"
-    const type: EventType = ended ? "test_run.completed" : "test_run.started"
-    const at = ended ? (run.endedAt ?? run.createdAt) : (run.startedAt ?? run.createdAt)
-    const data = {
-      test_run_id: run.id,
-      repository,
-      target_branch: q.branch,
-      queue_type: run.queueType,
-      testBranch: run.branch,
-      testBranchSha: run.testBranchSha ?? "",
-      testedPullRequests: run.items
-        .filter((i) => run.testedEntryIds.includes(i.entryId))
-        .map((i) => ({ prNumber: i.prNumber, prUrl: prUrl(publicUrl, q, i.prNumber) })),
-      createdAt: new Date(run.createdAt).toISOString(),
-      status: run.status === "building" ? "in_progress" : run.status,
-      dependentPrs: [...run.dependentPrs],
-      ...(run.failureReason === null ? {} : { failure_reason: run.failureReason })
-    }
-    events.push({ ...base(q, type, at, `run:${run.id}`, data), dedupeKey: `${type}:${run.id}` })
+    if (!ended || run.startedAt === null) continue
+    const at = run.endedAt ?? run.createdAt
+    events.push({
+      ...base(q, "test_run.completed", at, `run:${run.id}`, runData(run)),
+      dedupeKey: `test_run.completed:${run.id}`
+    })
   }
   return events
 }
@@ -299,23 +364,27 @@ export const makeRoundEventWriter = (sql: SqlClient.SqlClient, log: EventLogShap
           select record from test_runs where id = any(${`{${[...missing].join(",")}}`}::text[])`
         for (const r of rows) endedRuns.push(parse(r.record))
       }
-      // the latest batch of each pull request that reached a state a batch may end in (batchEvents.ts)
+      // every batch of each pull request that reached a state a batch may end in (batchEvents.ts)
       const ending = [...new Set(round.transitions.filter((t) => actionsOf(t).some(endsBatch)).map((t) => t.entryId))]
-      const batchOf = new Map<string, RunRecord>()
+      const batchesOf = new Map<string, ReadonlyArray<RunRecord>>()
       if (ending.length > 0) {
         const rows = yield* sql<{ record: unknown }>`
           select record from test_runs
           where queue_id = ${queueId} and record->'testedEntryIds' ?| ${uuids(ending)}::text[]`
-        const latest = latestBatches([...rows.map((r) => parse(r.record)), ...runsOf(round, endedRuns).values()])
+        // the round's own records first: they are newer than the stored ones
+        const batches = batchesByEntry([...runsOf(round, endedRuns).values(), ...rows.map((r) => parse(r.record))])
         for (const id of ending) {
-          const run = latest.get(id)
-          if (run !== undefined) batchOf.set(id, run)
+          const list = batches.get(id)
+          if (list !== undefined) batchesOf.set(id, list)
         }
       }
-      // authors of the pull requests that moved and of the batches' pull requests; the batches' states after the round
+      // authors of the pull requests that moved, of the runs that started and of the batches' pull requests; the
+      // batches' states after the round
       const batchEntries = new Set<string>()
-      for (const run of batchOf.values()) for (const e of run.testedEntryIds) batchEntries.add(e)
+      for (const list of batchesOf.values())
+        for (const run of list) for (const e of run.testedEntryIds) batchEntries.add(e)
       for (const run of round.runChanges) if (isBatch(run)) for (const e of run.testedEntryIds) batchEntries.add(e)
+      for (const run of startedRuns(round)) for (const e of run.testedEntryIds) batchEntries.add(e)
       const ids = [...new Set([...round.transitions.map((t) => t.entryId), ...batchEntries])]
       const authors = new Map<string, string>()
       const entryStates = new Map<string, EntryState>()
@@ -327,7 +396,7 @@ export const makeRoundEventWriter = (sql: SqlClient.SqlClient, log: EventLogShap
           entryStates.set(r.id, r.state)
         }
       }
-      yield* log.append(roundEvents(info, round, { authors, endedRuns, entryStates, batchOf }, publicUrl))
+      yield* log.append(roundEvents(info, round, { authors, endedRuns, entryStates, batchesOf }, publicUrl))
     })
 }
 
@@ -338,4 +407,26 @@ export const appendConfigEvents = (queue: QueueRow, next: StoredQueueConfig, pub
     if (Option.isNone(log)) return
     const at = yield* Clock.currentTimeMillis
     yield* log.value.append(configEvents(queueInfoOf(queue), queue.config, next, publicConfig, at))
+  })
+
+/**
+ * `queue.created` (with its configuration, as `queue.updated`) and `queue.deleted` (extensions, docs/api-extensions.md)
+ * in the caller's transaction, when the application has a log.
+ */
+export const appendQueueLifecycle = (queue: QueueRow, type: "queue.created" | "queue.deleted", publicConfig?: object) =>
+  Effect.gen(function* () {
+    const log = yield* Effect.serviceOption(EventLog)
+    if (Option.isNone(log)) return
+    const at = yield* Clock.currentTimeMillis
+    const q = queueInfoOf(queue)
+    const data = {
+      repository: { host: q.host, owner: q.owner, name: q.name },
+      target_branch: q.branch,
+      timestamp: new Date(at).toISOString(),
+      ...(publicConfig === undefined ? {} : { queue: { ...publicConfig } })
+    }
+    // told once per queue (two deletes racing both find it gone)
+    yield* log.value.append([
+      { ...base(q, type, at, `queue:${q.repoId}:${q.branch}`, data), dedupeKey: `${type}:${queue.id}` }
+    ])
   })

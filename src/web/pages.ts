@@ -252,7 +252,12 @@ const repoOfPath = (pathname: string) => {
 }
 
 const isPage = (pathname: string) =>
-  pathname === "/" || pathname.startsWith("/repos/") || pathname === "/settings" || pathname === "/audit"
+  pathname === "/" ||
+  pathname.startsWith("/repos/") ||
+  pathname === "/settings" ||
+  pathname === "/audit" ||
+  pathname === "/webhooks" ||
+  pathname.startsWith("/webhooks/")
 
 export const makeDashboard = (options: DashboardOptions) => {
   let bundle: Promise<Bundle> | undefined

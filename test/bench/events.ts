@@ -6,8 +6,11 @@
  * 2. The queue's merged PRs/s (as bench:engine: one queue, concurrency 8, CI answering at once) without a listener,
  *    with one webhook endpoint registered that takes every event, and with one live stream open (its wake-ups: a
  *    NOTIFY per appending transaction with PostgreSQL).
+ * 3. An 8 s outage (issue #34): a receiver answering 503 for 8 s while 20 pull requests' events keep coming (one each
+ *    per second), then answering again; the time from its recovery until the whole backlog was delivered, and
+ *    whether each pull request's events arrived in order (at most BENCH_OUTAGE_WAIT_S, default 120, after it).
  *   bun test/bench/events.ts   (BENCH_EVENTS=5000, BENCH_PRS=300, BENCH_DATABASE_URL default
- *   postgres://postgres@127.0.0.1:5432/test, BENCH_DB=both|postgres|pglite, BENCH_PART=both|log|queue)
+ *   postgres://postgres@127.0.0.1:5432/test, BENCH_DB=both|postgres|pglite, BENCH_PART=both|log|queue|outage|all)
  */
 
 import * as fs from "node:fs"
@@ -223,11 +226,91 @@ const mergeRate = async (kind: string, listener: Listener) => {
   }
 }
 
+const OUTAGE_MS = 8_000
+const OUTAGE_KEYS = 20
+const OUTAGE_WAIT_S = Number(process.env.BENCH_OUTAGE_WAIT_S ?? 120)
+
+/** The backlog of an 8 s outage: from the receiver's recovery until every message was delivered (s), and its order. */
+const outage = async (kind: string) => {
+  const root = fs.mkdtempSync(path.join(os.tmpdir(), "gl-bench-events-git-"))
+  const app = await start(kind, root, "outage")
+  let up = false
+  const delivered: Array<{ key: number; n: number; at: number }> = []
+  const seen = new Set<string>()
+  const server = Bun.serve({
+    port: 0,
+    hostname: "127.0.0.1",
+    fetch: async (request) => {
+      const body = JSON.parse(await request.text()) as { data: { key: number; n: number } }
+      if (!up) return new Response("down", { status: 503 })
+      const id = request.headers.get("webhook-id") ?? ""
+      if (!seen.has(id)) {
+        seen.add(id)
+        delivered.push({ key: body.data.key, n: body.data.n, at: performance.now() })
+      }
+      return new Response("ok")
+    }
+  })
+  try {
+    await app.post("createWebhookEndpoint", { url: `http://127.0.0.1:${server.port}/hook` })
+    const orgId = await orgIdOf(app.server)
+    let n = 0
+    const append = () =>
+      app.server.run(
+        Effect.flatMap(SqlClient.SqlClient, (sql) =>
+          sql.withTransaction(
+            Effect.flatMap(EventLog, (log) =>
+              log.append(
+                Array.from({ length: OUTAGE_KEYS }, (_, key) => ({
+                  orgId,
+                  type: "queue.updated" as const,
+                  at: Date.now(),
+                  data: { key, n: ++n },
+                  repoId: null,
+                  branch: null,
+                  orderingKey: `outage:${key}`
+                }))
+              )
+            )
+          )
+        )
+      )
+    for (let second = 0; second < OUTAGE_MS / 1000; second++) {
+      await append()
+      await Bun.sleep(1000)
+    }
+    const total = n
+    up = true
+    const recovered = performance.now()
+    const deadline = recovered + OUTAGE_WAIT_S * 1000
+    while (delivered.length < total && performance.now() < deadline) await Bun.sleep(50)
+    const inOrder = Array.from({ length: OUTAGE_KEYS }, (_, key) => delivered.filter((d) => d.key === key)).every(
+      (list) => list.every((d, i) => i === 0 || (list[i - 1] as { n: number }).n < d.n)
+    )
+    const last = delivered.length === 0 ? recovered : Math.max(...delivered.map((d) => d.at))
+    return {
+      kind,
+      total,
+      delivered: delivered.length,
+      seconds: delivered.length < total ? Number.POSITIVE_INFINITY : (last - recovered) / 1000,
+      inOrder
+    }
+  } finally {
+    server.stop(true)
+    await app.close()
+    fs.rmSync(root, { recursive: true, force: true })
+  }
+}
+
 const PART = process.env.BENCH_PART ?? "both"
+const outages: Array<Awaited<ReturnType<typeof outage>>> = []
+if (PART === "outage" || PART === "all") for (const kind of KINDS) outages.push(await outage(kind as string))
 const deliveries: Array<Awaited<ReturnType<typeof deliveryRate>>> = []
-if (PART !== "queue") for (const kind of KINDS) deliveries.push(await deliveryRate(kind as string))
+if (PART === "both" || PART === "log" || PART === "all") {
+  for (const kind of KINDS) deliveries.push(await deliveryRate(kind as string))
+}
 const merges: Array<Awaited<ReturnType<typeof mergeRate>>> = []
-for (const kind of PART === "log" ? [] : KINDS) {
+for (const kind of PART === "both" || PART === "queue" || PART === "all" ? KINDS : []) {
   merges.push(await mergeRate(kind as string, "none"))
   merges.push(await mergeRate(kind as string, "endpoint"))
   merges.push(await mergeRate(kind as string, "stream"))
@@ -235,25 +318,46 @@ for (const kind of PART === "log" ? [] : KINDS) {
 
 const lines = [
   `bench:events — ${os.cpus().length} cores`,
-  "",
-  `Log to receiver: ${EVENTS} events appended in transactions of 100, one endpoint, 100 ordering keys`,
-  "",
-  "| database | appended/s | delivered events/s | baseline: plain POSTs/s (32 at once) | delivered / baseline |",
-  "|---|---:|---:|---:|---:|",
-  ...deliveries.map(
-    (d) =>
-      `| ${d.kind} | ${d.appendPerSecond.toFixed(0)} | ${d.deliveredPerSecond.toFixed(0)} | ${d.baselinePerSecond.toFixed(0)} | ${(d.deliveredPerSecond / d.baselinePerSecond).toFixed(2)} |`
-  ),
-  "",
-  `Queue throughput: ${PRS} PRs, one queue, concurrency 8, CI answering at once`,
-  "",
-  "| database | listening | seconds | merged PRs/s | messages received | with / without |",
-  "|---|---|---:|---:|---:|---:|",
-  ...merges.map((m) => {
-    const without = merges.find((x) => x.kind === m.kind && x.listener === "none")
-    const ratio = without === undefined ? Number.NaN : without.seconds / m.seconds
-    const what = { none: "nothing", endpoint: "one webhook endpoint", stream: "one live stream" }[m.listener]
-    return `| ${m.kind} | ${what} | ${m.seconds.toFixed(1)} | ${(m.merged / m.seconds).toFixed(1)} | ${m.received} | ${ratio.toFixed(2)} |`
-  })
+  ...(outages.length === 0
+    ? []
+    : [
+        "",
+        `An 8 s outage: ${OUTAGE_KEYS} ordering keys, one event each per second while the receiver answers 503`,
+        "",
+        "| database | messages | delivered | backlog delivered after the recovery | in order per key |",
+        "|---|---:|---:|---:|---|",
+        ...outages.map(
+          (o) =>
+            `| ${o.kind} | ${o.total} | ${o.delivered} | ${Number.isFinite(o.seconds) ? `${o.seconds.toFixed(2)} s` : `not within ${OUTAGE_WAIT_S} s`} | ${o.inOrder ? "yes" : "no"} |`
+        )
+      ]),
+  ...(deliveries.length === 0
+    ? []
+    : [
+        "",
+        `Log to receiver: ${EVENTS} events appended in transactions of 100, one endpoint, 100 ordering keys`,
+        "",
+        "| database | appended/s | delivered events/s | baseline: plain POSTs/s (32 at once) | delivered / baseline |",
+        "|---|---:|---:|---:|---:|",
+        ...deliveries.map(
+          (d) =>
+            `| ${d.kind} | ${d.appendPerSecond.toFixed(0)} | ${d.deliveredPerSecond.toFixed(0)} | ${d.baselinePerSecond.toFixed(0)} | ${(d.deliveredPerSecond / d.baselinePerSecond).toFixed(2)} |`
+        )
+      ]),
+  ...(merges.length === 0
+    ? []
+    : [
+        "",
+        `Queue throughput: ${PRS} PRs, one queue, concurrency 8, CI answering at once`,
+        "",
+        "| database | listening | seconds | merged PRs/s | messages received | with / without |",
+        "|---|---|---:|---:|---:|---:|",
+        ...merges.map((m) => {
+          const without = merges.find((x) => x.kind === m.kind && x.listener === "none")
+          const ratio = without === undefined ? Number.NaN : without.seconds / m.seconds
+          const what = { none: "nothing", endpoint: "one webhook endpoint", stream: "one live stream" }[m.listener]
+          return `| ${m.kind} | ${what} | ${m.seconds.toFixed(1)} | ${(m.merged / m.seconds).toFixed(1)} | ${m.received} | ${ratio.toFixed(2)} |`
+        })
+      ])
 ]
 process.stdout.write(`${lines.join("\n")}\n`)

@@ -129,7 +129,7 @@ for (const db of databases) {
             failure_reason: "TEST_RUN_REQUIRED_STATUS_FAILED",
             batched: true
           })
-          expect(of("canceled", [5, 6]).message.data.cancellation_reason).toBe("API_REQUESTED")
+          expect(of("canceled", [5, 6]).message.data.cancellation_reason).toBe("USER_REQUESTED")
           // a batch's events in the order they happened
           const order = receiver.received
             .filter((r) => JSON.stringify(r.message.data.pr_numbers) === "[3,4]")

@@ -141,7 +141,8 @@ for (const db of databases) {
             repo: flakyRepo,
             org_url_slug: "acme-org",
             test_case_id: testCase.id,
-            override: "always_quarantine"
+            override: "always_quarantine",
+            reason: "flaky on the payment mock"
           })
           expect(override.status).toBe(200)
 
@@ -189,9 +190,11 @@ for (const db of databases) {
                   "updated_quarantining_setting"
                 ])
               )
+              // issue #34, defect 5: the reason given with the override
               expect(r.message.data.quarantine_setting_changed).toMatchObject({
                 previous_quarantining_setting: "UNSPECIFIED",
-                updated_quarantining_setting: "ALWAYS_QUARANTINE"
+                updated_quarantining_setting: "ALWAYS_QUARANTINE",
+                reason: "flaky on the payment mock"
               })
             }
             if (family === "pull_request_batch") {
@@ -206,7 +209,8 @@ for (const db of databases) {
           expect(reasonOf("pull_request.submitted", 1, "submitted_reason")).toBe("API_REQUESTED")
           expect(reasonOf("pull_request.merged", 1, "merged_reason")).toBe("MERGE_GRAPH_MERGE")
           expect(reasonOf("pull_request.failed", 2, "failure_reason")).toBe("TEST_RUN_REQUIRED_STATUS_FAILED")
-          expect(reasonOf("pull_request.canceled", 3, "cancellation_reason")).toBe("API_REQUESTED")
+          // issue #34, defect 4: one of Trunk's values (an API cancel is the timeline's API_REQUESTED)
+          expect(reasonOf("pull_request.canceled", 3, "cancellation_reason")).toBe("USER_REQUESTED")
           const changed = receiver.received.find((r) => r.message.type === "queue.state_changed")
           expect(changed?.message.data).toMatchObject({ previous_state: "running", state: "paused" })
           // per pull request, in the order it happened
@@ -579,6 +583,73 @@ for (const db of databases) {
         })
       }
       expect((await server.post("listWebhookEndpoints", {})).body).toEqual(before)
+    })
+
+    // issue #34, defect 8: names and addresses that reach this machine or its network in another spelling
+    test("private addresses in every spelling are refused at creation", async () => {
+      for (const url of [
+        "http://LOCALHOST./x",
+        "http://localhost../x",
+        "http://app.localhost./x",
+        "http://[64:ff9b::7f00:1]/x",
+        "http://[64:ff9b::a00:1]/x",
+        "http://[64:ff9b:1::808:808]/x",
+        "http://[::7f00:1]/x",
+        "http://[::ffff:127.0.0.1]/x",
+        "http://[2002:7f00:1::]/x",
+        "http://[2001:0:4136:e378:8000:63bf:3fff:fdd2]/x",
+        "http://0x7f.1/x",
+        "http://2130706433/x"
+      ]) {
+        const e = errorOf(await server.post("createWebhookEndpoint", { url }))
+        expect({ url, ...e }).toEqual({ url, status: 400, code: "INVALID_REQUEST", paths: ["url"] })
+      }
+      // a public address behind NAT64's well-known prefix is a public address
+      const nat64 = await server.post("createWebhookEndpoint", { url: "http://[64:ff9b::808:808]/x" })
+      expect(nat64.status).toBe(200)
+      await server.post("deleteWebhookEndpoint", { id: (nat64.body as { id: string }).id })
+    })
+
+    // issue #34, defect 9
+    test("a bad page token is INVALID_PAGE_TOKEN; details name only what is wrong; eventTypes null is every type", async () => {
+      const made = await server.post("createWebhookEndpoint", { url: "https://hooks.example.com/p", eventTypes: null })
+      expect(made.status).toBe(200)
+      const endpoint = made.body as { id: string; eventTypes: unknown }
+      expect(endpoint.eventTypes).toBeNull()
+      const listed = (await server.post("listWebhookEndpoints", {})).body as {
+        endpoints: Array<{ id: string; eventTypes: unknown }>
+      }
+      expect(listed.endpoints.find((e) => e.id === endpoint.id)?.eventTypes).toBeNull()
+      // what list answers, update and create accept
+      const updated = await server.post("updateWebhookEndpoint", { id: endpoint.id, eventTypes: null })
+      expect(updated.status).toBe(200)
+      const token = await server.post("listWebhookDeliveries", {
+        endpointId: endpoint.id,
+        page_query: { page_size: 10, page_token: "bm90LWEtdG9rZW4" }
+      })
+      expect(errorOf(token)).toEqual({ status: 400, code: "INVALID_PAGE_TOKEN", paths: [] })
+      const bodyOf = (r: { body: unknown }) =>
+        (r.body as { error: { details: Array<{ path: string; message: string }> } }).error.details
+      for (const [op, body, path] of [
+        [
+          "createWebhookEndpoint",
+          { url: "https://example.com", eventTypes: ["pull_request.exploded"] },
+          "eventTypes.0"
+        ],
+        ["updateWebhookEndpoint", { id: endpoint.id, eventTypes: ["nope"] }, "eventTypes.0"],
+        [
+          "listWebhookDeliveries",
+          { endpointId: endpoint.id, page_query: { page_size: 500, page_token: "" } },
+          "page_query.page_size"
+        ]
+      ] as const) {
+        const details = bodyOf(await server.post(op, body))
+        expect({ op, details: details.map((d) => d.path) }).toEqual({ op, details: [path] })
+        expect(
+          details.some((d) => d.message.startsWith("Expected undefined") || d.message.startsWith("Expected null"))
+        ).toBe(false)
+      }
+      await server.post("deleteWebhookEndpoint", { id: endpoint.id })
     })
 
     test("event types are accepted in any letter case and stored as named", async () => {

@@ -14,7 +14,10 @@ export const EVENTS_DOCS = {
   },
   listWebhookEndpoints: {
     summary: "List the organization's webhook endpoints (extension)",
-    description: "Every endpoint with its filters and whether it is disabled (and why); never the secrets.",
+    description:
+      "Every endpoint with its filters, whether it is disabled (and why) and its `health`: `failing` while its last " +
+      "attempts failed (it is then tried one message at a time, at `nextProbeAt`), its latest delivery, the messages " +
+      "waiting and given up. Never the secrets.",
     request: {},
     response: { endpoints: [WEBHOOK_ENDPOINT_EXAMPLE] }
   },
@@ -42,7 +45,10 @@ export const EVENTS_DOCS = {
   },
   listWebhookDeliveries: {
     summary: "An endpoint's delivery log (extension)",
-    description: "Each message with its attempts (time, the receiver's status, duration, error), newest first, paged.",
+    description:
+      "Each message with its attempts (time, the receiver's status, duration, error, the request's headers, the " +
+      "first 4 KiB of the answer, whether the server stopped during it), newest first, paged; `status` keeps one " +
+      "state. Each message keeps its latest 20 attempts, for EVENT_RETENTION_DAYS.",
     request: { endpointId: WEBHOOK_ENDPOINT_EXAMPLE.id, page_query: { page_size: 20, page_token: "" } },
     response: {
       messages: [
@@ -53,8 +59,29 @@ export const EVENTS_DOCS = {
           status: "delivered",
           nextAttemptAt: null,
           attempts: [
-            { at: "2026-11-26T12:00:05.000Z", status: 500, durationMs: 41, error: "HTTP 500" },
-            { at: "2026-11-26T12:05:05.000Z", status: 200, durationMs: 12, error: null }
+            {
+              at: "2026-11-26T12:00:05.000Z",
+              status: 500,
+              durationMs: 41,
+              error: "the receiver answered 500",
+              requestHeaders: {
+                "content-type": "application/json",
+                "webhook-id": "msg_2f1e0d9c8b7a4c6d9e8f7a6b5c4d3e2f",
+                "webhook-timestamp": "1795694405",
+                "webhook-signature": "v1,K5oZfzN95Z9UVu1EsfQmfVNQhnkZ2pj9o9NDN/H/pI4="
+              },
+              responseBody: "upstream unavailable",
+              interrupted: false
+            },
+            {
+              at: "2026-11-26T12:00:10.000Z",
+              status: 200,
+              durationMs: 12,
+              error: null,
+              requestHeaders: null,
+              responseBody: "ok",
+              interrupted: false
+            }
           ]
         }
       ],
@@ -65,7 +92,7 @@ export const EVENTS_DOCS = {
     summary: "Deliver messages again (extension)",
     description:
       "Sends the endpoint's messages since a time, or the listed ones, again, with their original ids so a " +
-      "receiver can tell a replay from a new event.",
+      "receiver can tell a replay from a new event. `onlyFailed`: only the messages that were given up.",
     request: { endpointId: WEBHOOK_ENDPOINT_EXAMPLE.id, since: "2026-11-26T00:00:00.000Z" },
     response: { replayed: 12 }
   }

@@ -97,7 +97,15 @@ export const WEBHOOK_ENDPOINT_EXAMPLE = {
   disabled: false,
   disabledReason: null,
   createdAt: "2026-11-26T12:00:00.000Z",
-  updatedAt: "2026-11-26T12:00:00.000Z"
+  updatedAt: "2026-11-26T12:00:00.000Z",
+  health: {
+    state: "healthy",
+    failingSince: null,
+    nextProbeAt: null,
+    lastSuccessAt: "2026-11-26T12:05:05.000Z",
+    pending: 0,
+    failed: 0
+  }
 }
 
 export const QUARANTINE_EXAMPLE = {

@@ -3,7 +3,7 @@ import { auditedTransaction } from "../../audit/trail.ts"
 import { dieUnless } from "../../kernel/errors.ts"
 import { Engine, type EngineShape, type QueueKey } from "../../queue/Engine.ts"
 import { isQueueError, type QueueError } from "../../queue/errors.ts"
-import { appendConfigEvents } from "../../queue/events.ts"
+import { appendConfigEvents, appendQueueLifecycle } from "../../queue/events.ts"
 import type { QueueRow } from "../../queue/QueueRepo.ts"
 import { applyUpdate, publicConfig } from "../../queue/queueSettings.ts"
 import { Statuses } from "../../queue/Statuses.ts"
@@ -87,6 +87,7 @@ export const queueRoutes = [
           return yield* conflict("QUEUE_ALREADY_EXISTS", `queue ${describe(req.repo, req.targetBranch)} already exists`)
         }
         yield* engine.queueCreated(created.value)
+        yield* appendQueueLifecycle(created.value, "queue.created", publicConfig(created.value.config))
         return publicConfig(created.value.config)
       })
     )
@@ -141,6 +142,7 @@ export const queueRoutes = [
             `queue ${describe(req.repo, req.targetBranch)} still holds ${active} pull request${active === 1 ? "" : "s"}`
           )
         }
+        yield* appendQueueLifecycle(queue.value, "queue.deleted")
         return {}
       })
     )

@@ -35,7 +35,11 @@ const EVENT_TYPES = [
   "queue.updated",
   "queue.state_changed",
   "test_run.started",
-  "test_run.completed"
+  "test_run.completed",
+  "queue.created",
+  "queue.deleted",
+  "webhook_endpoint.disabled",
+  "webhook_endpoint.retries_exhausted"
 ]
 
 /**

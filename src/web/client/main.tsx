@@ -9,6 +9,7 @@ import { PrPage, RunPage } from "./pr.tsx"
 import { QueuePage } from "./queue.tsx"
 import { QueueSettingsPage, TokensPage } from "./settings.tsx"
 import { NotFound, type RepoKey } from "./ui.tsx"
+import { EndpointPage, WebhooksPage } from "./webhooks.tsx"
 
 /** The dashboard: one small page shell, routes by path, every page a client of the API. */
 
@@ -25,6 +26,9 @@ const route = (pathname: string, search: string) => {
   if (pathname === "/") return <HomePage />
   if (pathname === "/settings") return <TokensPage />
   if (pathname === "/audit") return <AuditPage />
+  if (pathname === "/webhooks") return <WebhooksPage />
+  const hook = /^\/webhooks\/([^/]+)$/.exec(pathname)
+  if (hook !== null) return <EndpointPage key={pathname} id={decode(hook[1]!)} />
   const m = /^\/repos\/([^/]+)\/([^/]+)\/([^/]+)(\/.*)?$/.exec(pathname)
   if (m === null) return <NotFound />
   const repo: RepoKey = { host: decode(m[1]!), owner: decode(m[2]!), name: decode(m[3]!) }
@@ -60,7 +64,8 @@ const App = () => {
           Greenline
         </a>
         <nav aria-label="Main">
-          <a href="/">Queues</a> {role() !== "read" && role() !== "write" && <a href="/settings">API tokens</a>}{" "}
+          <a href="/">Queues</a> {role() !== "read" && role() !== "write" && <a href="/webhooks">Webhooks</a>}{" "}
+          {role() !== "read" && role() !== "write" && <a href="/settings">API tokens</a>}{" "}
           {role() === "admin" && <a href="/audit">Audit log</a>}
         </nav>
         <span class="org">{orgSlug()}</span>
