@@ -53,11 +53,22 @@ for (const db of databases) {
       await p.fill("#token", token)
       await Promise.all([p.waitForURL(`${server.url}/`), p.click("button[type=submit]")])
     }
-    const rows = (p: Page) =>
-      p.evaluate(
+    /** The table's rows, each its cells' text (read in the page: the test has no DOM types). */
+    const rows = async (p: Page): Promise<Array<Array<string>>> =>
+      (await p.evaluate(
         `Array.from(document.querySelectorAll("#audit tbody tr")).map((tr) =>
-           Array.from(tr.querySelectorAll("td")).map((td) => (td.textContent ?? "").trim()))`
-      ) as Promise<Array<Array<string>>>
+           Array.from(tr.querySelectorAll("td")).map((td) => (td.textContent || "").trim()))`
+      )) as Array<Array<string>>
+
+    /** Waits until the table's rows satisfy `ok` (the page's CSP forbids a string predicate in the page). */
+    const rowsUntil = async (p: Page, ok: (rows: Array<Array<string>>) => boolean) => {
+      for (let i = 0; i < 200; i++) {
+        const now = await rows(p)
+        if (ok(now)) return now
+        await Bun.sleep(50)
+      }
+      throw new Error(`the rows never matched: ${JSON.stringify(await rows(p))}`)
+    }
 
     beforeAll(async () => {
       server = await startTestServer({ db })
@@ -89,15 +100,13 @@ for (const db of databases) {
       expect(shown.every((r) => r[6] === "127.0.0.1")).toBe(true)
 
       await page.check("input[name=outcome][value=refused]")
-      await page.waitForFunction(`document.querySelectorAll("#audit tbody tr").length === 1`)
+      await rowsUntil(page, (r) => r.length === 1)
       expect((await rows(page)).map((r) => r[1])).toEqual(["ci"])
       await page.check("input[name=outcome][value='']")
-      await page.waitForFunction(`document.querySelectorAll("#audit tbody tr").length === 2`)
+      await rowsUntil(page, (r) => r.length === 2)
       await page.fill("#audit-actor", "bootstrap")
       await page.press("#audit-actor", "Enter")
-      await page.waitForFunction(
-        `Array.from(document.querySelectorAll("#audit tbody tr td:nth-child(2)")).every((td) => td.textContent === "bootstrap")`
-      )
+      await rowsUntil(page, (r) => r.length > 0 && r.every((cells) => cells[1] === "bootstrap"))
       await page.fill("#audit-actor", "")
       await page.press("#audit-actor", "Enter")
 
@@ -108,9 +117,7 @@ for (const db of databases) {
       await page.click("text=Create token")
       await page.waitForSelector("text=New read token")
       await page.click("text=Audit log")
-      await page.waitForFunction(
-        `Array.from(document.querySelectorAll("#audit tbody tr td:nth-child(4)")).some((td) => td.textContent === "createApiToken")`
-      )
+      await rowsUntil(page, (r) => r.some((cells) => cells[3] === "createApiToken"))
       const first = (await rows(page))[0]
       expect(first?.slice(1, 6)).toEqual([
         "bootstrap",
