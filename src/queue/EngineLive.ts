@@ -13,7 +13,7 @@ import { GitHost } from "./GitHost.ts"
 import { makeLeases } from "./lease.ts"
 import { initialState, type QueueState, type QueueStats, type RunRecord } from "./planner/index.ts"
 import { QueueRepo, type QueueRow, queueOfColumns } from "./QueueRepo.ts"
-import { entryRecord, positionOf, viewOf } from "./queueView.ts"
+import { entryRecord, estimateKey, pendingEvents, pendingState, positionOf, viewOf } from "./queueView.ts"
 import { plannerConfig, repoRefOf } from "./Runner.ts"
 import type { RunnerHealth } from "./runner/health.ts"
 import { Statuses, type StoredCheckRun, WAKE_CHANNEL } from "./Statuses.ts"
@@ -150,7 +150,8 @@ export const EngineLive = Layer.scopedContext(
       active: boolean,
       version: number | null,
       items: ReadonlyArray<TimelineItem>,
-      now: number
+      now: number,
+      known?: ReturnType<typeof estimateFields>
     ) => {
       const rows = items.map((t) => ({ at: new Date(t.at).getTime(), state: t.state, reason: t.reason }))
       const b = breakdownOf(rows, now, {
@@ -158,13 +159,15 @@ export const EngineLive = Layer.scopedContext(
         maxWaitMs: queue.config.batchingMaxWaitTimeMinutes * 60_000
       })
       // an unchanged queue's estimate is cached by its runtime version: then its state is not read again
-      const hit = active && version !== null ? cachedEstimate(queue.id, version) : undefined
+      const hit = known === undefined && active && version !== null ? cachedEstimate(queue.id, version) : undefined
       const estimates =
-        hit !== undefined
-          ? estimateFields(hit.estimate, entryId, { place: 1, depth: hit.depth, now })
-          : active
-            ? undefined
-            : {}
+        known !== undefined
+          ? known
+          : hit !== undefined
+            ? estimateFields(hit.estimate, entryId, { place: 1, depth: hit.depth, now })
+            : active
+              ? undefined
+              : {}
       if (estimates !== undefined && b.restarts.length === 0)
         return Effect.succeed({ ...estimates, timeBreakdown: breakdownView(b, noCauses) })
       return Effect.all([
@@ -259,14 +262,19 @@ export const EngineLive = Layer.scopedContext(
               : upgradeState(parseJson<QueueState>(row.runtime_state))
           const version = row.runtime_version === null ? null : Number(row.runtime_version)
           const now = yield* Clock.currentTimeMillis
-          // the prior only feeds the estimate: not read when the estimate of this version is cached
-          const cached = version !== null && cachedEstimate(queue.id, version) !== undefined
+          const active = parseJson<ReadonlyArray<EntryRow>>(row.active)
+          // the prior only feeds the estimate: not read when the estimate of this version is cached (and no write
+          // waits for the runner: the estimate is then of the state as it will step them)
+          const cached =
+            version !== null &&
+            cachedEstimate(queue.id, version) !== undefined &&
+            pendingEvents(queue, state, active).length === 0
           const prior = cached ? undefined : yield* priorFor(queue, state)
           const runnerError =
             row.runner_error === null
               ? null
               : { message: row.runner_error, since: iso(new Date(row.runner_error_since ?? now)) }
-          const view = viewOf(queue, state, parseJson<ReadonlyArray<EntryRow>>(row.active), now, version, prior)
+          const view = viewOf(queue, state, active, now, version, prior)
           return { ...view, runnerError }
         }),
 
@@ -326,11 +334,20 @@ export const EngineLive = Layer.scopedContext(
               : parseJson<Array<TimelineItem & { readonly seq: number }>>(found.value.timeline).sort(
                   (a, b) => a.seq - b.seq
                 )
-          // requests the runner has not stepped yet move places: the view's order then (the state is read whole)
-          const place =
-            active && row.unsettled
-              ? positionOf(yield* runtimeOf(queue), yield* activeEntries(queue.id), row.id)
-              : row.position
+          // requests the runner has not stepped yet move places and estimates: the view's order then, and the
+          // estimate of the state as the runner will step them (the state is read whole)
+          const now = yield* Clock.currentTimeMillis
+          let place = row.position
+          let known: ReturnType<typeof estimateFields> | undefined
+          if (active && (row.unsettled || found.value.config_pending)) {
+            const state = yield* runtimeOf(queue)
+            const rows = yield* activeEntries(queue.id)
+            if (row.unsettled) place = positionOf(state, rows, row.id)
+            const pending = pendingState(queue, state, rows, now)
+            const prior = yield* priorFor(queue, pending.state)
+            const estimate = estimateOf(queue.id, estimateKey(version, pending.key), pending.state, now, prior)
+            known = estimateFields(estimate, row.id, { place: 1, depth: pending.state.config.concurrency, now })
+          }
           const hasTargets = row.has_targets
           // on GitHub, the PR as GitHub sees it now (a conditional request; unknown when GitHub does not answer soon)
           const live =
@@ -355,7 +372,7 @@ export const EngineLive = Layer.scopedContext(
             },
             forceEnqueued: false,
             isCurrentlySubmittedToQueue: active,
-            ...(yield* extensionsOf(queue, row.id, active, version, items, yield* Clock.currentTimeMillis))
+            ...(yield* extensionsOf(queue, row.id, active, version, items, now, known))
           }
           if (!includeTimeline) return record
           return {
