@@ -20,6 +20,7 @@ export type ErrorCode =
   | "QUEUE_NOT_EMPTY"
   | "PR_NOT_ACTIVE"
   | "PR_TESTS_NOT_RESTARTABLE"
+  | "PR_ALREADY_MERGED"
   | "PAYLOAD_TOO_LARGE"
   | "UNSUPPORTED_MEDIA_TYPE"
   | "RATE_LIMITED"
@@ -106,6 +107,7 @@ const domainStatus: { readonly [Tag in DomainError["_tag"]]: readonly [status: n
   PullRequestNotFound: [404, "PR_NOT_FOUND"],
   PrNotActive: [409, "PR_NOT_ACTIVE"],
   PrTestsNotRestartable: [409, "PR_TESTS_NOT_RESTARTABLE"],
+  PrAlreadyMerged: [409, "PR_ALREADY_MERGED"],
   TestRunNotFound: [404, "TEST_RUN_NOT_FOUND"],
   InvalidQuarantineInput: [400, "INVALID_REQUEST"],
   EventsNotFound: [404, "NOT_FOUND"],

@@ -40,6 +40,7 @@ export const ERROR_CODES: ReadonlyArray<ErrorCode> = [
   "QUEUE_NOT_EMPTY",
   "PR_NOT_ACTIVE",
   "PR_TESTS_NOT_RESTARTABLE",
+  "PR_ALREADY_MERGED",
   "PAYLOAD_TOO_LARGE",
   "UNSUPPORTED_MEDIA_TYPE",
   "RATE_LIMITED",
@@ -83,7 +84,8 @@ const ERROR_DESCRIPTIONS: Record<string, string> = {
   "400": "Invalid request (INVALID_REQUEST, with a detail per field; or a feature's own code)",
   "401": "No valid API token (UNAUTHORIZED)",
   "404": "Not found, or another organization's (QUEUE_NOT_FOUND, PR_NOT_FOUND, ...)",
-  "409": "Conflicts with the current state (QUEUE_ALREADY_EXISTS, QUEUE_NOT_EMPTY, PR_NOT_ACTIVE, ...)",
+  "409":
+    "Conflicts with the current state (QUEUE_ALREADY_EXISTS, QUEUE_NOT_EMPTY, PR_NOT_ACTIVE, PR_ALREADY_MERGED, ...)",
   "413": "The body is over 20 MiB (PAYLOAD_TOO_LARGE)",
   "415": "The body is not JSON (UNSUPPORTED_MEDIA_TYPE)",
   "429": "Over the token's rate limit (RATE_LIMITED, with Retry-After)",

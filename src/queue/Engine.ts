@@ -11,6 +11,7 @@ import type {
   SubmittedPullRequest,
   TestingDetails
 } from "./schemas.ts"
+import type { SubmitOutcome } from "./submissions.ts"
 
 type AdaptiveChoice = typeof AdaptiveChoiceView.Type
 
@@ -35,6 +36,8 @@ export type HostChange =
   /** the PR left the queue's reach: closed, turned into a draft, retargeted (`reason`, a cancellation reason) */
   | { readonly _tag: "PrCancelled"; readonly prNumber: number; readonly reason: string }
   | { readonly _tag: "PrHeadMoved"; readonly prNumber: number; readonly sha: string }
+  /** the PR was merged outside the queue (GitHub: closed as merged) at head `sha` */
+  | { readonly _tag: "PrMerged"; readonly prNumber: number; readonly sha: string }
   /** a branch moved (a push): the runner looks at the target's tip at once */
   | { readonly _tag: "BranchMoved" }
 
@@ -89,9 +92,10 @@ export interface EngineShape {
   ) => Effect.Effect<void, QueueError | SqlError>
   /**
    * `submit` in a transaction of its own, together with the other submissions that arrive meanwhile (group
-   * commit); the runner is woken after the commit. False when the queue is gone.
+   * commit); the runner is woken after the commit. `gone` when the queue is gone, `merged` when the queue merged the
+   * PR at this head already (nothing written).
    */
-  readonly submitBatched: (submission: Submission) => Effect.Effect<boolean, SqlError>
+  readonly submitBatched: (submission: Submission) => Effect.Effect<SubmitOutcome, SqlError>
   /** `reason` defaults to `API_REQUESTED` (a comment command cancels with `USER_REQUESTED`). */
   readonly cancel: (queue: QueueRow, prNumber: number, reason?: string) => Effect.Effect<void, QueueError | SqlError>
   readonly restart: (queue: QueueRow, prNumber: number) => Effect.Effect<void, QueueError | SqlError>

@@ -6,7 +6,14 @@ import { EventLog } from "../kernel/EventLog.ts"
 import type { CommandCi } from "./CiRunner.ts"
 import { Engine, EngineRunner, type EngineShape, type QueueKey } from "./Engine.ts"
 import { makeEngineRepo } from "./engineRepo.ts"
-import { PrNotActive, PrTestsNotRestartable, PullRequestNotFound, QueueNotFound, TestRunNotFound } from "./errors.ts"
+import {
+  PrAlreadyMerged,
+  PrNotActive,
+  PrTestsNotRestartable,
+  PullRequestNotFound,
+  QueueNotFound,
+  TestRunNotFound
+} from "./errors.ts"
 import { cachedEstimate, estimateFields, estimateOf, needsPrior } from "./estimates.ts"
 import { PrFeedback } from "./Feedback.ts"
 import { GitHost } from "./GitHost.ts"
@@ -193,20 +200,38 @@ export const EngineLive = Layer.scopedContext(
         return entry.value
       })
 
+    const alreadyMerged = (queue: QueueRow, prNumber: number, why: string) =>
+      new PrAlreadyMerged({ message: `pull request #${prNumber} is merged into ${queue.branch} already: ${why}` })
+
+    /**
+     * The PR as the Git host shows it, unless it is merged already (PR_ALREADY_MERGED): the host says so (GitHub), or
+     * its head is in the target branch (local Git, which has no pull requests of its own to ask).
+     */
     const readPullRequest = (queue: QueueRow, prNumber: number) =>
-      git.getPullRequest(repoRefOf(queue.repo), prNumber).pipe(
-        Effect.catchTags({
-          PrNotFound: () =>
-            new PullRequestNotFound({
-              message: `pull request #${prNumber} does not exist (no refs/pull/${prNumber}/head)`
-            }),
-          RepoNotFound: () =>
-            new PullRequestNotFound({
-              message: `pull request #${prNumber} does not exist: ${queue.repo.host}/${queue.repo.owner}/${queue.repo.name} has no repository`
-            })
-        }),
-        Effect.catchTag("GitError", (e) => Effect.die(e))
-      )
+      Effect.gen(function* () {
+        const ref = repoRefOf(queue.repo)
+        const pr = yield* git.getPullRequest(ref, prNumber).pipe(
+          Effect.catchTags({
+            PrNotFound: () =>
+              new PullRequestNotFound({
+                message: `pull request #${prNumber} does not exist (no refs/pull/${prNumber}/head)`
+              }),
+            PrMerged: () => alreadyMerged(queue, prNumber, "the Git host says it is merged"),
+            RepoNotFound: () =>
+              new PullRequestNotFound({
+                message: `pull request #${prNumber} does not exist: ${queue.repo.host}/${queue.repo.owner}/${queue.repo.name} has no repository`
+              })
+          }),
+          Effect.catchTag("GitError", (e) => Effect.die(e))
+        )
+        if (git.remotePullRequests?.(ref) !== true) {
+          const tip = yield* git.getBranchSha(ref, queue.branch).pipe(Effect.orElseSucceed(() => null))
+          const contained =
+            tip !== null && (yield* git.isAncestor(ref, pr.headSha, tip).pipe(Effect.orElseSucceed(() => false)))
+          if (contained) return yield* alreadyMerged(queue, prNumber, `its head ${pr.headSha} is in the branch`)
+        }
+        return pr
+      })
 
     // One wake-up in flight per queue: wakes asked for meanwhile fold into one more, sent after it (so after every
     // commit that asked), instead of a notification per request.
@@ -283,8 +308,9 @@ export const EngineLive = Layer.scopedContext(
       submit: (queue, prNumber, priority, noBatch, read) =>
         Effect.gen(function* () {
           const pr = read ?? (yield* readPullRequest(queue, prNumber))
-          const [written] = yield* writeSubmissions([{ queue, prNumber, priority, noBatch, pr }])
-          if (written !== true) return yield* queueNotFound(keyOf(queue))
+          const [outcome] = yield* writeSubmissions([{ queue, prNumber, priority, noBatch, pr }])
+          if (outcome === "merged") return yield* alreadyMerged(queue, prNumber, "the queue merged this head")
+          if (outcome !== "written") return yield* queueNotFound(keyOf(queue))
         }),
 
       submitBatched,
@@ -468,7 +494,15 @@ export const EngineLive = Layer.scopedContext(
                         _tag: "Planner",
                         event: { _tag: "Cancelled", prNumber: change.prNumber, reason: change.reason }
                       }
-                    : { _tag: "Planner", event: { _tag: "PrHeadMoved", prNumber: change.prNumber, sha: change.sha } }
+                    : change._tag === "PrMerged"
+                      ? {
+                          _tag: "Planner",
+                          event: { _tag: "MergedOutside", prNumber: change.prNumber, sha: change.sha }
+                        }
+                      : {
+                          _tag: "Planner",
+                          event: { _tag: "PrHeadMoved", prNumber: change.prNumber, sha: change.sha }
+                        }
             if (event !== undefined) events.push({ i: events.length, queue_id: queueId, event })
           }
           if (events.length > 0) yield* enqueueEvents(events)

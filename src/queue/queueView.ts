@@ -162,7 +162,8 @@ export const pendingEvents = (
         headSha: e?.headSha ?? row.head_sha,
         priority: row.priority,
         noBatch: row.no_batch,
-        ready: e?.ready ?? true
+        ready: e?.ready ?? true,
+        ...(e === undefined ? {} : { update: true })
       })
     }
     // restarted: the request took it out of its run (or out of pending_failure)
