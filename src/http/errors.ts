@@ -28,6 +28,7 @@ export type ErrorCode =
   | "INTERNAL"
   | "METHOD_NOT_ALLOWED"
   | "HEADERS_TOO_LARGE"
+  | "SERVICE_UNAVAILABLE"
 
 export type { ErrorDetail }
 
@@ -48,6 +49,21 @@ export const unauthorized = (message = "a valid API token is required (x-api-tok
   new ApiError({ status: 401, code: "UNAUTHORIZED", message })
 export const internal = () =>
   new ApiError({ status: 500, code: "INTERNAL", message: "the server could not complete the request" })
+/** Seconds a client is told to wait (Retry-After) while the database cannot be reached. */
+export const UNAVAILABLE_RETRY_AFTER_SECONDS = 5
+
+/**
+ * The database cannot be reached (stopped, restarting, unreachable, out of connections): 503 with Retry-After. The
+ * request's transaction did not commit (or, when the connection was lost at its very commit, may have: requests
+ * that are safe to repeat are repeated as they are).
+ */
+export const serviceUnavailable = () =>
+  new ApiError({
+    status: 503,
+    code: "SERVICE_UNAVAILABLE",
+    message: "the database cannot be reached right now: try again shortly",
+    headers: { "retry-after": String(UNAVAILABLE_RETRY_AFTER_SECONDS) }
+  })
 export const notImplemented = (what: string) =>
   new ApiError({ status: 501, code: "NOT_IMPLEMENTED", message: `${what} is not implemented yet` })
 

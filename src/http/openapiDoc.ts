@@ -45,7 +45,8 @@ export const ERROR_CODES: ReadonlyArray<ErrorCode> = [
   "UNSUPPORTED_MEDIA_TYPE",
   "RATE_LIMITED",
   "NOT_IMPLEMENTED",
-  "INTERNAL"
+  "INTERNAL",
+  "SERVICE_UNAVAILABLE"
 ]
 
 const errorEnvelope = {
@@ -89,7 +90,17 @@ const ERROR_DESCRIPTIONS: Record<string, string> = {
   "413": "The body is over 20 MiB (PAYLOAD_TOO_LARGE)",
   "415": "The body is not JSON (UNSUPPORTED_MEDIA_TYPE)",
   "429": "Over the token's rate limit (RATE_LIMITED, with Retry-After)",
-  "500": "The server failed (INTERNAL)"
+  "500": "The server failed (INTERNAL)",
+  "503":
+    "The database cannot be reached right now (SERVICE_UNAVAILABLE, with Retry-After): try again after that many seconds"
+}
+
+/** The `Retry-After` header of the answers that have one (429, 503). */
+const retryAfterHeader = {
+  "Retry-After": {
+    description: "Seconds to wait before trying again",
+    schema: { type: "integer", minimum: 1 }
+  }
 }
 
 type Json = Record<string, unknown>
@@ -144,6 +155,7 @@ export const refineDocument = (generated: OpenApi.OpenAPISpec, publicUrl: string
         }
         ;(op.responses as Json)[status] = {
           description: ERROR_DESCRIPTIONS[status] ?? "Error",
+          ...(status === "429" || status === "503" ? { headers: retryAfterHeader } : {}),
           content: { "application/json": { schema: { $ref: "#/components/schemas/ErrorEnvelope" } } }
         }
       }

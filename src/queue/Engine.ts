@@ -11,7 +11,6 @@ import type {
   SubmittedPullRequest,
   TestingDetails
 } from "./schemas.ts"
-import type { SubmitOutcome } from "./submissions.ts"
 
 type AdaptiveChoice = typeof AdaptiveChoiceView.Type
 
@@ -30,6 +29,13 @@ export interface Submission {
   readonly noBatch: boolean | undefined
   readonly pr: PullRequestInfo
 }
+
+/**
+ * What became of a submission: written; its queue gone (nothing written); or refused because the queue merged the
+ * PR at this very head already (PR_ALREADY_MERGED: a squash or rebase merge leaves no trace of the head in the target
+ * branch, so this is how a resubmission is known).
+ */
+export type SubmitOutcome = "written" | "gone" | "merged"
 
 /** What a Git host (its webhooks, a reconciliation) saw change, for the runners of the queues it concerns. */
 export type HostChange =

@@ -1,17 +1,10 @@
 import type * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Clock, Deferred, Effect, Queue } from "effect"
-import type { Submission } from "./Engine.ts"
+import type { Submission, SubmitOutcome } from "./Engine.ts"
 import type { makeEngineRepo } from "./engineRepo.ts"
 import { DEFAULT_PRIORITY } from "./schemas.ts"
 import { type InboxEvent, iso, type Store, TERMINAL } from "./store.ts"
-
-/**
- * What became of a submission: written; its queue gone (nothing written); or refused because the queue merged the
- * PR at this very head already (PR_ALREADY_MERGED: a squash or rebase merge leaves no trace of the head in the target
- * branch, so this is how a resubmission is known).
- */
-export type SubmitOutcome = "written" | "gone" | "merged"
 
 /** A submission waiting for the next batch. */
 interface PendingSubmission {
