@@ -4,6 +4,7 @@ import { Effect } from "effect"
 import { eventsMigration, streamPresenceMigration, timelineInLogMigration } from "../events/migration.ts"
 import { flakyStatusHistory } from "../flaky/historyMigration.ts"
 import { flakyMigration, flakyQuarantineLifecycle, flakyResultsByTime } from "../flaky/migration.ts"
+import { flakyUploadKeys } from "../flaky/uploadKeysMigration.ts"
 import { requestsAndRunnerErrors } from "../queue/migration.ts"
 import { adminTokensMigration } from "../tenancy/migration.ts"
 import { webSessionsMigration } from "../tenancy/sessionsMigration.ts"
@@ -257,7 +258,8 @@ export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.S
   "0100_flaky_status_history": flakyStatusHistory,
   "0101_test_runs_by_entry": testRunsByEntry,
   "0102_event_stream_presence": streamPresenceMigration,
-  "0103_timeline_in_event_log": timelineInLogMigration
+  "0103_timeline_in_event_log": timelineInLogMigration,
+  "0240_flaky_upload_keys": flakyUploadKeys
 }
 
 export const runMigrations = Migrator.make({})({
