@@ -149,7 +149,7 @@ const within = async (ms: number, step: string, work: Promise<unknown>): Promise
   }
 }
 
-const writeLog = (level: "INFO" | "ERROR", message: string, extra: Record<string, unknown> = {}) => {
+const writeLog = (level: "INFO" | "WARN" | "ERROR", message: string, extra: Record<string, unknown> = {}) => {
   const line = `${JSON.stringify({ level, time: new Date().toISOString(), message, ...extra })}\n`
   if (level === "ERROR") process.stderr.write(line)
   else process.stdout.write(line)
@@ -403,6 +403,7 @@ export const startServer = async <E>(
     observer: { observe: metrics.observeRequest },
     tracer: Option.isSome(config.otlpEndpoint) ? makeRequestTracer(rt) : undefined,
     logError,
+    logWarning: (message) => writeLog("WARN", message),
     checkAnswers: config.checkAnswers,
     extra
   })

@@ -1,5 +1,18 @@
 import { parseArgs } from "node:util"
-import { type ClientIo, call, type Env, orgOf, prOf, repoOf, serverOf, UsageError } from "./io.ts"
+import {
+  type ClientIo,
+  CONNECTION_HELP,
+  CONNECTION_OPTIONS,
+  call,
+  type Env,
+  EXIT_CODES_HELP,
+  exitCodeOf,
+  orgOf,
+  prOf,
+  repoOf,
+  serverOf,
+  UsageError
+} from "./io.ts"
 
 /** `quarantine`, `queue status`, `submit` and `cancel`: thin calls of the v1 API. */
 
@@ -7,13 +20,17 @@ const COMMON = {
   url: { type: "string" },
   token: { type: "string" },
   repo: { type: "string" },
-  help: { type: "boolean", short: "h" }
+  help: { type: "boolean", short: "h" },
+  ...CONNECTION_OPTIONS
 } as const
 
 const COMMON_HELP = `  --url URL              the Greenline server (default: $GREENLINE_URL)
   --token TOKEN          an API token (default: $GREENLINE_TOKEN)
   --repo HOST/OWNER/NAME the repository (default: $GREENLINE_REPO)
-  -h, --help             this text`
+${CONNECTION_HELP}
+  -h, --help             this text
+
+${EXIT_CODES_HELP}`
 
 const QUEUE_HELP = `  --target-branch NAME   the queue's target branch (default: $GREENLINE_TARGET_BRANCH, else main)`
 
@@ -101,10 +118,13 @@ const run: Record<CommandName, (argv: ReadonlyArray<string>, env: Env, io: Clien
     let pageToken = ""
     let count = 0
     for (;;) {
-      const answer = (await call(io, server, "flaky-tests/list-quarantined-tests", {
-        ...scope,
-        page_query: { page_size: 100, page_token: pageToken }
-      })) as { quarantined_tests: ReadonlyArray<QuarantinedTest>; page: { next_page_token: string } }
+      const answer = (await call(
+        io,
+        server,
+        "flaky-tests/list-quarantined-tests",
+        { ...scope, page_query: { page_size: 100, page_token: pageToken } },
+        "idempotent"
+      )) as { quarantined_tests: ReadonlyArray<QuarantinedTest>; page: { next_page_token: string } }
       for (const t of answer.quarantined_tests) {
         count++
         const setting = t.quarantine_setting === "always_quarantine" ? "always" : "auto"
@@ -126,12 +146,18 @@ const run: Record<CommandName, (argv: ReadonlyArray<string>, env: Env, io: Clien
     }
     if (!(setting in SETTINGS)) throw new UsageError(`the setting is always, never or auto, not ${setting}`)
     const server = serverOf(values, env)
-    await call(io, server, "flaky-tests/set-quarantine-override", {
-      repo: repoOf(values.repo as string | undefined, env),
-      org_url_slug: orgOf(values.org as string | undefined, env),
-      test_case_id: test,
-      override: SETTINGS[setting as keyof typeof SETTINGS]
-    })
+    await call(
+      io,
+      server,
+      "flaky-tests/set-quarantine-override",
+      {
+        repo: repoOf(values.repo as string | undefined, env),
+        org_url_slug: orgOf(values.org as string | undefined, env),
+        test_case_id: test,
+        override: SETTINGS[setting as keyof typeof SETTINGS]
+      },
+      "idempotent"
+    )
     io.out(`${test}: quarantine ${setting}`)
     return 0
   },
@@ -141,7 +167,7 @@ const run: Record<CommandName, (argv: ReadonlyArray<string>, env: Env, io: Clien
     const server = serverOf(values, env)
     const repo = repoOf(values.repo as string | undefined, env)
     const targetBranch = targetBranchOf(values["target-branch"] as string | undefined, env)
-    const queue = (await call(io, server, "getQueue", { repo, targetBranch })) as {
+    const queue = (await call(io, server, "getQueue", { repo, targetBranch }, "idempotent")) as {
       state: string
       mode: string
       concurrency: number
@@ -172,13 +198,20 @@ const run: Record<CommandName, (argv: ReadonlyArray<string>, env: Env, io: Clien
     const pr = prOf(values.pr as string | undefined, env)
     if (pr === undefined) throw new UsageError("--pr is required")
     const priority = values.priority as string | undefined
-    await call(io, server, "submitPullRequest", {
-      repo,
-      targetBranch,
-      pr: { number: pr },
-      ...(priority !== undefined ? { priority: /^\d+$/.test(priority) ? Number(priority) : priority } : {}),
-      ...(values["no-batch"] ? { noBatch: true } : {})
-    })
+    // submitting again is harmless (an active PR keeps its place, with the priority given)
+    await call(
+      io,
+      server,
+      "submitPullRequest",
+      {
+        repo,
+        targetBranch,
+        pr: { number: pr },
+        ...(priority !== undefined ? { priority: /^\d+$/.test(priority) ? Number(priority) : priority } : {}),
+        ...(values["no-batch"] ? { noBatch: true } : {})
+      },
+      "idempotent"
+    )
     io.out(`PR ${pr} submitted to ${repo.host}/${repo.owner}/${repo.name}@${targetBranch}`)
     return 0
   },
@@ -190,7 +223,8 @@ const run: Record<CommandName, (argv: ReadonlyArray<string>, env: Env, io: Clien
     const targetBranch = targetBranchOf(values["target-branch"] as string | undefined, env)
     const pr = prOf(values.pr as string | undefined, env)
     if (pr === undefined) throw new UsageError("--pr is required")
-    await call(io, server, "cancelPullRequest", { repo, targetBranch, pr: { number: pr } })
+    // not repeated once it may have arrived: a second cancel answers 409 PR_NOT_ACTIVE
+    await call(io, server, "cancelPullRequest", { repo, targetBranch, pr: { number: pr } }, "once")
     io.out(`PR ${pr} cancelled in ${repo.host}/${repo.owner}/${repo.name}@${targetBranch}`)
     return 0
   }
@@ -203,16 +237,13 @@ const help = (io: ClientIo, name: CommandName) => {
 
 export const isApiCommand = (name: string): name is CommandName => name in run
 
-/** Runs an API command; 2 for a usage error, 1 when the server fails or refuses. */
+/** Runs an API command; its exit code (io.ts `EXIT`: 2 a usage error, 3 unreachable, 4 an error answer). */
 export const runApiCommand = async (name: CommandName, argv: ReadonlyArray<string>, env: Env, io: ClientIo) => {
   try {
     return await run[name](argv, env, io)
   } catch (e) {
     io.err(`${name}: ${e instanceof Error ? e.message : String(e)}`)
-    if (e instanceof UsageError) {
-      io.err(USAGES[name].split("\n")[0] ?? "")
-      return 2
-    }
-    return 1
+    if (e instanceof UsageError) io.err(USAGES[name].split("\n")[0] ?? "")
+    return exitCodeOf(e)
   }
 }

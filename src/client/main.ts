@@ -1,5 +1,5 @@
 import { isApiCommand, runApiCommand } from "./commands.ts"
-import { type ClientIo, defaultIo, type Env } from "./io.ts"
+import { type ClientIo, defaultIo, type Env, EXIT_CODES_HELP } from "./io.ts"
 import { runTest } from "./test.ts"
 import { runUpload } from "./upload.ts"
 
@@ -30,7 +30,11 @@ ${Object.entries(CLIENT_COMMANDS)
   .join("\n")}
 
 Every command reads the server and token from --url/--token or GREENLINE_URL/GREENLINE_TOKEN, and the
-repository from --repo or GREENLINE_REPO (host/owner/name, e.g. github.com/acme/web).`
+repository from --repo or GREENLINE_REPO (host/owner/name, e.g. github.com/acme/web). It gives up connecting
+after 10 s and waiting for an answer after 60 s (--connect-timeout, --timeout), and tries again after connection
+errors, 429 and 5xx (--retries, 3 by default) when that is safe.
+
+${EXIT_CODES_HELP}`
 
 /** Runs the client on `argv` (the arguments after the program); resolves with the exit code. */
 export const runClient = async (argv: ReadonlyArray<string>, env: Env, io: ClientIo = defaultIo()): Promise<number> => {

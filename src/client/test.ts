@@ -28,7 +28,10 @@ own exit code stands. A shell pipeline needs a shell: -- sh -c 'make test | tee 
 
   --junit GLOB           JUnit XML files the command writes, e.g. 'reports/**/*.xml' (repeatable; required)
 ${UPLOAD_OPTIONS_HELP}
-  -h, --help             this text`
+  -h, --help             this text
+
+Exit code: the command's own (0 also when it failed only on quarantined tests); 2 when the command line is wrong.
+Trouble with the server (3 or 4 in the other commands) never changes it: it is a warning here.`
 
 export interface Spawner {
   /** Runs `command` with the job's stdio; resolves with its exit code (128 + n for a signal). */

@@ -4,16 +4,22 @@ import { parseArgs } from "node:util"
 import { gzipSync } from "node:zlib"
 import { globSync, isDynamicPattern } from "tinyglobby"
 import {
-  answerOf,
   branchOf,
   type ClientIo,
+  CONNECTION_HELP,
+  CONNECTION_OPTIONS,
   defaultIo,
   type Env,
+  EXIT,
+  EXIT_CODES_HELP,
+  exitCodeOf,
   orgOf,
+  parseAnswer,
   prOf,
   repoOf,
   type Server,
   ServerError,
+  send,
   serverOf,
   shaOf,
   UsageError
@@ -22,7 +28,7 @@ import {
 /**
  * `upload` (contract.md §7): sends JUnit files to a running server and tells the CI job whether it may pass.
  * Exit code: 0 when every failure is quarantined (or there is none); else `--exit-code` when given, else 1;
- * 2 for a usage error, an unreachable server or an error answer.
+ * 2 for a usage error, 3 when the server cannot be reached, 4 when it answers with an error (io.ts `EXIT`).
  */
 
 export type UploadIo = ClientIo
@@ -38,7 +44,8 @@ export const UPLOAD_OPTIONS = {
   pr: { type: "string" },
   variant: { type: "string" },
   job: { type: "string" },
-  help: { type: "boolean", short: "h" }
+  help: { type: "boolean", short: "h" },
+  ...CONNECTION_OPTIONS
 } as const
 
 export const UPLOAD_OPTIONS_HELP = `Where the results go:
@@ -51,7 +58,9 @@ What they are of:
   --branch NAME          its branch (default: $GITHUB_HEAD_REF, $GITHUB_REF_NAME, $CI_COMMIT_REF_NAME, or git)
   --pr N                 the pull request (default: from $GITHUB_REF refs/pull/N/..., or $CI_MERGE_REQUEST_IID)
   --variant NAME         a variant of the same tests (e.g. an OS), kept apart in the statistics
-  --job NAME             the CI job's name`
+  --job NAME             the CI job's name
+How it talks to the server:
+${CONNECTION_HELP}`
 
 export const UPLOAD_USAGE = `usage: greenline upload [options] <JUnit files or globs...>
 
@@ -63,8 +72,10 @@ ${UPLOAD_OPTIONS_HELP}
   --exit-code N          the exit code when a failure is not quarantined (default 1; e.g. the test command's)
   -h, --help             this text
 
-Exit code: 0 when there is no failure or every failure is quarantined; else --exit-code (or 1);
-2 when the command line is wrong, the server cannot be reached or answers with an error.`
+The upload carries an idempotency key: sent again after a lost answer, it is stored once.
+
+${EXIT_CODES_HELP}
+--exit-code N replaces 1.`
 
 /** Expands the file arguments: plain paths must exist, globs are matched relative to `cwd` (sorted, no duplicates). */
 export const expandFiles = (
@@ -128,7 +139,11 @@ export const uploadTarget = (values: UploadValues, env: Env, cwd: string) => {
 
 export type UploadTarget = ReturnType<typeof uploadTarget>
 
-/** Sends `files` (gzipped) in one multipart upload; the server's summary, or a ServerError. */
+/**
+ * Sends `files` (gzipped) in one multipart upload; the server's summary, or a ServerError. It carries an
+ * `Idempotency-Key` (one per upload, the same in each attempt): when an answer is lost and the upload is sent again,
+ * the server stores it once and answers with the first one's summary.
+ */
 export const sendUpload = async (
   io: ClientIo,
   server: Server,
@@ -141,17 +156,26 @@ export const sendUpload = async (
     const gz = gzipSync(readFileSync(file))
     form.append("junit", new File([new Uint8Array(gz)], path.basename(file), { type: "application/gzip" }))
   }
-  let response: Response
-  try {
-    response = await io.fetch(`${server.url}/v1/flaky-tests/upload`, {
+  // the multipart body as bytes, once: every attempt sends the same (its type read first: Bun forgets it once the
+  // body is read)
+  const encoded = new Response(form)
+  const contentType = encoded.headers.get("content-type") ?? "multipart/form-data"
+  const body = new Uint8Array(await encoded.arrayBuffer())
+  const answer = await send(
+    io,
+    server,
+    {
       method: "POST",
-      headers: { "x-api-token": server.token },
-      body: form
-    })
-  } catch (e) {
-    throw new ServerError(`cannot reach ${server.url}: ${e instanceof Error ? e.message : String(e)}`, false)
-  }
-  const summary = (await answerOf(response, server)) as UploadSummary
+      path: "/v1/flaky-tests/upload",
+      headers: {
+        "content-type": contentType,
+        "idempotency-key": crypto.randomUUID()
+      },
+      body
+    },
+    "idempotent"
+  )
+  const summary = parseAnswer(answer, server) as UploadSummary
   if (typeof summary.tests !== "number") throw new ServerError(`unexpected answer from ${server.url}`, true)
   return summary
 }
@@ -200,20 +224,20 @@ export const runUpload = async (argv: ReadonlyArray<string>, env: Env, io: Uploa
   } catch (e) {
     io.err(`upload: ${e instanceof Error ? e.message : String(e)}`)
     if (e instanceof UsageError) io.err(UPLOAD_USAGE.split("\n")[0] ?? "")
-    return 2
+    return exitCodeOf(e)
   }
   let summary: UploadSummary
   try {
     summary = await sendUpload(io, target.server, target.metadata, files)
   } catch (e) {
     io.err(`upload: ${e instanceof Error ? e.message : String(e)}`)
-    return 2
+    return exitCodeOf(e)
   }
   describeSummary(io, files.length, target.repo, summary)
-  if (summary.failed === 0) return 0
+  if (summary.failed === 0) return EXIT.ok
   if (summary.all_failures_quarantined) {
     io.out("Every failure is quarantined: this job may pass.")
-    return 0
+    return EXIT.ok
   }
-  return exitCode ?? 1
+  return exitCode ?? EXIT.failed
 }

@@ -5,7 +5,7 @@ import { SqlError } from "@effect/sql/SqlError"
 import * as PgClient from "@effect/sql-pg/PgClient"
 import { Duration, Effect, Layer, Option, PubSub, Redacted, Stream } from "effect"
 import Pg from "pg"
-import { Database, type PoolUse } from "../kernel/Database.ts"
+import { Database, type PoolUse, RESUMED } from "../kernel/Database.ts"
 import { serveControlSocket } from "./backup.ts"
 import { DatabaseEnv, DEFAULT_POOL_MAX } from "./DatabaseEnv.ts"
 import { DatabaseLocked, lockDataDir } from "./dataDirLock.ts"
@@ -62,6 +62,99 @@ const pgliteLayer = (dataDir: string | undefined, seed?: Blob) =>
     })
   )
 
+/** How long a statement waits to connect, or for a free connection of the pool, before it fails. */
+const CONNECT_TIMEOUT_MS = 10_000
+
+/**
+ * LISTEN on a connection of its own that comes back: when the connection is lost (the database stopped or
+ * restarted) it connects again, with a back-off of 0.25 s doubling up to 5 s, listens to every channel again and
+ * emits `RESUMED` to each listener (what was notified meanwhile is lost). `@effect/sql-pg`'s own listen stays on a
+ * dead connection for good.
+ */
+const makeListener = (url: Redacted.Redacted<string>) =>
+  Effect.acquireRelease(
+    Effect.sync(() => {
+      const listeners = new Map<string, Set<(payload: string) => void>>()
+      let client: Pg.Client | undefined
+      let closed = false
+      let connected = false
+      let everConnected = false
+      let delay = 250
+      let timer: ReturnType<typeof setTimeout> | undefined
+      const quote = (channel: string) => Pg.escapeIdentifier(channel)
+      const lost = (c: Pg.Client) => {
+        if (client !== c) return
+        client = undefined
+        connected = false
+        c.removeAllListeners("notification")
+        c.end().catch(() => undefined)
+        schedule()
+      }
+      const schedule = () => {
+        if (closed || timer !== undefined || client !== undefined || listeners.size === 0) return
+        timer = setTimeout(() => {
+          timer = undefined
+          void connect()
+        }, delay)
+        delay = Math.min(delay * 2, 5000)
+      }
+      const connect = async () => {
+        if (closed || client !== undefined || listeners.size === 0) return
+        const c = new Pg.Client({
+          connectionString: Redacted.value(url),
+          application_name: "greenline-listen",
+          connectionTimeoutMillis: CONNECT_TIMEOUT_MS
+        })
+        client = c
+        c.on("error", () => lost(c))
+        c.on("end", () => lost(c))
+        c.on("notification", (msg) => {
+          if (msg.payload === undefined || msg.payload === "") return
+          for (const emit of listeners.get(msg.channel) ?? []) emit(msg.payload)
+        })
+        try {
+          await c.connect()
+          for (const channel of listeners.keys()) await c.query(`LISTEN ${quote(channel)}`)
+        } catch {
+          lost(c)
+          return
+        }
+        if (client !== c) return
+        connected = true
+        delay = 250
+        if (everConnected) for (const set of listeners.values()) for (const emit of set) emit(RESUMED)
+        everConnected = true
+      }
+      const subscribe = (channel: string, emit: (payload: string) => void) => {
+        let set = listeners.get(channel)
+        if (set === undefined) {
+          set = new Set()
+          listeners.set(channel, set)
+          if (client !== undefined && connected) client.query(`LISTEN ${quote(channel)}`).catch(() => undefined)
+        }
+        set.add(emit)
+        if (client === undefined) {
+          if (timer === undefined) void connect()
+        }
+        return () => {
+          set.delete(emit)
+          if (set.size > 0) return
+          listeners.delete(channel)
+          if (client !== undefined && connected) client.query(`UNLISTEN ${quote(channel)}`).catch(() => undefined)
+        }
+      }
+      const close = () => {
+        closed = true
+        if (timer !== undefined) clearTimeout(timer)
+        const c = client
+        client = undefined
+        return c === undefined ? Promise.resolve() : c.end().catch(() => undefined)
+      }
+      return { subscribe, close }
+    }),
+    (listener) => Effect.promise(() => listener.close()).pipe(Effect.timeoutOption(1000))
+  )
+
 /**
  * The `pg` pool, made here rather than inside `PgClient.layer` (the same settings and start-up check), so that its
  * counts can be read for `GET /metrics` and its connections prepare the statements they send repeatedly.
@@ -72,7 +165,10 @@ const makePool = (url: Redacted.Redacted<string>, max: number) =>
       const pool = new Pg.Pool({
         connectionString: Redacted.value(url),
         max,
-        application_name: "greenline"
+        application_name: "greenline",
+        // a database host that does not answer fails a request (503) instead of holding it: connecting, or waiting
+        // for a free connection, gives up after this long
+        connectionTimeoutMillis: CONNECT_TIMEOUT_MS
       })
       pool.on("error", () => {})
       // statements sent again and again are prepared once per connection (prepare.ts)
@@ -111,16 +207,23 @@ const postgresLayer = (url: Redacted.Redacted<string>, max = DEFAULT_POOL_MAX) =
         const idle = current?.idleCount ?? 0
         return { open, idle, inUse: open - idle, waiting: current?.waitingCount ?? 0, max }
       }
-      const info = Layer.effect(
+      const info = Layer.scoped(
         Database,
         Effect.gen(function* () {
           const pg = yield* PgClient.PgClient
+          const listener = yield* makeListener(url)
           return {
             kind: "postgres" as const,
             // pg_notify takes parameters; `NOTIFY channel, $1` (what the driver's notify sends) is a syntax error
             notify: (channel: string, payload: string) =>
               pg`select pg_notify(${channel}, ${payload})`.pipe(Effect.ignore),
-            listen: (channel: string) => pg.listen(channel).pipe(Stream.orDie),
+            listen: (channel: string) =>
+              Stream.asyncPush<string>((emit) =>
+                Effect.acquireRelease(
+                  Effect.sync(() => listener.subscribe(channel, (payload) => emit.single(payload))),
+                  (unsubscribe) => Effect.sync(unsubscribe)
+                )
+              ),
             pool
           }
         })

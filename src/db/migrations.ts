@@ -9,6 +9,7 @@ import {
 } from "../events/migration.ts"
 import { flakyStatusHistory } from "../flaky/historyMigration.ts"
 import { flakyMigration, flakyQuarantineLifecycle, flakyResultsByTime } from "../flaky/migration.ts"
+import { flakyUploadKeys } from "../flaky/uploadKeysMigration.ts"
 import { requestsAndRunnerErrors } from "../queue/migration.ts"
 import { adminTokensMigration } from "../tenancy/migration.ts"
 import { tokenRolesMigration } from "../tenancy/rolesMigration.ts"
@@ -297,9 +298,11 @@ export const migrations: Record<string, MigrationEntry> = {
   "0201_audit_events": additive(auditMigration),
   // people's sessions have no token_hash; older servers find sessions by joining their token, so they skip them
   "0210_people_sessions": additive(peopleSessionsMigration),
-  "0250_webhook_delivery_records": additive(deliveryRecordsMigration),
   "0230_schema_versions": additive(schemaVersionsMigration),
-  "0231_instances": additive(instancesMigration)
+  "0231_instances": additive(instancesMigration),
+  // a new table (the upload's idempotency keys): older servers do not know it
+  "0240_flaky_upload_keys": additive(flakyUploadKeys),
+  "0250_webhook_delivery_records": additive(deliveryRecordsMigration)
 }
 
 const isMigration = (entry: MigrationEntry): entry is Migration =>

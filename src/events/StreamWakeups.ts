@@ -1,6 +1,6 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import { Context, Duration, Effect, Layer, Runtime, Stream } from "effect"
-import { Database } from "../kernel/Database.ts"
+import { Database, RESUMED } from "../kernel/Database.ts"
 
 /**
  * Wake-ups of the live streams (GET /v1/events/stream) when their organization's log grows, instead of each stream
@@ -91,7 +91,12 @@ export const StreamWakeupsLive = Layer.scoped(
       )
 
     yield* Effect.forkScoped(
-      db.listen(EVENTS_CHANNEL).pipe(Stream.runForEach((orgId) => Effect.sync(() => wake(orgId))))
+      db.listen(EVENTS_CHANNEL).pipe(
+        Stream.runForEach((orgId) =>
+          // listening again after the database came back: every stream looks (a wake-up may have been missed)
+          Effect.sync(() => (orgId === RESUMED ? [...waiters.keys()].forEach(wake) : wake(orgId)))
+        )
+      )
     )
     yield* Effect.forkScoped(
       Effect.forever(

@@ -12,10 +12,15 @@ export interface UploadPart {
 }
 
 export interface FlakyShape {
+  /**
+   * `idempotencyKey`: the upload's key (the `Idempotency-Key` header); the same key again within a day answers the
+   * first upload's summary and stores nothing (another upload under the same key is refused).
+   */
   readonly upload: (
     org: Organization,
     metadata: string,
-    parts: ReadonlyArray<UploadPart>
+    parts: ReadonlyArray<UploadPart>,
+    idempotencyKey?: string
   ) => Effect.Effect<F.UploadSummary, FlakyError>
   readonly listFailingTests: (
     org: Organization,

@@ -1,8 +1,9 @@
+import { createHash } from "node:crypto"
 import { Effect, Option, Schema } from "effect"
 import { describeParseError } from "../kernel/errors.ts"
 import { copyClient } from "../kernel/pgCopy.ts"
 import type { RuntimeHostShape } from "../kernel/RuntimeHost.ts"
-import type { Repository } from "../tenancy/Tenancy.ts"
+import type { Organization, Repository } from "../tenancy/Tenancy.ts"
 import {
   type ClassifyInput,
   classify,
@@ -207,7 +208,39 @@ export const makeUpload = (common: FlakyCommon, host: RuntimeHostShape, ids: IdH
       }
     })
 
-  const upload: FlakyShape["upload"] = (org, metadataText, parts) =>
+  /** What an upload is, for its idempotency key: the metadata and every part, in order. */
+  const digestOf = (metadataText: string, parts: ReadonlyArray<UploadPart>) => {
+    const hash = createHash("sha256").update(metadataText)
+    for (const part of parts) hash.update(`\u0000${part.filename}\u0000`).update(part.bytes)
+    return hash.digest("hex")
+  }
+
+  /**
+   * Claims `key` for this upload in the transaction: a summary when an upload with the key was stored already (it is
+   * answered again), undefined when this one is the first. A key of another upload is refused.
+   */
+  const claimKey = (org: Organization, key: string, digest: string) =>
+    Effect.gen(function* () {
+      yield* sql`delete from flaky_upload_keys where org_id = ${org.id} and created_at < now() - interval '1 day'`
+      const claimed =
+        yield* sql`insert into flaky_upload_keys (org_id, key, digest) values (${org.id}, ${key}, ${digest})
+                                 on conflict do nothing returning key`
+      if (claimed.length > 0) return undefined
+      // the same key was stored (a concurrent upload with it waited for that one's commit)
+      const prior = yield* sql<{ digest: string; summary: unknown }>`
+        select digest, summary from flaky_upload_keys where org_id = ${org.id} and key = ${key}`
+      const row = prior[0]
+      if (row === undefined || row.summary === null) return undefined
+      if (row.digest !== digest) {
+        return yield* new InvalidUpload({
+          message: "the Idempotency-Key was used for another upload: a new upload needs a new key",
+          details: [{ path: "Idempotency-Key", message: "was used for another upload" }]
+        })
+      }
+      return (typeof row.summary === "string" ? JSON.parse(row.summary) : row.summary) as F.UploadSummary
+    })
+
+  const upload: FlakyShape["upload"] = (org, metadataText, parts, idempotencyKey) =>
     Effect.gen(function* () {
       let raw: unknown
       try {
@@ -223,9 +256,12 @@ export const makeUpload = (common: FlakyCommon, host: RuntimeHostShape, ids: IdH
       const runAt = meta.run_at === undefined || meta.run_at === null ? received : new Date(meta.run_at)
       const variant = meta.variant ?? ""
 
+      const digest = idempotencyKey === undefined ? "" : digestOf(metadataText, parts)
       return yield* orDie(
         sql.withTransaction(
           Effect.gen(function* () {
+            const replay = idempotencyKey === undefined ? undefined : yield* claimKey(org, idempotencyKey, digest)
+            if (replay !== undefined) return { repoId: undefined, fresh: undefined, summary: replay }
             const r = yield* requireRepo(org, meta.org_url_slug, meta.repo, true)
             const uploadId = crypto.randomUUID()
             const ref = { host: r.host, owner: r.owner, name: r.name }
@@ -290,12 +326,16 @@ export const makeUpload = (common: FlakyCommon, host: RuntimeHostShape, ids: IdH
               unquarantined_failures: unquarantined,
               all_failures_quarantined: unquarantined === 0
             }
+            if (idempotencyKey !== undefined) {
+              yield* sql`update flaky_upload_keys set summary = ${JSON.stringify(summary)}::jsonb
+                         where org_id = ${org.id} and key = ${idempotencyKey}`
+            }
             return { repoId: r.id, fresh: rows.fresh, summary }
           })
         )
       ).pipe(
         Effect.map(({ repoId, fresh, summary }) => {
-          remember(repoId, fresh)
+          if (repoId !== undefined && fresh !== undefined) remember(repoId, fresh)
           return summary
         })
       )

@@ -6,6 +6,7 @@ import {
   GREENLINE_EMAIL,
   GREENLINE_NAME,
   invalidBranchName,
+  PrMerged,
   PrNotFound,
   type PullRequestInfo,
   RepoNotFound,
@@ -182,7 +183,7 @@ export const makeRepoCalls = (client: GitHubClientService) => {
   const getPullRequest = (
     repo: RepoRef,
     prNumber: number
-  ): Effect.Effect<PullRequestInfo, PrNotFound | RepoNotFound | GitError> =>
+  ): Effect.Effect<PullRequestInfo, PrNotFound | PrMerged | RepoNotFound | GitError> =>
     Effect.gen(function* () {
       const notFound = (why: string) =>
         new PrNotFound({ repo, prNumber, message: `pull request #${prNumber} ${why} in ${repo.owner}/${repo.name}` })
@@ -196,7 +197,13 @@ export const makeRepoCalls = (client: GitHubClientService) => {
         Effect.mapError((e) => (e._tag === "PrNotFound" || e._tag === "RepoNotFound" ? e : repoErrors(repo)(e)))
       )
       const pr = r.data
-      if (pr.state !== "open") return yield* notFound(pr.merged === true ? "is merged" : "is closed")
+      if (pr.merged === true)
+        return yield* new PrMerged({
+          repo,
+          prNumber,
+          message: `pull request #${prNumber} is merged in ${repo.owner}/${repo.name}`
+        })
+      if (pr.state !== "open") return yield* notFound("is closed")
       const mergeability: PullRequestInfo["mergeability"] =
         pr.mergeable === true
           ? "mergeable"

@@ -62,8 +62,15 @@ export const reconcileOnce = (client: GitHubClientService) =>
             const pull = open.get(entry.prNumber)
             const prNumber = entry.prNumber
             const cancel = (reason: string): HostChange => ({ _tag: "PrCancelled", prNumber, reason })
-            if (pull === undefined) changes.push(cancel(Reasons.closed))
-            else if (pull.headSha !== entry.headSha) changes.push({ _tag: "PrHeadMoved", prNumber, sha: pull.headSha })
+            if (pull === undefined) {
+              // closed, or merged outside the queue (GitHub's merge button, a push of its head): asked once
+              const merged = yield* host.getPullRequest(repo, prNumber).pipe(
+                Effect.as(false),
+                Effect.catchAll((e) => Effect.succeed(e._tag === "PrMerged"))
+              )
+              changes.push(merged ? { _tag: "PrMerged", prNumber, sha: entry.headSha } : cancel(Reasons.closed))
+            } else if (pull.headSha !== entry.headSha)
+              changes.push({ _tag: "PrHeadMoved", prNumber, sha: pull.headSha })
             else if (pull.baseRef !== q.branch) changes.push(cancel(Reasons.baseChanged))
             else if (pull.draft) changes.push(cancel(Reasons.draft))
           }

@@ -19,6 +19,7 @@ const PullRequestEvent = Schema.Struct({
   action: Schema.String,
   pull_request: Schema.Struct({
     number: Schema.Number,
+    merged: Schema.optional(Schema.NullOr(Schema.Boolean)),
     head: Schema.Struct({ sha: Schema.String }),
     base: Schema.Struct({ ref: Schema.String })
   }),
@@ -68,7 +69,9 @@ export const onPullRequest = (payload: unknown) =>
       event.action === "synchronize"
         ? { _tag: "PrHeadMoved", prNumber: pr.number, sha: pr.head.sha }
         : event.action === "closed"
-          ? cancel("PR_CLOSED")
+          ? pr.merged === true
+            ? { _tag: "PrMerged", prNumber: pr.number, sha: pr.head.sha }
+            : cancel("PR_CLOSED")
           : event.action === "converted_to_draft"
             ? cancel("PR_CONVERTED_TO_DRAFT")
             : event.action === "edited" && base !== undefined && base.ref.from !== pr.base.ref

@@ -3,8 +3,8 @@ import { createHmac, timingSafeEqual } from "node:crypto"
 import * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Cause, Effect, Exit, Fiber, Option, Redacted, Runtime } from "effect"
-import { ApiError, errorResponse, internal, invalidRequest, unauthorized } from "../http/errors.ts"
-import { readBody } from "../http/router.ts"
+import { ApiError, errorResponse, internal, invalidRequest, serviceUnavailable, unauthorized } from "../http/errors.ts"
+import { isUnavailable, readBody } from "../http/router.ts"
 import { Engine } from "../queue/Engine.ts"
 import type { GitHubError } from "./GitHubClient.ts"
 import { GitHubEnv } from "./GitHubEnv.ts"
@@ -154,6 +154,8 @@ export const makeWebhookEndpoint = Effect.gen(function* () {
     if (Option.isSome(failure) && failure.value instanceof PayloadInvalid) {
       return errorResponse(invalidRequest(failure.value.message))
     }
+    // the database out of reach: 503 (GitHub's redelivery, or the reconciliation, brings it again)
+    if (isUnavailable(exit.cause)) return errorResponse(serviceUnavailable())
     await runExit(Effect.logError(`webhook ${event} ${delivery} failed`, exit.cause))
     return errorResponse(internal())
   }

@@ -24,6 +24,7 @@ export type ErrorCode =
   | "QUEUE_NOT_EMPTY"
   | "PR_NOT_ACTIVE"
   | "PR_TESTS_NOT_RESTARTABLE"
+  | "PR_ALREADY_MERGED"
   | "PAYLOAD_TOO_LARGE"
   | "UNSUPPORTED_MEDIA_TYPE"
   | "RATE_LIMITED"
@@ -31,6 +32,7 @@ export type ErrorCode =
   | "INTERNAL"
   | "METHOD_NOT_ALLOWED"
   | "HEADERS_TOO_LARGE"
+  | "SERVICE_UNAVAILABLE"
 
 export type { ErrorDetail }
 
@@ -58,6 +60,21 @@ export const permissionDenied = (operation: string, needed: Role, held: Role) =>
   })
 export const internal = () =>
   new ApiError({ status: 500, code: "INTERNAL", message: "the server could not complete the request" })
+/** Seconds a client is told to wait (Retry-After) while the database cannot be reached. */
+export const UNAVAILABLE_RETRY_AFTER_SECONDS = 5
+
+/**
+ * The database cannot be reached (stopped, restarting, unreachable, out of connections): 503 with Retry-After. The
+ * request's transaction did not commit (or, when the connection was lost at its very commit, may have: requests
+ * that are safe to repeat are repeated as they are).
+ */
+export const serviceUnavailable = () =>
+  new ApiError({
+    status: 503,
+    code: "SERVICE_UNAVAILABLE",
+    message: "the database cannot be reached right now: try again shortly",
+    headers: { "retry-after": String(UNAVAILABLE_RETRY_AFTER_SECONDS) }
+  })
 
 /** The error envelope as a schema, for the OpenAPI document. */
 export const ErrorEnvelope = Schema.Struct({
@@ -115,6 +132,7 @@ const domainStatus: { readonly [Tag in DomainError["_tag"]]: readonly [status: n
   PullRequestNotFound: [404, "PR_NOT_FOUND"],
   PrNotActive: [409, "PR_NOT_ACTIVE"],
   PrTestsNotRestartable: [409, "PR_TESTS_NOT_RESTARTABLE"],
+  PrAlreadyMerged: [409, "PR_ALREADY_MERGED"],
   TestRunNotFound: [404, "TEST_RUN_NOT_FOUND"],
   InvalidQuarantineInput: [400, "INVALID_REQUEST"],
   EventsNotFound: [404, "NOT_FOUND"],

@@ -29,7 +29,7 @@ export class Authentication extends HttpApiMiddleware.Tag<Authentication>()("gre
   }
 }) {}
 
-const errorStatuses = [400, 401, 404, 409, 413, 415, 429, 500] as const
+const errorStatuses = [400, 401, 404, 409, 413, 415, 429, 500, 503] as const
 const errorSchemas = errorStatuses.map(
   (status) => [status, ErrorEnvelope.annotations({ identifier: `Error${status}` })] as const
 )

@@ -2,6 +2,7 @@ import { Cause, Context, Effect, Either, Exit, Option, type ParseResult, Runtime
 import type { AuditEvent } from "../audit/auditRepo.ts"
 import { auditTarget } from "../audit/target.ts"
 import { type PendingAudit, withPendingAudit } from "../audit/trail.ts"
+import { isDatabaseUnavailable } from "../kernel/Database.ts"
 import { describeCause } from "../kernel/errors.ts"
 import { type Principal, roleAllows } from "../tenancy/principal.ts"
 import type { Authenticated, Organization } from "../tenancy/Tenancy.ts"
@@ -14,6 +15,7 @@ import {
   internal,
   invalidRequest,
   permissionDenied,
+  serviceUnavailable,
   toApiError,
   unauthorized
 } from "./errors.ts"
@@ -179,6 +181,16 @@ export class RateLimiter {
   }
 }
 
+/**
+ * Whether a failure (a cause, a rejected promise's FiberFailure, or a plain error) is the database's being out of
+ * reach: answered 503 SERVICE_UNAVAILABLE with Retry-After rather than 500.
+ */
+export const isUnavailable = (failure: unknown): boolean => {
+  if (Runtime.isFiberFailure(failure)) return isUnavailable(failure[Runtime.FiberFailureCauseId])
+  if (Cause.isCause(failure)) return [...Cause.failures(failure), ...Cause.defects(failure)].some(isDatabaseUnavailable)
+  return isDatabaseUnavailable(failure)
+}
+
 const tokenOf = (request: Request): string | undefined => {
   const header = request.headers.get("x-api-token")
   if (header !== null && header !== "") return header.trim()
@@ -280,6 +292,8 @@ export interface AppOptions<R> {
   /** Set only when tracing is on; without it no span is made for a request. */
   readonly tracer?: RequestTracer | undefined
   readonly logError: (message: string, cause: unknown) => void
+  /** A warning (the database out of reach: logged once every few seconds, not once per request) */
+  readonly logWarning?: ((message: string) => void) | undefined
   /**
    * A dashboard session (cookie) for a request without an API token: its organization, a rate-limit key, who it is
    * (a token's session or a person's, with the role it holds), and whether the request carries the session's
@@ -380,6 +394,21 @@ export const makeApp = <R>(options: AppOptions<R>) => {
   }
 
   const fail = (error: ApiError) => errorResponse(error)
+
+  // while the database is out of reach every request fails alike: one warning every 10 s, not a line per request
+  let unavailableSince = 0
+  let unavailableCount = 0
+  const unavailable = () => {
+    unavailableCount++
+    const now = Date.now()
+    if (now - unavailableSince >= 10_000) {
+      const warn = options.logWarning ?? ((m: string) => options.logError(m, ""))
+      warn(`the database cannot be reached: ${unavailableCount} request(s) answered 503 SERVICE_UNAVAILABLE`)
+      unavailableSince = now
+      unavailableCount = 0
+    }
+    return fail(serviceUnavailable())
+  }
 
   const serveRoute = async (
     request: Request,
@@ -542,6 +571,7 @@ export const makeApp = <R>(options: AppOptions<R>) => {
     if (Cause.isInterruptedOnly(exit.cause)) {
       return fail(new ApiError({ status: 503, code: "INTERNAL", message: "the server is shutting down" }))
     }
+    if (isUnavailable(exit.cause)) return unavailable()
     options.logError(`${route.op.name} failed unexpectedly`, describeCause(exit.cause))
     return fail(internal())
   }
@@ -590,8 +620,12 @@ export const makeApp = <R>(options: AppOptions<R>) => {
         }
       }
     } catch (cause) {
-      options.logError("request failed", cause)
-      response = fail(internal())
+      // the token's lookup, a dashboard session, a page outside the API: the database may be out of reach there too
+      if (isUnavailable(cause)) response = unavailable()
+      else {
+        options.logError("request failed", cause)
+        response = fail(internal())
+      }
     }
     options.observer.observe(label, response.status, (performance.now() - started) / 1000)
     span?.end(route ? url.pathname : label === "other" ? undefined : label, response.status)

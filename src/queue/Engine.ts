@@ -30,11 +30,20 @@ export interface Submission {
   readonly pr: PullRequestInfo
 }
 
+/**
+ * What became of a submission: written; its queue gone (nothing written); or refused because the queue merged the
+ * PR at this very head already (PR_ALREADY_MERGED: a squash or rebase merge leaves no trace of the head in the target
+ * branch, so this is how a resubmission is known).
+ */
+export type SubmitOutcome = "written" | "gone" | "merged"
+
 /** What a Git host (its webhooks, a reconciliation) saw change, for the runners of the queues it concerns. */
 export type HostChange =
   /** the PR left the queue's reach: closed, turned into a draft, retargeted (`reason`, a cancellation reason) */
   | { readonly _tag: "PrCancelled"; readonly prNumber: number; readonly reason: string }
   | { readonly _tag: "PrHeadMoved"; readonly prNumber: number; readonly sha: string }
+  /** the PR was merged outside the queue (GitHub: closed as merged) at head `sha` */
+  | { readonly _tag: "PrMerged"; readonly prNumber: number; readonly sha: string }
   /** a branch moved (a push): the runner looks at the target's tip at once */
   | { readonly _tag: "BranchMoved" }
 
@@ -89,9 +98,10 @@ export interface EngineShape {
   ) => Effect.Effect<void, QueueError | SqlError>
   /**
    * `submit` in a transaction of its own, together with the other submissions that arrive meanwhile (group
-   * commit); the runner is woken after the commit. False when the queue is gone.
+   * commit); the runner is woken after the commit. `gone` when the queue is gone, `merged` when the queue merged the
+   * PR at this head already (nothing written).
    */
-  readonly submitBatched: (submission: Submission) => Effect.Effect<boolean, SqlError>
+  readonly submitBatched: (submission: Submission) => Effect.Effect<SubmitOutcome, SqlError>
   /** `reason` defaults to `API_REQUESTED` (a comment command cancels with `USER_REQUESTED`). */
   readonly cancel: (queue: QueueRow, prNumber: number, reason?: string) => Effect.Effect<void, QueueError | SqlError>
   readonly restart: (queue: QueueRow, prNumber: number) => Effect.Effect<void, QueueError | SqlError>

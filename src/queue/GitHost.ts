@@ -81,6 +81,13 @@ export class PrNotFound extends Data.TaggedError("PrNotFound")<{
   readonly message: string
 }> {}
 
+/** The Git host says the pull request is merged already (GitHub: merged, through its merge button or a push). */
+export class PrMerged extends Data.TaggedError("PrMerged")<{
+  readonly repo: RepoRef
+  readonly prNumber: number
+  readonly message: string
+}> {}
+
 /**
  * Applying an item did not merge cleanly.
  * - buildTestBranch: `index` is the position of the item in `items`, `prNumber` its PR.
@@ -127,11 +134,14 @@ export class GitError extends Data.TaggedError("GitError")<{
 }> {}
 
 export interface GitHostService {
-  /** PR N is the ref refs/pull/N/head; title = subject, author = author name of that commit. */
+  /**
+   * PR N is the ref refs/pull/N/head; title = subject, author = author name of that commit. PrMerged: a host with
+   * pull requests of its own (GitHub) says it is merged.
+   */
   readonly getPullRequest: (
     repo: RepoRef,
     prNumber: number
-  ) => Effect.Effect<PullRequestInfo, PrNotFound | RepoNotFound | GitError>
+  ) => Effect.Effect<PullRequestInfo, PrNotFound | PrMerged | RepoNotFound | GitError>
   /** PR number -> head sha of every `refs/pull/<N>/head` (one `git for-each-ref`). */
   readonly listPullHeads: (repo: RepoRef) => Effect.Effect<ReadonlyMap<number, string>, RepoNotFound | GitError>
   /** The sha of refs/heads/<branch>, null when the branch does not exist. */

@@ -66,8 +66,11 @@ export const EntryReadiness = Schema.Struct({
   impactedTargetsRequired: Schema.Boolean,
   /** impacted targets were uploaded for `headSha` */
   impactedTargetsUploaded: Schema.Boolean,
-  /** when it is cancelled (NOT_READY_TIMEOUT_EXPIRED) if it is still not ready */
-  cancelsAt: Time
+  /**
+   * when it is cancelled (NOT_READY_TIMEOUT_EXPIRED) if it is still not ready; null when that lies beyond the last
+   * representable date (year 275760: `notReadyTimeoutHours` near its maximum), that is never
+   */
+  cancelsAt: Schema.NullOr(Time)
 }).annotations({ identifier: "EntryReadiness" })
 
 export const EntryView = Schema.Struct({
@@ -166,6 +169,11 @@ const entryView = (r: EntryViewRow): EntryView => ({
 })
 
 const HOUR_MS = 3_600_000
+/** The last instant a JavaScript Date (and an ISO 8601 answer) can hold. */
+const MAX_DATE_MS = 8.64e15
+
+/** The instant `ms`, or null when it lies beyond what a date can hold (a setting near its maximum). */
+const isoOrNever = (ms: number): string | null => (Number.isFinite(ms) && Math.abs(ms) <= MAX_DATE_MS ? iso(ms) : null)
 
 /** An active entry, with its readiness when it is not ready (the queue's mode and wait limit). */
 const activeView = (queue: QueueRow, r: EntryViewRow): EntryView => {
@@ -178,7 +186,7 @@ const activeView = (queue: QueueRow, r: EntryViewRow): EntryView => {
       headSha: r.head_sha ?? "",
       impactedTargetsRequired: queue.config.mode === "parallel",
       impactedTargetsUploaded: r.has_targets === true,
-      cancelsAt: iso(new Date(changed + (queue.config.notReadyTimeoutHours ?? 24) * HOUR_MS))
+      cancelsAt: isoOrNever(changed + (queue.config.notReadyTimeoutHours ?? 24) * HOUR_MS)
     }
   }
 }

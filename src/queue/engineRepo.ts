@@ -16,7 +16,8 @@ const SUBMITTED_COLUMNS = RECORD_COLUMNS.map((c) => `e.${c}`).join(", ")
 export const makeEngineRepo = (sql: SqlClient.SqlClient) => {
   /**
    * The queue `key` names with the PR submitted to it, in one statement: the entry (null columns when the PR was
-   * never submitted), whether targets exist for its head, and its position among the active entries that are not
+   * never submitted), whether targets exist for its head, whether writes wait for the runner (`unsettled`: an entry's,
+   * `config_pending`: a configuration's), and its position among the active entries that are not
    * not_ready, in testing order (from the runner's state, computed in the database: the state is not shipped),
    * the runtime's version (what a cached estimate is keyed by) and the entry's timeline as JSON text (its
    * transitions' records in the event log with their `seq`, in no order: the caller sorts them; an aggregate's own
@@ -31,6 +32,7 @@ export const makeEngineRepo = (sql: SqlClient.SqlClient) => {
             position: number | null
             has_targets: boolean
             unsettled: boolean
+            config_pending: boolean
             runtime_version: string | number | null
             timeline: string | null
           }
@@ -41,6 +43,8 @@ export const makeEngineRepo = (sql: SqlClient.SqlClient) => {
           exists (select 1 from impacted_targets t
                   where t.repo_id = r.id and t.pr_number = e.pr_number and t.sha = e.head_sha) as has_targets,
           exists (select 1 from entries u where u.queue_id = q.id and u.request_seq is not null) as unsettled,
+          exists (select 1 from queue_events ev where ev.queue_id = q.id
+                  and ev.event->>'_tag' = 'ConfigChanged') as config_pending,
           case when e.state in ('pending', 'testing', 'tests_passed', 'pending_failure') then coalesce(
             array_position(rt.positions, e.id),
             -- not placed by the runner yet: after the placed ones, by priority and submission, as getQueue shows it

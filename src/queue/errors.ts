@@ -18,6 +18,11 @@ export class PrTestsNotRestartable extends Schema.TaggedError<PrTestsNotRestarta
   message: Schema.String
 }) {}
 
+/** The pull request's head is in the target branch already (merged by the queue, or outside it). */
+export class PrAlreadyMerged extends Schema.TaggedError<PrAlreadyMerged>()("PrAlreadyMerged", {
+  message: Schema.String
+}) {}
+
 export class TestRunNotFound extends Schema.TaggedError<TestRunNotFound>()("TestRunNotFound", {
   message: Schema.String
 }) {}
@@ -27,6 +32,7 @@ export const QueueError = Schema.Union(
   PullRequestNotFound,
   PrNotActive,
   PrTestsNotRestartable,
+  PrAlreadyMerged,
   TestRunNotFound
 )
 export type QueueError = typeof QueueError.Type

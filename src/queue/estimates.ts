@@ -9,7 +9,8 @@ type AdaptiveChoice = typeof AdaptiveChoiceView.Type
 
 const CACHE_SIZE = 256
 interface Cached {
-  readonly version: number
+  /** the runtime's version, with the writes pending on it (queueView.ts `pendingState`) when there are any */
+  readonly version: number | string
   readonly estimate: QueueEstimate
   /** the state's speculation depth (concurrency), for entries the planner has not placed yet */
   readonly depth: number
@@ -17,18 +18,19 @@ interface Cached {
 const cache = new Map<string, Cached>()
 
 /** The estimate cached for this runtime version of the queue, if any: a read needs neither the state nor a prior. */
-export const cachedEstimate = (queueId: string, version: number): Cached | undefined => {
+export const cachedEstimate = (queueId: string, version: number | string): Cached | undefined => {
   const hit = cache.get(queueId)
   return hit !== undefined && hit.version === version ? hit : undefined
 }
 
 /**
- * The estimate of a queue's state; `version` (the runtime row's) keys the cache, null: not cached. `prior`: the
+ * The estimate of a queue's state; `version` (the runtime row's, with the writes pending on it) keys the cache, null:
+ * not cached. `prior`: the
  * observations of another queue of the repository, used while this one has fewer than 3 finished runs.
  */
 export const estimateOf = (
   queueId: string,
-  version: number | null,
+  version: number | string | null,
   state: QueueState,
   now: number,
   prior?: QueueStats

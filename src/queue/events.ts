@@ -90,7 +90,9 @@ const reasonField = (action: PrAction, reason: string): Record<string, string> =
     case "canceled":
       return { cancellation_reason: cancellationReason(reason) }
     case "merged":
-      return { merged_reason: reason === "MERGE_GRAPH_DIRECT_MERGE" ? reason : "MERGE_GRAPH_MERGE" }
+      return {
+        merged_reason: reason === "MERGE_GRAPH_DIRECT_MERGE" || reason === "MANUAL_MERGE" ? reason : "MERGE_GRAPH_MERGE"
+      }
     case "testing":
       return {}
   }

@@ -1,7 +1,9 @@
 import { adaptiveChoiceOf, estimateFields, estimateOf } from "./estimates.ts"
 import { makeCtx } from "./planner/context.ts"
+import { type PlannerConfig, type PlannerEvent, step } from "./planner/index.ts"
 import { insertEntry, isLocked } from "./planner/order.ts"
 import type { Entry, QueueState, QueueStats } from "./planner/types.ts"
+import { plannerConfig } from "./plannerConfig.ts"
 import type { QueueRow } from "./QueueRepo.ts"
 import type { EnqueuedPullRequest, StoredQueueConfig } from "./schemas.ts"
 import { type EntryRow, iso, type RecordRow, TERMINAL } from "./store.ts"
@@ -109,6 +111,97 @@ export const orderedEntries = (
   return out
 }
 
+const sameConfig = (a: PlannerConfig, b: PlannerConfig) => {
+  for (const key of new Set([...Object.keys(a), ...Object.keys(b)]) as Set<keyof PlannerConfig>) {
+    if ((a[key] ?? false) !== (b[key] ?? false)) return false
+  }
+  return true
+}
+
+/**
+ * The writes the runner has not stepped yet, as the planner events it will step them as (docs/decisions.md,
+ * "Read-your-writes"): a configuration the queue's row has and the runner's state not (updateQueue), entries a
+ * request ended (cancelPullRequest), new submissions and new priorities, and restarts, in the order of their requests.
+ * Empty when the state is up to date.
+ */
+export const pendingEvents = (
+  queue: QueueRow,
+  state: QueueState,
+  rows: ReadonlyArray<EntryRow>
+): ReadonlyArray<PlannerEvent> => {
+  const events: Array<PlannerEvent> = []
+  // a mode switch under way is the runner's: the configuration is compared with the one it is switching to
+  const running =
+    state.switching === null
+      ? state.config
+      : { ...state.config, mode: state.switching.mode, state: state.switching.resumeState }
+  const wanted = plannerConfig(queue.config)
+  if (!sameConfig(wanted, running)) events.push({ _tag: "ConfigChanged", config: wanted })
+  const byId = new Map<string, EntryRow>()
+  for (const r of rows) if (!TERMINAL.has(r.state)) byId.set(r.id, r)
+  const inState = new Map<string, Entry>()
+  for (const e of state.entries) {
+    if (TERMINAL.has(e.state)) continue
+    inState.set(e.id, e)
+    const row = byId.get(e.id)
+    // ended by a request (its row is not active any more), or submitted anew since (the runner holds the old one)
+    if (row === undefined || row.request_new === true)
+      events.push({ _tag: "Cancelled", prNumber: e.prNumber, reason: "API_REQUESTED" })
+  }
+  const requested = rows
+    .filter((r) => r.request_seq !== null && !TERMINAL.has(r.state))
+    .sort((a, b) => Number(a.request_seq) - Number(b.request_seq))
+  for (const row of requested) {
+    const e = row.request_new === true ? undefined : inState.get(row.id)
+    const prNumber = Number(row.pr_number)
+    if (e === undefined || e.priority !== row.priority || e.noBatch !== row.no_batch) {
+      events.push({
+        _tag: "Submitted",
+        entryId: row.id,
+        prNumber,
+        headSha: e?.headSha ?? row.head_sha,
+        priority: row.priority,
+        noBatch: row.no_batch,
+        ready: e?.ready ?? true,
+        ...(e === undefined ? {} : { update: true })
+      })
+    }
+    // restarted: the request took it out of its run (or out of pending_failure)
+    if (e !== undefined && row.run_id === null && (e.runId !== null || e.state === "pending_failure"))
+      events.push({ _tag: "RestartRequested", prNumber })
+  }
+  return events
+}
+
+/** Run ids of the planner's steps on a read (they are never shown). */
+const readIds = () => {
+  let n = 0
+  return () => `read-${n++}`
+}
+
+/**
+ * The runner's state with the writes it has not stepped yet stepped at `now`, as its next round will step them: what
+ * the estimates (and their reasons) of a read are computed from, so that they reflect a write at once. The state
+ * itself when nothing waits. `key` identifies the writes, for the estimate's cache.
+ */
+export const pendingState = (
+  queue: QueueRow,
+  state: QueueState,
+  rows: ReadonlyArray<EntryRow>,
+  now: number
+): { readonly state: QueueState; readonly key: string } => {
+  const events = pendingEvents(queue, state, rows)
+  if (events.length === 0) return { state, key: "" }
+  const ids = readIds()
+  let next = state
+  for (const event of events) next = step(next, event, now, ids).state
+  return { state: next, key: JSON.stringify(events) }
+}
+
+/** The estimate cache's key for a runtime version and the writes pending on it (`pendingState`'s key). */
+export const estimateKey = (version: number | null, key: string) =>
+  version === null ? null : key === "" ? version : `${version}:${key}`
+
 /** getQueue's answer from the runner's state and the active entries' rows, with the estimates (issue #18). */
 export const viewOf = (
   queue: QueueRow,
@@ -118,16 +211,16 @@ export const viewOf = (
   version: number | null = null,
   prior?: QueueStats
 ) => {
-  // extension: estimates, cached per runtime version; an entry the runner has not placed is estimated behind the
-  // placed ones, in its order among those not placed
-  const estimate = estimateOf(queue.id, version, state, now, prior)
-  const placed = new Set(state.entries.map((e) => e.id))
+  // extension: estimates, cached per runtime version and the writes the runner has not stepped yet, which they
+  // reflect; an entry the estimate does not know is estimated behind the placed ones, in its order among those
+  const pending = pendingState(queue, state, rows, now)
+  const estimate = estimateOf(queue.id, estimateKey(version, pending.key), pending.state, now, prior)
   let fresh = 0
   const enqueued = orderedEntries(state, rows).map(({ row }, i) => ({
     ...entryRecord(queue, row, i + 1),
-    ...(placed.has(row.id) && row.request_new !== true
+    ...(estimate.byEntry.has(row.id)
       ? estimateFields(estimate, row.id)
-      : estimateFields(estimate, row.id, { place: ++fresh, depth: state.config.concurrency, now }))
+      : estimateFields(estimate, row.id, { place: ++fresh, depth: pending.state.config.concurrency, now }))
   }))
   // a mode change the runner has not stepped yet, with runs in flight, is a switch too (semantics.md §6):
   // updateQueue and an immediate getQueue must not show the new mode as running

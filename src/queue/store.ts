@@ -335,16 +335,23 @@ export const makeStore = (
         const processed = `{${out.processed.join(",")}}`
         if (out.transitions.length > 0) {
           // a row an API request wrote after this round read the inbox keeps what the request wrote: the round that
-          // reads the request's event writes the row again (docs/decisions.md, "Read-your-writes")
+          // reads the request's event writes the row again (docs/decisions.md, "Read-your-writes"). A request that
+          // wrote only a new priority (a submission of an active entry) leaves the state to the runner: its
+          // transitions are written (a merge of that entry must show, and it must not be queued again), the mark kept
           yield* sql`update entries e set state = v.state, state_changed_at = v.at,
                        run_id = case when v.run_id_set then v.run_id else e.run_id end,
                        verified_by_test_run = coalesce(v.verified_by_test_run, e.verified_by_test_run),
                        first_tested_at = coalesce(e.first_tested_at, v.first_tested_at),
-                       ended_at = v.ended_at, request_seq = null, request_new = false
+                       ended_at = v.ended_at,
+                       request_seq = case when e.request_seq = any(${processed}::bigint[]) then null else e.request_seq end,
+                       request_new = false
                      from jsonb_to_recordset(${JSON.stringify(entryPatches(out.transitions))}::jsonb) as v(
                        id uuid, state text, at timestamptz, run_id_set boolean, run_id text, verified_by_test_run text,
                        first_tested_at timestamptz, ended_at timestamptz)
-                     where e.id = v.id and (e.request_seq is null or e.request_seq = any(${processed}::bigint[]))`
+                     where e.id = v.id and (e.request_seq is null or e.request_seq = any(${processed}::bigint[])
+                       or (not e.request_new and exists (
+                         select 1 from queue_events r where r.seq = e.request_seq and r.queue_id = e.queue_id
+                           and r.event->'event'->>'_tag' = 'Submitted')))`
         }
         if (out.runChanges.length > 0) {
           const runs = out.runChanges.map((run) => ({

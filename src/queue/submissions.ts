@@ -1,7 +1,7 @@
 import type * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Clock, Deferred, Effect, Queue } from "effect"
-import type { Submission } from "./Engine.ts"
+import type { Submission, SubmitOutcome } from "./Engine.ts"
 import type { makeEngineRepo } from "./engineRepo.ts"
 import { DEFAULT_PRIORITY } from "./schemas.ts"
 import { type InboxEvent, iso, type Store, TERMINAL } from "./store.ts"
@@ -9,7 +9,7 @@ import { type InboxEvent, iso, type Store, TERMINAL } from "./store.ts"
 /** A submission waiting for the next batch. */
 interface PendingSubmission {
   readonly submission: Submission
-  readonly done: Deferred.Deferred<boolean, SqlError>
+  readonly done: Deferred.Deferred<SubmitOutcome, SqlError>
 }
 
 /**
@@ -26,12 +26,12 @@ export const makeSubmissionWriter = (
     /**
      * Writes submissions (to any queues) in the current transaction with a fixed number of statements, whatever
      * their number: one read of the queues, entries and stored targets, one upsert of new entries, one update of
-     * those already active, one insert of the runner's events in order. An element of the answer is false when that
-     * submission's queue is gone (nothing is written for it). No two submissions may name the same queue and PR.
+     * those already active, one insert of the runner's events in order. An element of the answer says what became of
+     * that submission (`SubmitOutcome`). No two submissions may name the same queue and PR.
      */
     const writeSubmissions = (items: ReadonlyArray<Submission>) =>
       Effect.gen(function* () {
-        if (items.length === 0) return [] as ReadonlyArray<boolean>
+        if (items.length === 0) return [] as ReadonlyArray<SubmitOutcome>
         const at = iso(yield* Clock.currentTimeMillis)
         const keys = items.map((s, i) => ({ i, queue_id: s.queue.id, pr: s.prNumber, sha: s.pr.headSha }))
         const found = yield* repo.submissionTargets(keys)
@@ -40,30 +40,52 @@ export const makeSubmissionWriter = (
         const updates: Array<Record<string, unknown>> = []
         const events: Array<{ readonly i: number; readonly queue_id: string; readonly event: InboxEvent }> = []
         // the index of each entry's Submitted event in `events`: its sequence number goes into the row (request_seq)
-        const submitted = (s: Submission, entryId: string, headSha: string, priority: number, noBatch: boolean) =>
+        const submitted = (
+          s: Submission,
+          entryId: string,
+          headSha: string,
+          priority: number,
+          noBatch: boolean,
+          update: boolean
+        ) =>
           events.push({
             i: events.length,
             queue_id: s.queue.id,
             event: {
               _tag: "Planner",
-              event: { _tag: "Submitted", entryId, prNumber: s.prNumber, headSha, priority, noBatch, ready: true }
+              event: {
+                _tag: "Submitted",
+                entryId,
+                prNumber: s.prNumber,
+                headSha,
+                priority,
+                noBatch,
+                ready: true,
+                ...(update ? { update: true } : {})
+              }
             }
           })
+        const refused = new Set<number>()
         items.forEach((s, i) => {
           const row = byIndex.get(i)
           if (row === undefined) return
+          if (row.id !== null && row.state === "merged" && row.head_sha === s.pr.headSha) {
+            // the queue merged this PR at this head: it is not queued again
+            refused.add(i)
+            return
+          }
           if (row.id !== null && row.state !== null && !TERMINAL.has(row.state)) {
             // already in the queue: a new priority or batching choice, the head it was submitted with
             const priority = s.priority ?? row.priority ?? DEFAULT_PRIORITY
             const noBatch = s.noBatch ?? row.no_batch ?? false
-            const ev = submitted(s, row.id, row.head_sha ?? s.pr.headSha, priority, noBatch) - 1
+            const ev = submitted(s, row.id, row.head_sha ?? s.pr.headSha, priority, noBatch, true) - 1
             updates.push({ id: row.id, priority, no_batch: noBatch, ev })
             return
           }
           const id = row.id ?? crypto.randomUUID()
           const priority = s.priority ?? DEFAULT_PRIORITY
           const noBatch = s.noBatch ?? false
-          const ev = submitted(s, id, s.pr.headSha, priority, noBatch) - 1
+          const ev = submitted(s, id, s.pr.headSha, priority, noBatch, false) - 1
           inserts.push({
             id,
             queue_id: s.queue.id,
@@ -94,7 +116,7 @@ export const makeSubmissionWriter = (
         if (updates.length > 0) {
           yield* repo.updateEntries(withSeq(updates))
         }
-        return items.map((_, i) => byIndex.has(i))
+        return items.map((_, i): SubmitOutcome => (!byIndex.has(i) ? "gone" : refused.has(i) ? "merged" : "written"))
       })
 
     // Submissions through the API wait here and are written together, a batch per transaction (group commit):
@@ -105,14 +127,14 @@ export const makeSubmissionWriter = (
     const flush = (batch: ReadonlyArray<PendingSubmission>) =>
       sql.withTransaction(writeSubmissions(batch.map((p) => p.submission))).pipe(
         Effect.flatMap((written) =>
-          Effect.forEach(batch, (p, i) => Deferred.succeed(p.done, written[i] === true), { discard: true })
+          Effect.forEach(batch, (p, i) => Deferred.succeed(p.done, written[i] ?? "gone"), { discard: true })
         ),
         Effect.catchAllCause(() =>
           Effect.forEach(
             batch,
             (p) =>
               sql.withTransaction(writeSubmissions([p.submission])).pipe(
-                Effect.flatMap(([written]) => Deferred.succeed(p.done, written === true)),
+                Effect.flatMap(([written]) => Deferred.succeed(p.done, written ?? "gone")),
                 Effect.catchAllCause((cause) => Deferred.failCause(p.done, cause))
               ),
             { discard: true }
@@ -156,7 +178,7 @@ export const makeSubmissionWriter = (
 
     const submitBatched = (submission: Submission) =>
       Effect.gen(function* () {
-        const done = yield* Deferred.make<boolean, SqlError>()
+        const done = yield* Deferred.make<SubmitOutcome, SqlError>()
         yield* Queue.offer(submissions, { submission, done })
         return yield* Deferred.await(done)
       })

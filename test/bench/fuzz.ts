@@ -4,8 +4,10 @@ import * as path from "node:path"
 import { freshPostgres } from "../support/server.ts"
 import {
   deleteRace,
+  extremeRequest,
   type FuzzRequest,
   Generator,
+  makeExtremeQueues,
   makeRequest,
   makeState,
   type OpenApiDoc,
@@ -18,7 +20,8 @@ import {
 
 /**
  * `npm run fuzz -- [--db pglite|postgres] [--requests N] [--seed S] [--concurrency C]`: a server in its own process
- * (as `npm start` runs it), then N requests made from its OpenAPI document, valid and mutated (fuzzKit.ts). It
+ * (as `npm start` runs it), then N requests made from its OpenAPI document, valid and mutated (fuzzKit.ts), every
+ * 50th a read of a queue at extreme settings (every integer setting at its maximum or minimum, PRs waiting). It
  * prints a table per kind of request, the server's peak RSS, whether the state made before the run is intact, and
  * the ERROR lines the server logged. PostgreSQL comes from TEST_DATABASE_URL (a fresh database, dropped after).
  * Exit code 1 when a target is missed (a 5xx, an error outside the envelope, a crash, the state changed).
@@ -112,6 +115,12 @@ const before = await makeState(base, TOKEN).catch(async (e) => {
   process.exit(1)
 })
 
+// queues at the edges of their settings, with PRs waiting: every 50th request reads one of them
+const extremes = await makeExtremeQueues(base, TOKEN, doc, gen, path.join(dataDir, "git")).catch((e) => {
+  console.error(`could not make the queues at extreme settings: ${e}`)
+  process.exit(1)
+})
+
 const tally = new Tally()
 const started = performance.now()
 let sent = 0
@@ -135,7 +144,8 @@ const worker = async () => {
       for (const o of await deleteRace(base, TOKEN, `race${races++}`)) tally.add(o)
       continue
     }
-    let request = makeRequest(gen, rng, ops, { heavy: 0.001 })
+    let request =
+      sent % 50 === 25 && only === "" ? extremeRequest(rng, extremes) : makeRequest(gen, rng, ops, { heavy: 0.001 })
     while (only !== "" && !request.category.includes(only)) request = makeRequest(gen, rng, ops, { heavy: 0.001 })
     recent.push(request)
     if (recent.length > 2 * concurrency) recent.shift()

@@ -809,3 +809,80 @@ export const deleteRace = async (base: string, token: string, name: string): Pro
     )
   )
 }
+
+// ---- queues at the edges of their settings
+
+/** The repository of the queues at extreme settings (a real one: their PRs exist, so they can wait in the queue). */
+export const EXTREME_REPO = { host: "local", owner: "fuzz", name: "extreme" }
+
+/** The integer settings of updateQueue, from the document: each with its bounds (1 to 2^32 - 1 when none is given). */
+const integerSettings = (gen: Generator, doc: OpenApiDoc) => {
+  const schema = doc.paths["/v1/updateQueue"]?.post?.requestBody?.content["application/json"]?.schema
+  const out: Array<{ readonly name: string; readonly min: number; readonly max: number }> = []
+  if (schema === undefined) return out
+  for (const [name, sub] of Object.entries(gen.resolve(schema).properties ?? {})) {
+    const s = gen.resolve(sub)
+    const integer = [s, ...(s.anyOf ?? []), ...(s.oneOf ?? [])]
+      .map((x) => gen.resolve(x))
+      .find((x) => x.type === "integer")
+    if (integer !== undefined) out.push({ name, min: integer.minimum ?? 0, max: integer.maximum ?? 4294967295 })
+  }
+  return out
+}
+
+/**
+ * Queues whose every integer setting is at its maximum, or at its minimum, in both modes, each holding PRs (in a
+ * parallel queue without impacted targets they wait not ready): what the dashboard's reads and the API's reads then
+ * compute (a deadline past the last date a Date holds made getQueueActivity answer 500). Returns their keys.
+ */
+export const makeExtremeQueues = async (
+  base: string,
+  token: string,
+  doc: OpenApiDoc,
+  gen: Generator,
+  gitRoot: string
+): Promise<ReadonlyArray<{ readonly repo: typeof EXTREME_REPO; readonly targetBranch: string }>> => {
+  const { createTestRepo } = await import("../support/git.ts")
+  const repo = createTestRepo({ root: gitRoot, repo: EXTREME_REPO })
+  for (const n of [1, 2, 3]) repo.createPr(n, { files: { [`x-${n}.txt`]: `${n}\n` } })
+  const settings = integerSettings(gen, doc)
+  const keys: Array<{ readonly repo: typeof EXTREME_REPO; readonly targetBranch: string }> = []
+  for (const edge of ["max", "min"] as const) {
+    for (const mode of ["single", "parallel"] as const) {
+      const key = { repo: EXTREME_REPO, targetBranch: `${edge}-${mode}` }
+      repo.setBranch(key.targetBranch, repo.branchSha("main")!)
+      const values = Object.fromEntries(settings.map((s) => [s.name, edge === "max" ? s.max : s.min]))
+      await post(base, token, "createQueue", key)
+      const updated = await post(base, token, "updateQueue", { ...key, ...values, mode, requiredStatuses: ["ci"] })
+      if (updated.status !== 200) throw new Error(`updateQueue ${JSON.stringify(values)}: ${JSON.stringify(updated)}`)
+      for (const n of [1, 2, 3]) {
+        await post(base, token, "submitPullRequest", { ...key, pr: { number: n }, priority: n === 3 ? "urgent" : 42 })
+      }
+      keys.push(key)
+    }
+  }
+  return keys
+}
+
+/** A read of one of the extreme queues: the dashboard's and the API's. */
+export const extremeRequest = (
+  rng: Rng,
+  keys: ReadonlyArray<{ readonly repo: typeof EXTREME_REPO; readonly targetBranch: string }>
+): FuzzRequest => {
+  const key = rng.pick(keys)
+  const [op, extra] = rng.pick<[string, Record<string, Json>]>([
+    ["getQueueActivity", {}],
+    ["getQueue", {}],
+    ["getSubmittedPullRequest", { pr: { number: 1 + rng.int(3) }, includeTimeline: true }],
+    ["getPullRequestActivity", { pr: { number: 1 + rng.int(3) } }],
+    ["getQueueHealth", {}],
+    ["listQueues", {}]
+  ])
+  return {
+    category: "extreme settings",
+    method: "POST",
+    target: `/v1/${op}`,
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ ...key, ...extra })
+  }
+}

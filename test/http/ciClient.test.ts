@@ -150,10 +150,10 @@ cp pass.xml reports/unit/TEST-math.xml
     })
 
     test("test fails safe: with the server unreachable, the command's exit code stands, with a warning", async () => {
-      const down = { GREENLINE_URL: "http://127.0.0.1:9" }
+      const down = { GREENLINE_URL: "http://127.0.0.1:9", GREENLINE_RETRIES: "0" }
       const failing = await run(test_, { ...down, FAIL: "1" })
       expect(failing.code).toBe(1)
-      expect(failing.err).toContain("warning: the results were not uploaded: cannot reach http://127.0.0.1:9")
+      expect(failing.err).toContain("warning: the results were not uploaded: the connection to 127.0.0.1:9 was refused")
       const passing = await run(test_, down)
       expect(passing.code).toBe(0)
       expect(passing.err).toContain("warning")
@@ -181,8 +181,38 @@ cp pass.xml reports/unit/TEST-math.xml
       const status = await run(["queue", "status"])
       expect(status.out).toMatch(/PR 7\t\w+\thigh/)
       expect((await run(["cancel", "--pr", "7"])).code).toBe(0)
-      expect((await run(["cancel", "--pr", "7"])).code).toBe(1)
+      // an error answer: exit 4, with the envelope's code and message
+      const again = await run(["cancel", "--pr", "7"])
+      expect(again.code).toBe(4)
+      expect(again.err).toContain("the server answered 409 PR_NOT_ACTIVE")
       expect((await run(["submit"])).code).toBe(2)
+    })
+
+    test("exit codes are the same for every command: 4 for an error answer, 3 for no server, 2 for a wrong line", async () => {
+      const wrongToken = { GREENLINE_TOKEN: "glt_not_a_token_0123456789abcdef" }
+      const noServer = { GREENLINE_URL: "http://127.0.0.1:9", GREENLINE_RETRIES: "0" }
+      const commands: ReadonlyArray<ReadonlyArray<string>> = [
+        ["upload", "reports/**/*.xml"],
+        ["queue", "status"],
+        ["submit", "--pr", "7"],
+        ["cancel", "--pr", "7"],
+        ["quarantine", "list"],
+        ["quarantine", "set", "00000000-0000-4000-8000-000000000000", "always"]
+      ]
+      for (const command of commands) {
+        const refused = await run(command, wrongToken)
+        expect({ command, code: refused.code }).toEqual({ command, code: 4 })
+        expect(refused.err).toContain("the server answered 401 UNAUTHORIZED")
+        const unreachable = await run(command, noServer)
+        expect({ command, code: unreachable.code }).toEqual({ command, code: 3 })
+        expect(unreachable.err).toContain("was refused")
+        const wrong = await run([...command, "--timeout", "soon"])
+        expect({ command, code: wrong.code }).toEqual({ command, code: 2 })
+      }
+      // every command's help says so
+      for (const command of [["upload"], ["queue", "status"], ["cancel"]]) {
+        expect((await run([...command, "--help"])).out).toContain("4 the server answered with an error")
+      }
     })
   })
 }

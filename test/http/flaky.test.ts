@@ -704,16 +704,16 @@ for (const db of databases) {
       r = await cli(["--sha", "5".repeat(40), "--exit-code", "3", file])
       expect(r.code).toBe(0)
 
-      // an error answer (unreadable file) and a server that is not running: 2
+      // an error answer (unreadable file): 4; a server that is not running: 3 (the client's exit codes)
       r = await cli(["--sha", "6".repeat(40), fixturePath("corrupt-truncated.xml")])
-      expect(r.code).toBe(2)
+      expect(r.code).toBe(4)
       expect(r.out).toContain("INVALID_JUNIT")
       const closed = Bun.serve({ port: 0, hostname: "127.0.0.1", fetch: () => new Response("") })
       const deadUrl = `http://127.0.0.1:${closed.port}`
       await closed.stop(true)
-      r = await cli(["--sha", "7".repeat(40), file], deadUrl)
-      expect(r.code).toBe(2)
-      expect(r.out).toContain("cannot reach")
+      r = await cli(["--sha", "7".repeat(40), "--retries", "0", file], deadUrl)
+      expect(r.code).toBe(3)
+      expect(r.out).toContain("was refused")
     })
   })
 }

@@ -2,8 +2,10 @@ import { describe, expect, test } from "bun:test"
 import {
   deepJson,
   deleteRace,
+  extremeRequest,
   fuzzOrg,
   Generator,
+  makeExtremeQueues,
   makeRequest,
   makeState,
   type OpenApiDoc,
@@ -183,6 +185,28 @@ for (const db of databases) {
               problem: undefined
             })
           }
+        }
+      } finally {
+        await server.close()
+      }
+    })
+
+    test("queues at extreme settings (every integer setting at its maximum or minimum, PRs waiting): every read answers", async () => {
+      fuzzOrg.slug = ORG
+      const server = await startTestServer({ db, rateLimitPerSecond: 1_000_000 })
+      try {
+        const doc = (await (await fetch(`${server.url}/v1/openapi.json`)).json()) as OpenApiDoc
+        const rng = new Rng(38)
+        const keys = await makeExtremeQueues(server.url, TEST_TOKEN, doc, new Generator(doc, rng), server.gitRoot)
+        expect(keys.length).toBe(4)
+        const tally = new Tally()
+        for (let i = 0; i < 120; i++) tally.add(await send(server.url, TEST_TOKEN, extremeRequest(rng, keys)))
+        expect(tally.problems).toEqual([])
+        expect(tally.total().c5).toBe(0)
+        // getQueueActivity on each, by name: the not-ready PRs of the parallel queues have a readiness
+        for (const key of keys) {
+          const r = await server.post("getQueueActivity", key)
+          expect({ key: key.targetBranch, status: r.status }).toEqual({ key: key.targetBranch, status: 200 })
         }
       } finally {
         await server.close()

@@ -4,8 +4,10 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test"
 import * as fs from "node:fs"
+import { Effect } from "effect"
+import type { RunnerProbeShape } from "../../src/queue/runner/probe.ts"
 import { createTestRepo, type TestRepo } from "../support/git.ts"
-import { databases, startTestServer, type TestServer, tempDir } from "../support/server.ts"
+import { databases, eventually, startTestServer, type TestServer, tempDir } from "../support/server.ts"
 
 const TIMEOUT = 60_000
 
@@ -238,6 +240,144 @@ describe("read-your-writes", () => {
         expect(await q.order()).toEqual([1, 2])
         expect((await q.pr(1)).position).toBe(1)
         expect((await q.pr(2)).position).toBe(2)
+      },
+      TIMEOUT
+    )
+  }
+})
+
+/**
+ * Estimates, positions and their reasons (issue #38): a write shows in them at the very next read. The runner is held
+ * after a round (its probe waits) while the writes are made and read, so every read is of a write it has not stepped.
+ */
+describe("read-your-writes of the derived fields (estimates and their reasons)", () => {
+  interface Estimated extends Pr {
+    readonly estimatedMergeAt: string | null
+    readonly estimatedTestingStartAt: string | null
+    readonly estimateUnavailableReason: string | null
+  }
+
+  for (const db of databases) {
+    test(
+      `pause, resume, priority and cancel show in the next read's estimates (${db})`,
+      async () => {
+        // the gate: while held, each runner waits at the end of its round
+        let held = false
+        let waiting: Array<() => void> = []
+        const probe: RunnerProbeShape = {
+          afterPush: () => Effect.void,
+          roundDone: () =>
+            Effect.async<void>((resume) => {
+              if (!held) return resume(Effect.void)
+              waiting.push(() => resume(Effect.void))
+            })
+        }
+        /** Holds the runner: resolves once it waits at the end of a round (it steps nothing until `release`). */
+        const hold = async () => {
+          held = true
+          await eventually(async () => waiting.length > 0 || undefined, 20_000, "the runner held")
+        }
+        const release = () => {
+          held = false
+          const w = waiting
+          waiting = []
+          for (const go of w) go()
+        }
+        const root = tempDir("greenline-ryw-estimates-")
+        roots.push(root)
+        const server = await startTestServer({ db, gitRoot: root, gitPollMs: 50, probe })
+        try {
+          const repo = createTestRepo({ root, repo: { host: "local", owner: "acme", name: "estimates" } })
+          repos.push(repo)
+          for (let n = 1; n <= 6; n++) repo.createPr(n, { files: { [`pr-${n}.txt`]: `${n}\n` } })
+          const key = { repo: repo.repo, targetBranch: "main" }
+          const ok = async <A>(op: string, body: Record<string, unknown> = {}) => {
+            const r = await server.post(op, { ...key, ...body })
+            if (r.status !== 200) throw new Error(`${op} answered ${r.status}: ${JSON.stringify(r.body)}`)
+            return r.body as A
+          }
+          const pr = (n: number) => ok<Estimated>("getSubmittedPullRequest", { pr: { number: n } })
+          const queued = async () =>
+            new Map(
+              (await ok<{ enqueuedPullRequests: ReadonlyArray<Estimated> }>("getQueue")).enqueuedPullRequests.map(
+                (e) => [e.prNumber, e] as const
+              )
+            )
+          await ok("createQueue")
+          await ok("updateQueue", { requiredStatuses: ["ci"], concurrency: 1 })
+          // three finished runs: a queue has estimates from then on
+          for (const n of [1, 2, 3]) {
+            await ok("submitPullRequest", { pr: { number: n } })
+            const runId = await eventually(async () => (await pr(n)).testRunId ?? undefined, 20_000, `PR ${n} testing`)
+            const sha = await eventually(
+              async () =>
+                (await ok<{ testBranchSha: string }>("getMergeQueueTestingDetails", { testRunId: runId }))
+                  .testBranchSha || undefined,
+              20_000,
+              `PR ${n}'s test branch`
+            )
+            await ok("reportStatus", { sha, context: "ci", state: "success" })
+            await eventually(async () => ((await pr(n)).state === "merged" ? true : undefined), 20_000, `#${n} merged`)
+          }
+
+          await hold()
+          await ok("updateQueue", { state: "paused" })
+          for (const n of [4, 5, 6]) await ok("submitPullRequest", { pr: { number: n } })
+          for (const n of [4, 5, 6]) expect([n, (await pr(n)).estimateUnavailableReason]).toEqual([n, "QUEUE_PAUSED"])
+          expect([...(await queued()).values()].map((e) => e.estimateUnavailableReason)).toEqual([
+            "QUEUE_PAUSED",
+            "QUEUE_PAUSED",
+            "QUEUE_PAUSED"
+          ])
+
+          // resumed: the next read estimates, with the runner still holding the pause
+          await ok("updateQueue", { state: "running" })
+          for (const n of [4, 5, 6]) {
+            const read = await pr(n)
+            expect([n, read.estimateUnavailableReason, read.estimatedMergeAt === null]).toEqual([n, null, false])
+          }
+          const resumed = await queued()
+          expect([...resumed.values()].map((e) => e.estimateUnavailableReason)).toEqual([null, null, null])
+          const at = (e: Estimated | undefined) => Date.parse(e?.estimatedMergeAt ?? "")
+          expect(at(resumed.get(4)) < at(resumed.get(5)) && at(resumed.get(5)) < at(resumed.get(6))).toBe(true)
+          // paused again, and running again: each read follows the last write
+          await ok("updateQueue", { state: "paused" })
+          expect((await pr(5)).estimateUnavailableReason).toBe("QUEUE_PAUSED")
+          await ok("updateQueue", { state: "running" })
+          expect((await pr(5)).estimateUnavailableReason).toBeNull()
+
+          // the runner tests #4; then a higher priority takes #6 ahead of #5 (not of #4, which is testing), and
+          // its estimate with it
+          release()
+          await eventually(async () => ((await pr(4)).state === "testing" ? true : undefined), 20_000, "#4 testing")
+          await hold()
+          const waited = await queued()
+          expect([...waited.keys()]).toEqual([4, 5, 6])
+          expect(at(waited.get(6)) > at(waited.get(5))).toBe(true)
+          await ok("submitPullRequest", { pr: { number: 6 }, priority: "high" })
+          const raised = await queued()
+          expect([...raised.keys()]).toEqual([4, 6, 5])
+          expect(at(raised.get(6)) < at(raised.get(5))).toBe(true)
+          expect((await pr(6)).position).toBe(2)
+          expect(at(await pr(6))).toBe(at(raised.get(6)))
+
+          // cancelled: #6 leaves, and #5 is estimated without it
+          const before5 = at(raised.get(5))
+          await ok("cancelPullRequest", { pr: { number: 6 } })
+          const after = await queued()
+          expect([...after.keys()]).toEqual([4, 5])
+          expect(at(after.get(5)) < before5).toBe(true)
+          expect(at(await pr(5))).toBe(at(after.get(5)))
+          expect((await pr(6)).estimatedMergeAt ?? null).toBeNull()
+          release()
+
+          // and once the runner has stepped them, it agrees
+          await eventually(async () => ((await pr(6)).state === "cancelled" ? true : undefined), 20_000, "#6 out")
+          expect([...(await queued()).keys()]).toEqual([4, 5])
+        } finally {
+          release()
+          await server.close()
+        }
       },
       TIMEOUT
     )

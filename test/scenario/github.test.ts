@@ -19,11 +19,13 @@ import {
   failureInMiddle,
   forcePush,
   mergeConflict,
+  mergedOutside,
   outsidePush,
   play,
   priority,
   type QueueScenario,
-  reasons
+  reasons,
+  resubmitMerged
 } from "./queueScenarios.ts"
 
 const TIMEOUT = 180_000
@@ -57,7 +59,17 @@ const scenario = async (options: Omit<ScenarioOptions, "name">, body: QueueScena
 }
 
 /** The queue scenarios whose provider part is GitHub's: building test branches, merging, pushes and closed PRs. */
-const onGitHub = [allPass, failureInMiddle, mergeConflict, priority, cancelInMiddle, outsidePush, forcePush]
+const onGitHub = [
+  allPass,
+  failureInMiddle,
+  mergeConflict,
+  priority,
+  cancelInMiddle,
+  outsidePush,
+  forcePush,
+  resubmitMerged,
+  mergedOutside
+]
 
 describe("merge queue scenarios on the simulated GitHub", () => {
   for (const { name, options, body } of onGitHub) test(name, () => scenario(options, body), TIMEOUT)

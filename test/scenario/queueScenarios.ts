@@ -698,6 +698,58 @@ export const deleteQueueNotEmpty = define(
   }
 )
 
+export const resubmitMerged = define(
+  "a merged PR submitted again is refused with 409 PR_ALREADY_MERGED: it lands once",
+  { concurrency: 1 },
+  async (s) => {
+    s.createPr(1, { title: "Change one" })
+    await s.submit(1)
+    await s.ciPass(1)
+    await s.waitState(1, "merged")
+    // squash: the head is not in main, the queue knows it merged this head (GitHub: the PR is merged there)
+    await s.fails("submitPullRequest", { pr: { number: 1 } }, 409, "PR_ALREADY_MERGED")
+    await s.fails("submitPullRequest", { pr: { number: 1 }, priority: "urgent" }, 409, "PR_ALREADY_MERGED")
+    const after = await s.pr(1)
+    expect([after.state, after.isCurrentlySubmittedToQueue]).toEqual(["merged", false])
+    expect(await reasons(s, 1)).toEqual([
+      "pending:SUBMITTED",
+      "testing:TEST_RUN_STARTED",
+      "tests_passed:TEST_RUN_PASSED",
+      "merged:MERGED"
+    ])
+    expect(s.history()).toEqual(["Change one (#1)"])
+    return undefined
+  }
+)
+
+export const mergedOutside = define(
+  "a PR merged outside the queue while it waits leaves the queue as merged (MANUAL_MERGE), not merged again",
+  { concurrency: 1 },
+  async (s) => {
+    s.createPr(1)
+    const head2 = s.createPr(2)
+    await s.submit(1)
+    await s.submit(2)
+    const a1 = await s.waitRun(1)
+    expect((await s.pr(2)).state).toBe("pending")
+    // #2 lands by hand while it waits: main moves to its head
+    s.repo.pushSha(head2)
+    const merged = await s.waitState(2, "merged")
+    expect(merged.verifiedByTestRun).toBeNull()
+    expect((await reasons(s, 2)).at(-1)).toBe("merged:MANUAL_MERGE")
+    // #1 is tested again on the new tip and lands on top of it; #2 is never merged again
+    const r1 = await s.waitRun(1, [a1.runId])
+    expect(s.files(r1.sha)).toEqual(["README.md", "pr-1.txt", "pr-2.txt"])
+    await s.ciPass(1, [a1.runId])
+    await s.waitState(1, "merged")
+    expect(s.history()).toEqual(["PR #2", "PR #1 (#1)"])
+    // its head is in main: a resubmission is refused
+    await s.fails("submitPullRequest", { pr: { number: 2 } }, 409, "PR_ALREADY_MERGED")
+    expect(await s.testingCount(2)).toBe(0)
+    return { outside: [head2] }
+  }
+)
+
 /** Every scenario, in the order engine.test.ts runs them. */
 export const queueScenarios: ReadonlyArray<QueueScenario> = [
   allPass,
@@ -724,5 +776,7 @@ export const queueScenarios: ReadonlyArray<QueueScenario> = [
   trunkConfig,
   noRequiredStatuses,
   manySubmissions,
-  deleteQueueNotEmpty
+  deleteQueueNotEmpty,
+  resubmitMerged,
+  mergedOutside
 ]

@@ -70,6 +70,11 @@ export interface TestRepo {
   readonly pushToMain: (files: FileChanges, options?: { message?: string; branch?: string; author?: Author }) => string
   /** Sets refs/heads/<branch> of the bare repository to sha (forced). */
   readonly setBranch: (branch: string, sha: string) => void
+  /**
+   * A push from outside Greenline that moves `branch` (default main) to the existing commit `sha`, e.g. a PR's head
+   * merged by hand (on the simulated GitHub: with its webhooks, the PRs whose heads it contains closed as merged).
+   */
+  readonly pushSha: (sha: string, branch?: string) => void
   /** Removes the temporary folders (root included, unless it was given). */
   readonly cleanup: () => void
 }
@@ -236,6 +241,7 @@ export const createTestRepo = (
       push(sha, `refs/heads/${branch}`)
       return sha
     },
+    pushSha: (sha, branch = "main") => push(sha, `refs/heads/${branch}`),
     setBranch: (branch, sha) => {
       bare("update-ref", `refs/heads/${branch}`, sha)
     },

@@ -92,7 +92,7 @@ const kit = (
             noBatch: undefined,
             pr: read
           })
-          expect(ok).toBe(true)
+          expect(ok).toBe("written")
         })
       ),
     /** what the cancel operation does: the write in one transaction, then the runner's wake-up */

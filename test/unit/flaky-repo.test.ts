@@ -7,6 +7,7 @@ import * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
 import * as PgClient from "@effect/sql-pg/PgClient"
 import { Effect, Layer, ManagedRuntime, Option, Redacted } from "effect"
+import { fetchTransport } from "../../src/client/http.ts"
 import { makeAppConfig } from "../../src/config.ts"
 import { layerPgliteMemory, layerPostgres } from "../../src/db/Database.ts"
 import type { FlakyError } from "../../src/flaky/errors.ts"
@@ -678,7 +679,8 @@ const suite = (kind: string, makeDb: () => Promise<{ db: Db; cleanup: () => Prom
         const io: UploadIo = {
           out: (l) => lines.push(l),
           err: (l) => lines.push(l),
-          fetch: (input, init) => app(new Request(input, init)),
+          request: fetchTransport((input, init) => app(new Request(input, init))),
+          sleep: async () => {},
           cwd: dir
         }
         const base = ["--org", "acme", "--repo", "github.com/acme/cli", "--sha", "abc123", "--branch", "main"]
@@ -698,13 +700,14 @@ const suite = (kind: string, makeDb: () => Promise<{ db: Db; cleanup: () => Prom
         expect(lines.join("\n")).toContain("1 quarantined, 0 not quarantined")
         // errors
         lines.length = 0
-        expect(await runUpload([...base, "bad.txt"], env, io)).toBe(2)
+        // an error answer: 4 (io.ts EXIT); a wrong command line: 2; no server: 3
+        expect(await runUpload([...base, "bad.txt"], env, io)).toBe(4)
         expect(lines.join("\n")).toContain("INVALID_JUNIT")
         expect(lines.join("\n")).toContain("bad.txt")
         lines.length = 0
         expect(
           await runUpload([...base, "pass.xml"], { ...env, GREENLINE_TOKEN: "glt_wrong_token_0123456789" }, io)
-        ).toBe(2)
+        ).toBe(4)
         expect(lines.join("\n")).toContain("401")
         expect(await runUpload(["--org", "acme", "pass.xml"], env, io)).toBe(2)
         expect(await runUpload([...base, "missing.xml"], env, io)).toBe(2)
@@ -712,9 +715,9 @@ const suite = (kind: string, makeDb: () => Promise<{ db: Db; cleanup: () => Prom
         expect(await runUpload([...base, "--bogus", "1", "pass.xml"], env, io)).toBe(2)
         expect(await runUpload([...base, "pass.xml"], {}, io)).toBe(2)
         lines.length = 0
-        const down: UploadIo = { ...io, fetch: () => Promise.reject(new Error("connection refused")) }
-        expect(await runUpload([...base, "pass.xml"], env, down)).toBe(2)
-        expect(lines.join("\n")).toContain("cannot reach")
+        const down: UploadIo = { ...io, request: fetchTransport(() => Promise.reject(new Error("connection refused"))) }
+        expect(await runUpload([...base, "pass.xml"], env, down)).toBe(3)
+        expect(lines.join("\n")).toContain("was refused")
         // the HTTP route itself: no metadata part
         const form = new FormData()
         form.append("junit", new File([junit([{ name: "x" }])], "a.xml"))

@@ -100,7 +100,12 @@ for (const db of databases) {
             const recorded = yield* sql<{ name: string; app_version: string; safe: boolean }>`
               select name, app_version, safe_with_older_instances as safe from greenline_schema order by migration_id`
             // recorded from the migration that made the table on
-            expect(recorded.map((r) => r.name)).toEqual(["schema_versions", "instances", "webhook_delivery_records"])
+            expect(recorded.map((r) => r.name)).toEqual([
+              "schema_versions",
+              "instances",
+              "flaky_upload_keys",
+              "webhook_delivery_records"
+            ])
             for (const r of recorded) expect(r).toMatchObject({ app_version: APP_VERSION, safe: true })
             const plan = yield* schemaPlan()
             expect(plan.pending).toEqual([])

@@ -151,7 +151,7 @@ for (const db of databases) {
           headSha: string
           impactedTargetsRequired: boolean
           impactedTargetsUploaded: boolean
-          cancelsAt: string
+          cancelsAt: string | null
         }
       }>
       const before = (await ok<{ active: Active }>("getQueueActivity", key)).active
@@ -175,6 +175,34 @@ for (const db of databases) {
       expect(after.state).toBe("pending")
       expect(after.readiness).toBeUndefined()
       await ok("cancelPullRequest", { ...key, pr: { number: 1 } })
+    }, 60_000)
+
+    test("a not-ready PR in a queue whose timeout is at its maximum: never cancelled, and the page still answers", async () => {
+      // 4294967295 hours from now is past the last date a JavaScript Date holds: getQueueActivity answered 500
+      // (RangeError: Invalid Date) before
+      const key = { repo: repoRef, targetBranch: "extreme" }
+      repo.git("branch", "extreme", "main")
+      await ok("createQueue", key)
+      await ok("updateQueue", {
+        ...key,
+        mode: "parallel",
+        state: "paused",
+        notReadyTimeoutHours: 4294967295,
+        testingTimeoutMinutes: 4294967295,
+        batchingMaxWaitTimeMinutes: 4294967295
+      })
+      repo.createPr(2, { files: { "two.txt": "2\n" }, title: "Add two" })
+      await ok("submitPullRequest", { ...key, pr: { number: 2 } })
+      const active = (
+        await ok<{ active: ReadonlyArray<{ state: string; readiness?: { cancelsAt: string | null } }> }>(
+          "getQueueActivity",
+          key
+        )
+      ).active
+      expect(active.map((e) => [e.state, e.readiness?.cancelsAt])).toEqual([["not_ready", null]])
+      expect((await server.post("getQueue", key)).status).toBe(200)
+      expect((await server.post("getSubmittedPullRequest", { ...key, pr: { number: 2 } })).status).toBe(200)
+      await ok("cancelPullRequest", { ...key, pr: { number: 2 } })
     }, 60_000)
 
     test("an upload's page data: its commit, counts and failed tests; an id the repository lacks is a 404", async () => {

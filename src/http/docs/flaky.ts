@@ -65,7 +65,7 @@ export const FLAKY_DOCS = {
   uploadTestResults: {
     summary: "Upload JUnit results",
     description:
-      "A multipart body: a `metadata` part (JSON: repo, org_url_slug, sha, branch, optional pr_number, variant, job_name) and one or more `junit` parts (XML, gzip allowed). The answer says whether every failure is quarantined: the CI job may pass then. The `greenline` CI client (`GET /cli/greenline.mjs`) sends it for you.",
+      "A multipart body: a `metadata` part (JSON: repo, org_url_slug, sha, branch, optional pr_number, variant, job_name) and one or more `junit` parts (XML, gzip allowed). The answer says whether every failure is quarantined: the CI job may pass then. The `greenline` CI client (`GET /cli/greenline.mjs`) sends it for you. An `Idempotency-Key` header (1 to 200 visible ASCII characters) makes it safe to send again: the same key within a day answers the first upload's summary and stores nothing; under another upload's content it is a 400.",
     response: {
       upload_id: "5c0b8f0e-8d6c-4f7e-9a51-2f7b6e1d9c3a",
       tests: 120,

@@ -42,11 +42,13 @@ export const ERROR_CODES: ReadonlyArray<ErrorCode> = [
   "QUEUE_NOT_EMPTY",
   "PR_NOT_ACTIVE",
   "PR_TESTS_NOT_RESTARTABLE",
+  "PR_ALREADY_MERGED",
   "PAYLOAD_TOO_LARGE",
   "UNSUPPORTED_MEDIA_TYPE",
   "RATE_LIMITED",
   "NOT_IMPLEMENTED",
-  "INTERNAL"
+  "INTERNAL",
+  "SERVICE_UNAVAILABLE"
 ]
 
 const errorEnvelope = {
@@ -86,11 +88,22 @@ const ERROR_DESCRIPTIONS: Record<string, string> = {
   "401": "No valid API token (UNAUTHORIZED)",
   "403": "The token's or person's role does not allow this (PERMISSION_DENIED); nothing changed",
   "404": "Not found, or another organization's (QUEUE_NOT_FOUND, PR_NOT_FOUND, ...)",
-  "409": "Conflicts with the current state (QUEUE_ALREADY_EXISTS, QUEUE_NOT_EMPTY, PR_NOT_ACTIVE, ...)",
+  "409":
+    "Conflicts with the current state (QUEUE_ALREADY_EXISTS, QUEUE_NOT_EMPTY, PR_NOT_ACTIVE, PR_ALREADY_MERGED, ...)",
   "413": "The body is over 20 MiB (PAYLOAD_TOO_LARGE)",
   "415": "The body is not JSON (UNSUPPORTED_MEDIA_TYPE)",
   "429": "Over the token's rate limit (RATE_LIMITED, with Retry-After)",
-  "500": "The server failed (INTERNAL)"
+  "500": "The server failed (INTERNAL)",
+  "503":
+    "The database cannot be reached right now (SERVICE_UNAVAILABLE, with Retry-After): try again after that many seconds"
+}
+
+/** The `Retry-After` header of the answers that have one (429, 503). */
+const retryAfterHeader = {
+  "Retry-After": {
+    description: "Seconds to wait before trying again",
+    schema: { type: "integer", minimum: 1 }
+  }
 }
 
 type Json = Record<string, unknown>
@@ -154,6 +167,7 @@ export const refineDocument = (generated: OpenApi.OpenAPISpec, publicUrl: string
         }
         ;(op.responses as Json)[status] = {
           description: ERROR_DESCRIPTIONS[status] ?? "Error",
+          ...(status === "429" || status === "503" ? { headers: retryAfterHeader } : {}),
           content: { "application/json": { schema: { $ref: "#/components/schemas/ErrorEnvelope" } } }
         }
       }

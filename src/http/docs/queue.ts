@@ -34,7 +34,7 @@ export const QUEUE_DOCS = {
   submitPullRequest: {
     summary: "Submit a pull request",
     description:
-      "Adds a pull request to the queue. `priority`: 0-255 (lower goes first) or `urgent` (0, interrupts running tests), `high` (10), `medium` (100, the default), `low` (200). `noBatch` keeps it out of batches.",
+      "Adds a pull request to the queue. `priority`: 0-255 (lower goes first) or `urgent` (0, interrupts running tests), `high` (10), `medium` (100, the default), `low` (200). `noBatch` keeps it out of batches. 409 PR_ALREADY_MERGED when its head is in the target branch already (the queue merged it, or it was merged outside the queue): nothing is queued.",
     request: { ...key, pr: { number: 42 }, priority: "high" },
     response: {}
   },

@@ -58,12 +58,27 @@ export const readUploadForm = (request: Request, body: Uint8Array) =>
  * schema decode of `handle` (the op's `UploadForm` schema only documents the form).
  */
 const encodeSummary = Schema.encode(ops.uploadTestResults.success)
+
+/** The upload's `Idempotency-Key` (1 to 200 visible ASCII characters), if it has one. */
+const idempotencyKeyOf = (request: Request) =>
+  Effect.gen(function* () {
+    const key = request.headers.get("idempotency-key")
+    if (key === null) return undefined
+    if (!/^[\x21-\x7e]{1,200}$/.test(key)) {
+      return yield* invalidRequest("the Idempotency-Key header must be 1 to 200 visible ASCII characters", [
+        { path: "Idempotency-Key", message: "must be 1 to 200 visible ASCII characters" }
+      ])
+    }
+    return key
+  })
+
 const uploadRoute: Route<Flaky, "uploadTestResults"> = {
   op: ops.uploadTestResults,
   run: (_, { request, body }) =>
     Effect.gen(function* () {
+      const key = yield* idempotencyKeyOf(request)
       const { metadataText, parts } = yield* readUploadForm(request, body)
-      const summary: UploadSummary = yield* withOrg((flaky, org) => flaky.upload(org, metadataText, parts)).pipe(
+      const summary: UploadSummary = yield* withOrg((flaky, org) => flaky.upload(org, metadataText, parts, key)).pipe(
         Effect.mapError(fromDomainError)
       )
       return yield* Effect.mapError(

@@ -166,7 +166,7 @@ export const queueRoutes = [
           const queue = found.value
           // the Git host is read before the transaction, so no connection waits on it
           const pr = yield* engine.readPullRequest(queue, req.pr.number)
-          const written = yield* orDie(
+          const outcome = yield* orDie(
             engine.submitBatched({
               queue,
               prNumber: req.pr.number,
@@ -175,8 +175,14 @@ export const queueRoutes = [
               pr
             })
           )
-          if (!written) queues.forget(queue.id)
-          return written
+          if (outcome === "merged") {
+            return yield* conflict(
+              "PR_ALREADY_MERGED",
+              `pull request #${req.pr.number} is merged into ${req.targetBranch} already: the queue merged this head`
+            )
+          }
+          if (outcome === "gone") queues.forget(queue.id)
+          return outcome === "written"
         })
       if (!(yield* attempt(true)) && !(yield* attempt(false))) {
         return yield* notFound("QUEUE_NOT_FOUND", `no queue ${describe(req.repo, req.targetBranch)}`)

@@ -5,14 +5,21 @@ import { EventLog } from "../../kernel/EventLog.ts"
 import type { CommandCi } from "../CiRunner.ts"
 import { Engine, EngineRunner, type EngineShape, type QueueKey } from "../Engine.ts"
 import { makeEngineRepo } from "../engineRepo.ts"
-import { PrNotActive, PrTestsNotRestartable, PullRequestNotFound, QueueNotFound, TestRunNotFound } from "../errors.ts"
+import {
+  PrAlreadyMerged,
+  PrNotActive,
+  PrTestsNotRestartable,
+  PullRequestNotFound,
+  QueueNotFound,
+  TestRunNotFound
+} from "../errors.ts"
 import { cachedEstimate, estimateFields, estimateOf, needsPrior } from "../estimates.ts"
 import { PrFeedback } from "../Feedback.ts"
 import { GitHost } from "../GitHost.ts"
 import { initialState, type QueueState, type QueueStats, type RunRecord } from "../planner/index.ts"
 import { QueueEnv } from "../QueueEnv.ts"
 import { QueueRepo, type QueueRow, queueOfColumns } from "../QueueRepo.ts"
-import { entryRecord, positionOf, viewOf } from "../queueView.ts"
+import { entryRecord, estimateKey, pendingEvents, pendingState, positionOf, viewOf } from "../queueView.ts"
 import type { RunnerHealth } from "../runner/health.ts"
 import { plannerConfig, repoRefOf } from "../runner/index.ts"
 import { makeLeases } from "../runner/lease.ts"
@@ -150,7 +157,8 @@ export const EngineLive = Layer.scopedContext(
       active: boolean,
       version: number | null,
       items: ReadonlyArray<TimelineItem>,
-      now: number
+      now: number,
+      known?: ReturnType<typeof estimateFields>
     ) => {
       const rows = items.map((t) => ({ at: new Date(t.at).getTime(), state: t.state, reason: t.reason }))
       const b = breakdownOf(rows, now, {
@@ -158,13 +166,15 @@ export const EngineLive = Layer.scopedContext(
         maxWaitMs: queue.config.batchingMaxWaitTimeMinutes * 60_000
       })
       // an unchanged queue's estimate is cached by its runtime version: then its state is not read again
-      const hit = active && version !== null ? cachedEstimate(queue.id, version) : undefined
+      const hit = known === undefined && active && version !== null ? cachedEstimate(queue.id, version) : undefined
       const estimates =
-        hit !== undefined
-          ? estimateFields(hit.estimate, entryId, { place: 1, depth: hit.depth, now })
-          : active
-            ? undefined
-            : {}
+        known !== undefined
+          ? known
+          : hit !== undefined
+            ? estimateFields(hit.estimate, entryId, { place: 1, depth: hit.depth, now })
+            : active
+              ? undefined
+              : {}
       if (estimates !== undefined && b.restarts.length === 0)
         return Effect.succeed({ ...estimates, timeBreakdown: breakdownView(b, noCauses) })
       return Effect.all([
@@ -190,20 +200,38 @@ export const EngineLive = Layer.scopedContext(
         return entry.value
       })
 
+    const alreadyMerged = (queue: QueueRow, prNumber: number, why: string) =>
+      new PrAlreadyMerged({ message: `pull request #${prNumber} is merged into ${queue.branch} already: ${why}` })
+
+    /**
+     * The PR as the Git host shows it, unless it is merged already (PR_ALREADY_MERGED): the host says so (GitHub), or
+     * its head is in the target branch (local Git, which has no pull requests of its own to ask).
+     */
     const readPullRequest = (queue: QueueRow, prNumber: number) =>
-      git.getPullRequest(repoRefOf(queue.repo), prNumber).pipe(
-        Effect.catchTags({
-          PrNotFound: () =>
-            new PullRequestNotFound({
-              message: `pull request #${prNumber} does not exist (no refs/pull/${prNumber}/head)`
-            }),
-          RepoNotFound: () =>
-            new PullRequestNotFound({
-              message: `pull request #${prNumber} does not exist: ${queue.repo.host}/${queue.repo.owner}/${queue.repo.name} has no repository`
-            })
-        }),
-        Effect.catchTag("GitError", (e) => Effect.die(e))
-      )
+      Effect.gen(function* () {
+        const ref = repoRefOf(queue.repo)
+        const pr = yield* git.getPullRequest(ref, prNumber).pipe(
+          Effect.catchTags({
+            PrNotFound: () =>
+              new PullRequestNotFound({
+                message: `pull request #${prNumber} does not exist (no refs/pull/${prNumber}/head)`
+              }),
+            PrMerged: () => alreadyMerged(queue, prNumber, "the Git host says it is merged"),
+            RepoNotFound: () =>
+              new PullRequestNotFound({
+                message: `pull request #${prNumber} does not exist: ${queue.repo.host}/${queue.repo.owner}/${queue.repo.name} has no repository`
+              })
+          }),
+          Effect.catchTag("GitError", (e) => Effect.die(e))
+        )
+        if (git.remotePullRequests?.(ref) !== true) {
+          const tip = yield* git.getBranchSha(ref, queue.branch).pipe(Effect.orElseSucceed(() => null))
+          const contained =
+            tip !== null && (yield* git.isAncestor(ref, pr.headSha, tip).pipe(Effect.orElseSucceed(() => false)))
+          if (contained) return yield* alreadyMerged(queue, prNumber, `its head ${pr.headSha} is in the branch`)
+        }
+        return pr
+      })
 
     // One wake-up in flight per queue: wakes asked for meanwhile fold into one more, sent after it (so after every
     // commit that asked), instead of a notification per request.
@@ -259,14 +287,19 @@ export const EngineLive = Layer.scopedContext(
               : upgradeState(parseJson<QueueState>(row.runtime_state))
           const version = row.runtime_version === null ? null : Number(row.runtime_version)
           const now = yield* Clock.currentTimeMillis
-          // the prior only feeds the estimate: not read when the estimate of this version is cached
-          const cached = version !== null && cachedEstimate(queue.id, version) !== undefined
+          const active = parseJson<ReadonlyArray<EntryRow>>(row.active)
+          // the prior only feeds the estimate: not read when the estimate of this version is cached (and no write
+          // waits for the runner: the estimate is then of the state as it will step them)
+          const cached =
+            version !== null &&
+            cachedEstimate(queue.id, version) !== undefined &&
+            pendingEvents(queue, state, active).length === 0
           const prior = cached ? undefined : yield* priorFor(queue, state)
           const runnerError =
             row.runner_error === null
               ? null
               : { message: row.runner_error, since: iso(new Date(row.runner_error_since ?? now)) }
-          const view = viewOf(queue, state, parseJson<ReadonlyArray<EntryRow>>(row.active), now, version, prior)
+          const view = viewOf(queue, state, active, now, version, prior)
           return { ...view, runnerError }
         }),
 
@@ -275,8 +308,9 @@ export const EngineLive = Layer.scopedContext(
       submit: (queue, prNumber, priority, noBatch, read) =>
         Effect.gen(function* () {
           const pr = read ?? (yield* readPullRequest(queue, prNumber))
-          const [written] = yield* writeSubmissions([{ queue, prNumber, priority, noBatch, pr }])
-          if (written !== true) return yield* queueNotFound(keyOf(queue))
+          const [outcome] = yield* writeSubmissions([{ queue, prNumber, priority, noBatch, pr }])
+          if (outcome === "merged") return yield* alreadyMerged(queue, prNumber, "the queue merged this head")
+          if (outcome !== "written") return yield* queueNotFound(keyOf(queue))
         }),
 
       submitBatched,
@@ -326,11 +360,20 @@ export const EngineLive = Layer.scopedContext(
               : parseJson<Array<TimelineItem & { readonly seq: number }>>(found.value.timeline).sort(
                   (a, b) => a.seq - b.seq
                 )
-          // requests the runner has not stepped yet move places: the view's order then (the state is read whole)
-          const place =
-            active && row.unsettled
-              ? positionOf(yield* runtimeOf(queue), yield* activeEntries(queue.id), row.id)
-              : row.position
+          // requests the runner has not stepped yet move places and estimates: the view's order then, and the
+          // estimate of the state as the runner will step them (the state is read whole)
+          const now = yield* Clock.currentTimeMillis
+          let place = row.position
+          let known: ReturnType<typeof estimateFields> | undefined
+          if (active && (row.unsettled || found.value.config_pending)) {
+            const state = yield* runtimeOf(queue)
+            const rows = yield* activeEntries(queue.id)
+            if (row.unsettled) place = positionOf(state, rows, row.id)
+            const pending = pendingState(queue, state, rows, now)
+            const prior = yield* priorFor(queue, pending.state)
+            const estimate = estimateOf(queue.id, estimateKey(version, pending.key), pending.state, now, prior)
+            known = estimateFields(estimate, row.id, { place: 1, depth: pending.state.config.concurrency, now })
+          }
           const hasTargets = row.has_targets
           // on GitHub, the PR as GitHub sees it now (a conditional request; unknown when GitHub does not answer soon)
           const live =
@@ -355,7 +398,7 @@ export const EngineLive = Layer.scopedContext(
             },
             forceEnqueued: false,
             isCurrentlySubmittedToQueue: active,
-            ...(yield* extensionsOf(queue, row.id, active, version, items, yield* Clock.currentTimeMillis))
+            ...(yield* extensionsOf(queue, row.id, active, version, items, now, known))
           }
           if (!includeTimeline) return record
           return {
@@ -451,7 +494,15 @@ export const EngineLive = Layer.scopedContext(
                         _tag: "Planner",
                         event: { _tag: "Cancelled", prNumber: change.prNumber, reason: change.reason }
                       }
-                    : { _tag: "Planner", event: { _tag: "PrHeadMoved", prNumber: change.prNumber, sha: change.sha } }
+                    : change._tag === "PrMerged"
+                      ? {
+                          _tag: "Planner",
+                          event: { _tag: "MergedOutside", prNumber: change.prNumber, sha: change.sha }
+                        }
+                      : {
+                          _tag: "Planner",
+                          event: { _tag: "PrHeadMoved", prNumber: change.prNumber, sha: change.sha }
+                        }
             if (event !== undefined) events.push({ i: events.length, queue_id: queueId, event })
           }
           if (events.length > 0) yield* enqueueEvents(events)

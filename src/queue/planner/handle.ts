@@ -21,6 +21,8 @@ import { Reasons } from "./types.ts"
 
 const onSubmitted = (ctx: Ctx, ev: Extract<PlannerEvent, { _tag: "Submitted" }>): void => {
   const i = findActiveByPr(ctx, ev.prNumber)
+  // a new priority for an entry that ended meanwhile (merged, say): nothing to change, nothing to queue again
+  if (i < 0 && ev.update === true) return
   if (i >= 0) {
     // an entry changes in place (its lock may go): the next submission of a run scans again
     if (ctx.burst !== null) ctx.burst.lastPos = -1
@@ -381,6 +383,19 @@ export const handle = (ctx: Ctx, ev: PlannerEvent): void => {
       if (r < 0 || !isRunActive(ctx.runs[r]!)) return
       ctx.reason = ev.reason
       cancelRun(ctx, r, ev.reason)
+      return
+    }
+    case "MergedOutside": {
+      const i = findActiveByPr(ctx, ev.prNumber)
+      // an entry in a merge of the queue's own: that merge decides (it lands it, or finds the target moved)
+      if (i < 0 || ctx.entries[i]!.merging) return
+      ctx.reason = Reasons.prerequisiteManuallyMerged
+      setState(ctx, i, "merged", Reasons.manualMerge, {
+        runId: null,
+        failure: null,
+        segment: null,
+        cancelRequested: null
+      })
       return
     }
     case "ReadinessChanged": {

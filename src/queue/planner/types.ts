@@ -257,6 +257,11 @@ export interface Submitted extends EventBase {
   readonly priority: number
   readonly noBatch: boolean
   readonly ready: boolean
+  /**
+   * A new priority (or batching choice) for an entry the request found in the queue: it changes that entry, and
+   * never makes a new one (the entry may have merged or ended since: it is not queued again)
+   */
+  readonly update?: boolean
 }
 export interface Cancelled extends EventBase {
   readonly _tag: "Cancelled"
@@ -332,6 +337,16 @@ export interface DirectMergeResult extends EventBase {
   readonly merged: boolean
   readonly newSha: string | null
 }
+/**
+ * The pull request was merged outside the queue (its head is in the target branch, or the Git host says it merged):
+ * its entry leaves the queue as merged (MANUAL_MERGE), not to be merged again; the runs that held it are rebuilt
+ * without it. An entry the queue is merging itself is left to that merge.
+ */
+export interface MergedOutside extends EventBase {
+  readonly _tag: "MergedOutside"
+  readonly prNumber: number
+  readonly sha: string
+}
 /** The shell's readiness of an active PR changed (mergeability known, conflicts with the base, ...). */
 export interface ReadinessChanged extends EventBase {
   readonly _tag: "ReadinessChanged"
@@ -356,6 +371,7 @@ export type PlannerEvent =
   | DirectMergeResult
   | ReadinessChanged
   | RunRetryRequested
+  | MergedOutside
 
 // ---------------------------------------------------------------- commands
 
@@ -454,6 +470,9 @@ export const Reasons = {
   retriedKnownFlaky: "TEST_RUN_RETRIED_KNOWN_FLAKY_FAILURES",
   merged: "MERGED",
   directMerge: "MERGE_GRAPH_DIRECT_MERGE",
+  /** merged outside the queue (the public API's merged_reason) */
+  manualMerge: "MANUAL_MERGE",
+  prerequisiteManuallyMerged: "PREREQUISITE_MERGE_ITEM_MANUALLY_MERGED",
   requiredStatusFailed: "TEST_RUN_REQUIRED_STATUS_FAILED",
   timeout: "TEST_RUN_TIMEOUT",
   notReadyTimeout: "NOT_READY_TIMEOUT_EXPIRED",

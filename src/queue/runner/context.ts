@@ -57,6 +57,11 @@ export interface RunnerCtx {
   failed: Array<Command>
   nextWake: number
   lastPoll: number
+  /**
+   * The target's tip the runner last looked for outside merges at (the PR heads it contains), or one of its own
+   * merges made: a poll that finds the tip elsewhere looks again (merge.ts `mergedHeads`)
+   */
+  scannedTip: string | null
   /** the state as the last idle round found it saved (undefined after any other round): the next idle round that
    * finds it unchanged saves nothing */
   savedStateJson: string | undefined
@@ -115,6 +120,7 @@ export const makeRunnerCtx = (queueId: string) =>
       failed: [],
       nextWake: Number.POSITIVE_INFINITY,
       lastPoll: 0,
+      scannedTip: loaded.value.state.targetSha,
       savedStateJson: undefined,
       targetHashes: new Map()
     }

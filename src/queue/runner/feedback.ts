@@ -18,7 +18,7 @@ export const noteText = (to: EntryState, reason: string): string => {
     case "pending_failure":
       return `Tests failed (${reason}), waiting for the pull requests ahead`
     case "merged":
-      return "Merged by the merge queue"
+      return reason === "MANUAL_MERGE" ? "Merged outside the merge queue" : "Merged by the merge queue"
     case "failed":
       return `Failed in the merge queue: ${reason}`
     case "cancelled":

@@ -4,7 +4,9 @@
  * under their leases (lease.ts). It is built on the queue's ports and repositories (../); the engine's wiring
  * (../engine/EngineLive.ts) starts it.
  */
+
+export { plannerConfig } from "../plannerConfig.ts"
 export { repoRefOf } from "./context.ts"
 export { statusCheckName } from "./feedback.ts"
-export { type Lease, plannerConfig, type RunnerHooks } from "./round.ts"
+export type { Lease, RunnerHooks } from "./round.ts"
 export { runQueue } from "./runQueue.ts"

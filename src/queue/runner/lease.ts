@@ -1,6 +1,6 @@
 import * as os from "node:os"
 import { Cause, Clock, type Context, Effect, FiberMap, Option, Queue, Stream } from "effect"
-import { Database } from "../../kernel/Database.ts"
+import { Database, RESUMED } from "../../kernel/Database.ts"
 import type { makeEngineRepo } from "../engineRepo.ts"
 import { RunnerMetrics } from "../RunnerMetrics.ts"
 import { WAKE_CHANNEL } from "../Statuses.ts"
@@ -155,13 +155,20 @@ export const makeLeases = (
         layerScope
       )
       yield* Effect.forkIn(
-        db
-          .listen(WAKE_CHANNEL)
-          .pipe(
-            Stream.runForEach((queueId) =>
-              fencings.has(queueId) ? Queue.offer(signalOf(queueId), undefined) : Queue.offer(leaseWake, undefined)
-            )
-          ),
+        db.listen(WAKE_CHANNEL).pipe(
+          Stream.runForEach((queueId) =>
+            queueId === RESUMED
+              ? // listening again after the database came back: wake-ups may have been missed, every runner looks
+                Effect.forEach(
+                  [...fencings.keys(), null],
+                  (id) => Queue.offer(id === null ? leaseWake : signalOf(id), undefined),
+                  { discard: true }
+                )
+              : fencings.has(queueId)
+                ? Queue.offer(signalOf(queueId), undefined)
+                : Queue.offer(leaseWake, undefined)
+          )
+        ),
         layerScope
       )
     })

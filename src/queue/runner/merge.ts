@@ -20,7 +20,10 @@ const mergeSucceeded = (command: Merge, newSha: string): PlannerEvent => ({
   newSha
 })
 
-/** Events for the PRs of `prNumbers` whose head moved or that were closed. */
+/**
+ * Events for the PRs of `prNumbers` whose head moved, that were closed, or (a host with pull requests of its own:
+ * GitHub lists open ones only) that were merged outside the queue.
+ */
 export const headsMoved = (ctx: RunnerCtx, prNumbers: ReadonlyArray<number>) =>
   Effect.gen(function* () {
     const heads = yield* ctx.git.listPullHeads(ctx.repo)
@@ -29,10 +32,43 @@ export const headsMoved = (ctx: RunnerCtx, prNumbers: ReadonlyArray<number>) =>
       const entry = ctx.state.entries.find((e) => e.prNumber === pr)
       const head = heads.get(pr)
       if (entry === undefined) continue
-      if (head === undefined) events.push({ _tag: "Cancelled", prNumber: pr, reason: "PR_CLOSED" })
-      else if (head !== entry.headSha) events.push({ _tag: "PrHeadMoved", prNumber: pr, sha: head })
+      if (head === undefined) {
+        const merged =
+          ctx.git.remotePullRequests?.(ctx.repo) === true &&
+          (yield* ctx.git.getPullRequest(ctx.repo, pr).pipe(
+            Effect.as(false),
+            Effect.catchAll((e) => Effect.succeed(e._tag === "PrMerged"))
+          ))
+        events.push(
+          merged
+            ? { _tag: "MergedOutside", prNumber: pr, sha: entry.headSha }
+            : { _tag: "Cancelled", prNumber: pr, reason: "PR_CLOSED" }
+        )
+      } else if (head !== entry.headSha) events.push({ _tag: "PrHeadMoved", prNumber: pr, sha: head })
     }
     return events
+  })
+
+/**
+ * Events for the active PRs whose head the target's tip `tip` contains (a provider without pull requests of its own:
+ * local Git): they were merged outside the queue. Entries the queue is merging are its own merge's.
+ */
+export const mergedHeads = (ctx: RunnerCtx, tip: string) =>
+  Effect.gen(function* () {
+    if (ctx.git.remotePullRequests?.(ctx.repo) === true) return [] as ReadonlyArray<PlannerEvent>
+    const waiting = ctx.state.entries.filter(
+      (e) => !e.merging && e.state !== "merged" && e.state !== "failed" && e.state !== "cancelled"
+    )
+    const found = yield* Effect.forEach(
+      waiting,
+      (e) =>
+        ctx.git.isAncestor(ctx.repo, e.headSha, tip).pipe(
+          Effect.orElseSucceed(() => false),
+          Effect.map((contained) => (contained ? [e] : []))
+        ),
+      { concurrency: 4 }
+    )
+    return found.flat().map((e): PlannerEvent => ({ _tag: "MergedOutside", prNumber: e.prNumber, sha: e.headSha }))
   })
 
 /** The commit the Merge lands: the tested one, or the lane replayed onto the expected target (null: it failed). */

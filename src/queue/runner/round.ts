@@ -4,7 +4,6 @@ import {
   type Command,
   joinsSubmissions,
   type NewId,
-  type PlannerConfig,
   type PlannerEvent,
   type RunRecord,
   type StepResult,
@@ -12,12 +11,12 @@ import {
   stepMany,
   type Transition
 } from "../planner/index.ts"
-import type { StoredQueueConfig } from "../schemas.ts"
+import { plannerConfig } from "../plannerConfig.ts"
 import { type InboxEvent, stateJson } from "../store.ts"
 import { executeAll, RETRY_MS } from "./commands.ts"
 import { type RunnerCtx, reloadQueue } from "./context.ts"
 import { laneEvent } from "./lanes.ts"
-import { headsMoved } from "./merge.ts"
+import { headsMoved, mergedHeads } from "./merge.ts"
 import { evaluate, reevaluate } from "./verdict.ts"
 
 /** Events read from the inbox per round at most. */
@@ -41,24 +40,6 @@ export interface Lease {
   readonly owner: string
   readonly fencing: number
 }
-
-export const plannerConfig = (c: StoredQueueConfig): PlannerConfig => ({
-  state: c.state === "switching_modes" ? (c.previousState ?? "running") : c.state,
-  mode: c.mode,
-  concurrency: c.concurrency,
-  bisectionConcurrency: c.bisectionConcurrency,
-  testingTimeoutMinutes: c.testingTimeoutMinutes,
-  notReadyTimeoutHours: c.notReadyTimeoutHours,
-  pendingFailureDepth: c.pendingFailureDepth,
-  canOptimisticallyMerge: c.canOptimisticallyMerge,
-  batch: c.batch,
-  batchingMaxWaitTimeMinutes: c.batchingMaxWaitTimeMinutes,
-  batchingMinSize: c.batchingMinSize,
-  directMergeMode: c.directMergeMode,
-  optimizationMode: c.optimizationMode,
-  mergeMethod: c.mergeMethod,
-  ...(c.adaptive === true ? { adaptive: true } : {})
-})
 
 /** An inbox event as planner events, read against the state it arrives in. */
 const translate = (ctx: RunnerCtx, event: InboxEvent): Effect.Effect<ReadonlyArray<PlannerEvent>, unknown> => {
@@ -96,6 +77,11 @@ const poll = (ctx: RunnerCtx) =>
     const out: Array<PlannerEvent> = [...(yield* reevaluate(ctx))]
     const tip = yield* ctx.git.getBranchSha(ctx.repo, ctx.queue.branch).pipe(Effect.orElseSucceed(() => null))
     if (tip !== null && tip !== state.targetSha && state.merging === null) out.push({ _tag: "TargetMoved", sha: tip })
+    // the target moved not by the queue's own merge: PRs whose heads it now contains were merged outside the queue
+    if (tip !== null && tip !== ctx.scannedTip && state.merging === null) {
+      out.push(...(yield* mergedHeads(ctx, tip)))
+      ctx.scannedTip = tip
+    }
     if (state.entries.length > 0) {
       const prs = state.entries.map((e) => e.prNumber)
       out.push(...(yield* headsMoved(ctx, prs).pipe(Effect.orElseSucceed(() => []))))
@@ -216,6 +202,12 @@ const runCommands = (ctx: RunnerCtx, lease: Lease, commands: ReadonlyArray<Comma
     ctx.pendingCommands = []
     ctx.failed = []
     ctx.memEvents = [...(yield* executeAll(ctx, commands))]
+    // the queue's own merges move the target: nothing merged outside to look for there
+    for (const event of ctx.memEvents) {
+      if (event._tag === "MergeSucceeded") ctx.scannedTip = event.newSha
+      else if (event._tag === "DirectMergeResult" && event.merged && event.newSha !== null)
+        ctx.scannedTip = event.newSha
+    }
     if (ctx.failed.length > 0) {
       ctx.pendingCommands = ctx.failed
       ctx.nextWake = Math.min(ctx.nextWake, now + RETRY_MS)

@@ -79,13 +79,17 @@ const Checklist = ({ entry, branch, now }: { entry: EntryView; branch: string; n
             </>
           )
         : item(true, `no impacted targets needed (${branch} is not a parallel queue); the runner takes it next round`)}
-      <li class="muted">
-        cancelled{" "}
-        <time dateTime={r.cancelsAt} title={new Date(r.cancelsAt).toLocaleString()}>
-          {fromNow(r.cancelsAt, now)}
-        </time>{" "}
-        if still not ready
-      </li>
+      {r.cancelsAt === null ? (
+        <li class="muted">never cancelled for waiting (the queue's not-ready timeout is beyond any date)</li>
+      ) : (
+        <li class="muted">
+          cancelled{" "}
+          <time dateTime={r.cancelsAt} title={new Date(r.cancelsAt).toLocaleString()}>
+            {fromNow(r.cancelsAt, now)}
+          </time>{" "}
+          if still not ready
+        </li>
+      )}
     </ul>
   )
 }

@@ -124,6 +124,7 @@ export const gitHubTestRepo = (sim: GitHubSim, owner: string, name: string): Tes
     setBranch: (branch, sha) => {
       git("update-ref", `refs/heads/${branch}`, sha)
     },
+    pushSha: (sha, branch = "main") => sim.moveBranchNow(key, branch, sha),
     cleanup: () => {}
   }
 }

@@ -233,6 +233,9 @@ export interface GitHubSim {
   ) => Promise<string>
   /** `pushToBranch` at once: the branch moved on return, its webhooks follow. */
   readonly pushToBranchNow: (repo: SimRepoKey, branch: string, files: FileChanges, options?: PushOptions) => string
+  /** A push from outside that moves `branch` to an existing commit `sha` (a fast-forward to a PR's head, say): the
+   * branch moved on return; its `push` webhook and the PRs it merges (`closed`, `merged: true`) follow. */
+  readonly moveBranchNow: (repo: SimRepoKey, branch: string, sha: string, options?: { readonly user?: string }) => void
   readonly closePullRequest: (pr: SimPrKey, user?: string) => Promise<void>
   /** `closePullRequest` at once: closed on return, its webhook follows. */
   readonly closePullRequestNow: (pr: SimPrKey, user?: string) => void
@@ -2140,6 +2143,9 @@ class Sim {
         return settle(result)
       },
       pushToBranchNow: (key, branch, files, opts) => pushBranchNow(key, branch, files, opts).result,
+      moveBranchNow: (key, branch, sha, opts = {}) => {
+        void this.moveBranchNow(this.repoOf(key), branch, sha, this.user(opts.user ?? `${key.owner}-admin`))
+      },
       pushToBranch: async (key, branch, files, opts) => {
         const { result, announced } = pushBranchNow(key, branch, files, opts)
         await announced
