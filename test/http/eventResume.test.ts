@@ -100,7 +100,7 @@ for (const db of databases) {
             const repo = yield* tenancy.findRepo(org, { host: "local", owner: slug, name }, { claim: true })
             repos.push(Option.getOrThrow(repo).id)
           }
-          const { token } = yield* tenancy.createToken(slug, "resume")
+          const { token } = yield* tenancy.createToken(slug, "resume", "maintain")
           return { org, repos, token }
         })
       )

@@ -79,7 +79,7 @@ for (const db of databases) {
         Effect.gen(function* () {
           const tenancy = yield* Tenancy
           const org = yield* tenancy.createOrg(slug, true)
-          return { org, token: (yield* tenancy.createToken(slug, "delivery")).token }
+          return { org, token: (yield* tenancy.createToken(slug, "delivery", "maintain")).token }
         })
       )
       const post = async (op: string, body: unknown) => {
