@@ -58,10 +58,13 @@ for (const db of databases) {
           await server.kill("SIGKILL")
           receiver.respond = () => new Response("ok")
           server = await spawnServer(env, TEST_TOKEN)
+          // a probe in flight when the process was killed holds its message for the attempt's lease (60 s) before
+          // another instance, or the restarted one, may send it again: the wait covers that lease
           const delivered = await receiver.waitCount(
             (r: Received) => r.status === 200 && ids.has(r.id),
             5,
-            "the five messages after the restart"
+            "the five messages after the restart",
+            90_000
           )
           expect(new Set(delivered.map((r) => r.id))).toEqual(ids)
           // the same message: the same body and id as before the crash
