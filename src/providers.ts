@@ -34,7 +34,8 @@ export const routeByHost = (options: {
     readFile: (repo, sha, path) => pick(repo).readFile(repo, sha, path),
     isAncestor: (repo, ancestor, descendant) => pick(repo).isAncestor(repo, ancestor, descendant),
     repoExists: (repo) => pick(repo).repoExists(repo),
-    remotePullRequests: (repo) => pick(repo).remotePullRequests?.(repo) === true
+    remotePullRequests: (repo) => pick(repo).remotePullRequests?.(repo) === true,
+    watchRefs: (repo, refs, changed) => pick(repo).watchRefs?.(repo, refs, changed) ?? Effect.succeed(false)
   }
 }
 
@@ -44,7 +45,7 @@ export const ProvidersLayer: Layer.Layer<GitHost, never, AppConfig | GitHubClien
   Effect.gen(function* () {
     const config = yield* AppConfig
     const client = yield* GitHubClient
-    const local = makeLocalGit(config.gitRoot)
+    const local = makeLocalGit(config.gitRoot, { watchMs: config.gitPollMs })
     const github = githubConfigured(config) && client.mode !== "none" ? makeGitHubHost(client) : null
     return routeByHost({ githubHost: config.githubHost, github, local })
   })

@@ -29,16 +29,21 @@ import {
   readCommits,
   treeOf
 } from "./plumbing.ts"
+import { makeRefWatch } from "./RefWatch.ts"
 import { checkBranch, checkSha, existingGitDir, formatRepo, isBareRepo, repoGitDir } from "./repoPaths.ts"
 
 // The service
 // ---------------------------------------------------------------------------------------------------------------
 
+/** How often pushes are looked for when the caller does not say (GIT_POLL_MS's default). */
+const DEFAULT_WATCH_MS = 2000
+
 const asGitError = (e: RepoNotFound): GitError =>
   new GitError({ args: [], exitCode: null, stderr: "", message: e.message })
 
-export const makeLocalGit = (gitRootInput: string): GitHostService => {
+export const makeLocalGit = (gitRootInput: string, options?: { readonly watchMs?: number }): GitHostService => {
   const gitRoot = path.resolve(gitRootInput)
+  const refWatch = makeRefWatch(options?.watchMs ?? DEFAULT_WATCH_MS)
   const dirOf = (repo: RepoRef) => existingGitDir(gitRoot, repo)
   const catFile = makeCatFile()
 
@@ -361,7 +366,12 @@ export const makeLocalGit = (gitRootInput: string): GitHostService => {
     deleteBranch,
     readFile,
     isAncestor,
-    repoExists
+    repoExists,
+    watchRefs: (repo, refs, changed) =>
+      Either.match(repoGitDir(gitRoot, repo), {
+        onLeft: () => Effect.succeed(false),
+        onRight: (gitDir) => Effect.as(refWatch.watch(gitDir, refs, changed), true)
+      })
   }
 }
 

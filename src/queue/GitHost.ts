@@ -4,7 +4,7 @@
  * (contract.md §6).
  */
 
-import type { Effect } from "effect"
+import type { Effect, Scope } from "effect"
 import { Context, Data } from "effect"
 
 /** A repository's identity; for the local provider its bare repository is `$GIT_ROOT/<host>/<owner>/<name>.git`. */
@@ -187,6 +187,17 @@ export interface GitHostService {
    * closed there), worth asking live when a PR is shown. Absent: no.
    */
   readonly remotePullRequests?: (repo: RepoRef) => boolean
+  /**
+   * Providers that notice pushes themselves (the local provider, #37): until the scope closes, `changed` is called
+   * when one of `refs` (full ref names, read again at each check) may have moved; one check shared by every watcher,
+   * at most every GIT_POLL_MS. False when the provider cannot watch the repository (then the queue polls). Absent:
+   * the host tells of pushes itself (GitHub's webhooks).
+   */
+  readonly watchRefs?: (
+    repo: RepoRef,
+    refs: () => ReadonlyArray<string>,
+    changed: () => void
+  ) => Effect.Effect<boolean, never, Scope.Scope>
 }
 
 export class GitHost extends Context.Tag("greenline/GitHost")<GitHost, GitHostService>() {}
