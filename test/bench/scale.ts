@@ -1,0 +1,169 @@
+/**
+ * bench:scale (#37) — what idle queues cost one instance: the server process's CPU (a share of one core) and RSS with
+ * 0, 100 and 1,000 queues that have nothing to do, on PGlite and on PostgreSQL (there also the CPU of its backends
+ * serving the instance), each against the smallest case of the same run (ratios). Given a commit, the same is
+ * measured for that commit's server in the same run (a temporary worktree), as the baseline.
+ *   npm run bench:scale                     (BENCH_DATABASE_URL, default postgres://postgres@127.0.0.1:5432/test)
+ *   npm run bench:scale -- 53e1243          (and the server of commit 53e1243 beside this checkout's)
+ *   BENCH_SCALE_QUEUES=0,100,1000,5000 BENCH_SETTLE_SECONDS=10 BENCH_IDLE_SECONDS=20 BENCH_KINDS=pglite npm run bench:scale
+ * The queues are two per repository (main and release), repositories copied from one made by git. Every server runs
+ * with the default GIT_POLL_MS (2 s). The machine is shared: the CPU of one idle 0-queue server is the noise floor.
+ */
+
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { createTestRepo } from "../support/git.ts"
+import { type ServerProcess, spawnServer } from "../support/process.ts"
+import { backendsOf, cpuMs, f, type Kind, PG, TOKEN, tmp } from "./apiKit.ts"
+import { freshBenchDatabase } from "./engineKit.ts"
+
+const QUEUES = (process.env.BENCH_SCALE_QUEUES ?? "0,100,1000").split(",").map(Number)
+const SETTLE_SECONDS = Number(process.env.BENCH_SETTLE_SECONDS ?? 10)
+const IDLE_SECONDS = Number(process.env.BENCH_IDLE_SECONDS ?? 20)
+const KINDS = (process.env.BENCH_KINDS ?? "pglite,postgres").split(",") as Array<Kind>
+const ROOT = path.join(import.meta.dir, "..", "..")
+const rev = process.argv[2]
+
+const git = (...args: Array<string>) => {
+  const r = Bun.spawnSync(["git", ...args], { cwd: ROOT, stdout: "pipe", stderr: "pipe" })
+  if (r.exitCode !== 0) throw new Error(`git ${args.join(" ")}: ${r.stderr.toString()}`)
+  return r.stdout.toString().trim()
+}
+
+/** The server checkouts measured: this one, and the baseline commit's when one is given. */
+const checkouts: Array<{ readonly name: string; readonly root: string }> = [{ name: "this", root: ROOT }]
+if (rev !== undefined) {
+  const otherRoot = path.join(tmp, "baseline")
+  const sha = git("rev-parse", "--short", rev)
+  git("worktree", "add", "--detach", otherRoot, rev)
+  const installed = Bun.spawnSync([process.execPath, "install", "--frozen-lockfile"], {
+    cwd: otherRoot,
+    stdout: "ignore",
+    stderr: "pipe"
+  })
+  if (installed.exitCode !== 0) throw new Error(`installing ${sha}'s dependencies: ${installed.stderr.toString()}`)
+  checkouts.unshift({ name: sha, root: otherRoot })
+}
+
+/** A Git root with `queues / 2` repositories (rounded up), each with `main` and `release`: copies of one repository. */
+const gitRootWith = (queues: number, label: string) => {
+  const root = path.join(tmp, `git-${label}`)
+  const template = createTestRepo({ root, repo: { host: "local", owner: "scale", name: "r0" } })
+  template.setBranch("release", template.branchSha("main") ?? "")
+  const repos = Math.ceil(queues / 2)
+  for (let i = 1; i < repos; i++) {
+    fs.cpSync(template.gitDir, path.join(root, "local", "scale", `r${i}.git`), { recursive: true })
+  }
+  const keys: Array<{ repo: { host: string; owner: string; name: string }; targetBranch: string }> = []
+  for (let i = 0; i < queues; i++) {
+    keys.push({ repo: { host: "local", owner: "scale", name: `r${i >> 1}` }, targetBranch: i % 2 ? "release" : "main" })
+  }
+  return { root, keys, cleanup: () => fs.rmSync(root, { recursive: true, force: true }) }
+}
+
+const rssMb = (pid: number): number => {
+  try {
+    const m = /VmRSS:\s+(\d+) kB/.exec(fs.readFileSync(`/proc/${pid}/status`, "utf8"))
+    return Number(m?.[1] ?? Number.NaN) / 1024
+  } catch {
+    return Number.NaN
+  }
+}
+
+interface Idle {
+  readonly serverCores: number
+  readonly pgCores: number
+  readonly rssMb: number
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
+
+const measureIdle = async (kind: Kind, checkout: { name: string; root: string }, queues: number): Promise<Idle> => {
+  const label = `${checkout.name}-${kind}-${queues}`
+  const gitRoot = gitRootWith(queues, label)
+  const env: Record<string, string> = {
+    GIT_ROOT: gitRoot.root,
+    DATA_DIR: path.join(tmp, `data-${label}`),
+    RATE_LIMIT_PER_SECOND: "10000000"
+  }
+  let drop = async () => {}
+  let database = ""
+  if (kind === "postgres") {
+    database = `gl_scale_${process.pid}_${label.replace(/\W/g, "_")}`
+    const fresh = await freshBenchDatabase(PG, database)
+    env.DATABASE_URL = fresh.url
+    drop = fresh.drop
+  }
+  let server: ServerProcess | undefined
+  try {
+    server = await spawnServer(env, TOKEN, checkout.root)
+    for (const key of gitRoot.keys) {
+      const r = await server.post("createQueue", key)
+      if (r.status !== 200) throw new Error(`createQueue answered ${r.status}: ${JSON.stringify(r.body)}`)
+    }
+    // every runner starts (the lease loop's next pass) and takes its queue over
+    await sleep(SETTLE_SECONDS * 1000)
+    const backends = kind === "postgres" ? await backendsOf(database) : []
+    const pgCpu = () => backends.reduce((sum, pid) => sum + cpuMs(pid), 0)
+    const server0 = cpuMs(server.pid)
+    const pg0 = pgCpu()
+    const started = performance.now()
+    await sleep(IDLE_SECONDS * 1000)
+    const wall = performance.now() - started
+    return {
+      serverCores: (cpuMs(server.pid) - server0) / wall,
+      pgCores: (pgCpu() - pg0) / wall,
+      rssMb: rssMb(server.pid)
+    }
+  } finally {
+    await server?.kill("SIGTERM")
+    await drop()
+    gitRoot.cleanup()
+  }
+}
+
+const rows: Array<string> = []
+const row = (...cells: Array<string | number>) => rows.push(`| ${cells.join(" | ")} |`)
+const ratio = (x: number, base: number) => (base > 0 ? `${f(x / base, 1)}×` : "n/a")
+
+try {
+  row(
+    "server",
+    "database",
+    "idle queues",
+    "server CPU (cores)",
+    "× 0 queues",
+    "PG backends CPU",
+    "RSS MB",
+    "RSS KB / queue"
+  )
+  row("---", "---", "---:", "---:", "---:", "---:", "---:", "---:")
+  for (const kind of KINDS) {
+    for (const checkout of checkouts) {
+      let base: Idle | undefined
+      for (const n of QUEUES) {
+        const idle = await measureIdle(kind, checkout, n)
+        base ??= idle
+        const perQueue = n > 0 ? f(((idle.rssMb - base.rssMb) * 1024) / n, 0) : "-"
+        row(
+          checkout.name,
+          kind,
+          n,
+          f(idle.serverCores, 3),
+          ratio(idle.serverCores, base.serverCores),
+          kind === "postgres" ? f(idle.pgCores, 3) : "-",
+          f(idle.rssMb, 0),
+          perQueue
+        )
+        process.stderr.write(`${rows[rows.length - 1]}\n`)
+      }
+    }
+  }
+  console.log(
+    `\nIdle queues: CPU over ${IDLE_SECONDS} s after ${SETTLE_SECONDS} s of settling, GIT_POLL_MS 2000 (the default)\n`
+  )
+  console.log(rows.join("\n"))
+} finally {
+  if (rev !== undefined) git("worktree", "remove", "--force", path.join(tmp, "baseline"))
+  fs.rmSync(tmp, { recursive: true, force: true })
+}
