@@ -45,7 +45,7 @@ import { QueueActivityLive } from "./queue/activity.ts"
 import { Engine, EngineRunner } from "./queue/Engine.ts"
 import { EngineLive } from "./queue/engine/EngineLive.ts"
 import { QueueRepoLive } from "./queue/QueueRepo.ts"
-import { RunnerHealth, RunnerHealthLive } from "./queue/runner/health.ts"
+import { RunnerHealth, RunnerHealthLive, type RunnerShare } from "./queue/runner/health.ts"
 import { RunnerProbe, type RunnerProbeShape } from "./queue/runner/probe.ts"
 import { StatusesLive } from "./queue/Statuses.ts"
 import { explainListenError } from "./startup.ts"
@@ -250,6 +250,17 @@ export const startServer = async <E>(
       () => health.failing().map((e) => [{ queue_id: e.queueId }, e.failures] as const)
     )
   )
+  // #37: instances share the queues; each shows its own share (a dashboard sums them over instances)
+  const shareGauge = (name: string, help: string, read: (s: RunnerShare) => number) =>
+    metrics.registry.register(
+      new Gauge(name, help, () => {
+        const share = health.share()
+        return share === undefined ? [] : [[{ instance: share.owner }, read(share)] as const]
+      })
+    )
+  shareGauge("greenline_queues_owned", "Queues whose runner lease this instance holds", (s) => s.owned)
+  shareGauge("greenline_queues_fair_share", "This instance's fair share: ceil(queues / live instances)", (s) => s.fair)
+  shareGauge("greenline_instances_live", "Live instances sharing the queues, as this one last counted", (s) => s.live)
   const logError = (message: string, cause: unknown) =>
     writeLog("ERROR", message, { cause: cause instanceof Error ? (cause.stack ?? cause.message) : String(cause) })
 
@@ -343,7 +354,26 @@ export const startServer = async <E>(
           since: new Date(e.since).toISOString(),
           failures: e.failures
         }))
-        return Response.json({ status: ok ? "ready" : "unavailable", runners: { failing } }, { status: ok ? 200 : 503 })
+        // #37: whether this instance has its share of the queues (it does not make the instance unready either)
+        const share = health.share()
+        const owned =
+          share === undefined
+            ? null
+            : {
+                instance: share.owner,
+                owned: share.owned,
+                fair: share.fair,
+                most: share.most,
+                live: share.live,
+                queues: share.queues,
+                // at least what the others' fair shares leave, at most the fair share and the slack
+                hasShare:
+                  share.owned >= Math.max(0, share.queues - (share.live - 1) * share.fair) && share.owned <= share.most
+              }
+        return Response.json(
+          { status: ok ? "ready" : "unavailable", runners: { failing, share: owned } },
+          { status: ok ? 200 : 503 }
+        )
       }
       case "/v1/openapi.json":
         return new Response(openApiJson, { headers: { "content-type": "application/json" } })

@@ -10,7 +10,7 @@ import {
 import { flakyStatusHistory } from "../flaky/historyMigration.ts"
 import { flakyMigration, flakyQuarantineLifecycle, flakyResultsByTime } from "../flaky/migration.ts"
 import { flakyUploadKeys } from "../flaky/uploadKeysMigration.ts"
-import { requestsAndRunnerErrors } from "../queue/migration.ts"
+import { requestsAndRunnerErrors, runnerSharesMigration } from "../queue/migration.ts"
 import { adminTokensMigration } from "../tenancy/migration.ts"
 import { tokenRolesMigration } from "../tenancy/rolesMigration.ts"
 import { peopleSessionsMigration, webSessionsMigration } from "../tenancy/sessionsMigration.ts"
@@ -302,7 +302,9 @@ export const migrations: Record<string, MigrationEntry> = {
   "0231_instances": additive(instancesMigration),
   // a new table (the upload's idempotency keys): older servers do not know it
   "0240_flaky_upload_keys": additive(flakyUploadKeys),
-  "0250_webhook_delivery_records": additive(deliveryRecordsMigration)
+  "0250_webhook_delivery_records": additive(deliveryRecordsMigration),
+  // a new table and column: older instances take every free queue (no share), as before
+  "0340_runner_shares": additive(runnerSharesMigration)
 }
 
 const isMigration = (entry: MigrationEntry): entry is Migration =>

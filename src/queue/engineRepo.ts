@@ -13,6 +13,12 @@ type NullableRecordRow = { readonly [K in keyof RecordRow]: RecordRow[K] | null 
 /** what getSubmittedPullRequest shows of an entry: its record's columns only (fewer to send and parse) */
 const SUBMITTED_COLUMNS = RECORD_COLUMNS.map((c) => `e.${c}`).join(", ")
 
+/** A lease as the lease loop sees it. */
+export interface LeaseRow {
+  readonly queue_id: string
+  readonly fencing: string | number
+}
+
 export const makeEngineRepo = (sql: SqlClient.SqlClient) => {
   /**
    * The queue `key` names with the PR submitted to it, in one statement: the entry (null columns when the PR was
@@ -146,16 +152,79 @@ export const makeEngineRepo = (sql: SqlClient.SqlClient) => {
    * Takes the leases of the queues that are free, expired or this owner's (every one with `force`), for `seconds`;
    * the fencing token moves on when the owner changes.
    */
-  const takeLeases = (owner: string, seconds: number, force: boolean) =>
-    sql<{ queue_id: string; fencing: string | number }>`
-      update queue_runtime set owner = ${owner},
-        lease_until = now() + make_interval(secs => ${seconds}),
-        fencing = case when owner = ${owner} then fencing else fencing + 1 end
-      where owner is null or owner = ${owner} or lease_until < now() or ${force}
-      returning queue_id, fencing`
+  /**
+   * One pass of this instance's share of the queues (#37, docs/decisions.md "Shared queues"): it announces itself
+   * (`runner_instances`, alive for `seconds`), renews the leases it holds, and takes free or expired ones (a dead
+   * owner's) up to `ceil(queues / live instances) + slack`. `force` (the embedded database at start: one process)
+   * takes every queue. Returns the leases held after the pass and the fair share `ceil(queues / live)`.
+   */
+  const shareLeases = (owner: string, seconds: number, force: boolean, slack: number) =>
+    Effect.gen(function* () {
+      yield* sql`insert into runner_instances (owner, alive_until)
+                 values (${owner}, now() + make_interval(secs => ${seconds}))
+                 on conflict (owner) do update set alive_until = excluded.alive_until`
+      const renewed = yield* sql<LeaseRow>`
+        update queue_runtime set lease_until = now() + make_interval(secs => ${seconds}),
+          owned_since = coalesce(owned_since, now())
+        where owner = ${owner}
+        returning queue_id, fencing`
+      const counts = yield* sql<{ live: string | number; queues: string | number }>`
+        select (select count(*) from runner_instances where alive_until > now()) as live,
+               (select count(*) from queue_runtime) as queues`
+      const live = Math.max(1, Number(counts[0]?.live ?? 1))
+      const queues = Number(counts[0]?.queues ?? 0)
+      const fair = Math.ceil(queues / live)
+      const want = force ? queues : fair + slack - renewed.length
+      const taken =
+        want <= 0
+          ? []
+          : force
+            ? yield* sql<LeaseRow>`
+                update queue_runtime set owner = ${owner}, lease_until = now() + make_interval(secs => ${seconds}),
+                  fencing = fencing + 1, owned_since = now()
+                where owner is distinct from ${owner}
+                returning queue_id, fencing`
+            : yield* sql<LeaseRow>`
+                update queue_runtime set owner = ${owner}, lease_until = now() + make_interval(secs => ${seconds}),
+                  fencing = fencing + 1, owned_since = now()
+                where queue_id in (
+                    select queue_id from queue_runtime
+                    where owner is null or lease_until < now()
+                    order by lease_until nulls first, queue_id
+                    limit ${want}
+                    for update skip locked)
+                  and (owner is null or lease_until < now())
+                returning queue_id, fencing`
+      return { held: [...renewed, ...taken], live, queues, fair }
+    })
+
+  /**
+   * Up to `limit` of the queues `owner` holds that may move to another instance: held for `holdSeconds` at least,
+   * and not busy (no run in flight, no merge), the longest held first.
+   */
+  const movableLeases = (owner: string, limit: number, holdSeconds: number) =>
+    sql<LeaseRow>`
+      select queue_id, fencing from queue_runtime
+      where owner = ${owner} and owned_since < now() - make_interval(secs => ${holdSeconds})
+        and json_array_length(coalesce(state->'runs', '[]'::json)) = 0 and (state->>'merging') is null
+      order by owned_since, queue_id
+      limit ${limit}`
+
+  /** Gives up one lease (the queue moves to another instance); false when it was not held under `fencing`. */
+  const releaseLease = (owner: string, queueId: string, fencing: number) =>
+    Effect.map(
+      sql<{ queue_id: string }>`
+        update queue_runtime set owner = null, lease_until = null, owned_since = null
+        where queue_id = ${queueId} and owner = ${owner} and fencing = ${fencing}
+        returning queue_id`,
+      (rows) => rows.length > 0
+    )
 
   const releaseLeases = (owner: string) =>
-    sql`update queue_runtime set owner = null, lease_until = null where owner = ${owner}`.pipe(Effect.asVoid)
+    Effect.zipRight(
+      sql`update queue_runtime set owner = null, lease_until = null, owned_since = null where owner = ${owner}`,
+      sql`delete from runner_instances where owner = ${owner} or alive_until < now() - interval '1 day'`
+    ).pipe(Effect.asVoid)
 
   return {
     findSubmitted,
@@ -166,7 +235,9 @@ export const makeEngineRepo = (sql: SqlClient.SqlClient) => {
     testRunRecord,
     entryTitles,
     ciOutput,
-    takeLeases,
+    shareLeases,
+    movableLeases,
+    releaseLease,
     releaseLeases
   }
 }

@@ -21,3 +21,19 @@ export const requestsAndRunnerErrors = statements(
   `alter table queue_runtime add column runner_error text`,
   `alter table queue_runtime add column runner_error_since timestamptz`
 )
+
+/**
+ * 0340 (#37): instances share the queues.
+ * - `runner_instances`: each instance's lease loop announces it, its row alive until `alive_until` (renewed at each
+ *   pass, removed at a clean stop): the live instances, of which each takes a fair share of the queues.
+ * - `queue_runtime.owned_since`: when the queue's owner took it; a queue moves to another live instance only after
+ *   its owner held it a minute (bounded churn).
+ */
+export const runnerSharesMigration = statements(
+  `create table runner_instances (
+     owner text primary key,
+     alive_until timestamptz not null,
+     started_at timestamptz not null default now()
+   )`,
+  `alter table queue_runtime add column owned_since timestamptz`
+)

@@ -16,7 +16,24 @@ export interface RunnerError {
   readonly retryAt: number
 }
 
+/** This instance's share of the queues (#37), as its last lease pass found it. */
+export interface RunnerShare {
+  /** the lease owner this instance runs its queues as */
+  readonly owner: string
+  /** queues whose lease it holds */
+  readonly owned: number
+  /** its fair share: ceil(queues / live instances) */
+  readonly fair: number
+  /** the most it takes: the fair share and a slack */
+  readonly most: number
+  readonly live: number
+  readonly queues: number
+}
+
 export interface RunnerHealthShape {
+  /** the lease loop's last pass (none before the first) */
+  readonly share: () => RunnerShare | undefined
+  readonly setShare: (share: RunnerShare) => void
   readonly failed: (queueId: string, message: string, now: number, retryAt: number) => void
   /** the runner completed a round: it is healthy again */
   readonly recovered: (queueId: string) => void
@@ -28,7 +45,12 @@ export class RunnerHealth extends Context.Tag("greenline/RunnerHealth")<RunnerHe
 
 export const makeRunnerHealth = (): RunnerHealthShape => {
   const errors = new Map<string, RunnerError>()
+  let share: RunnerShare | undefined
   return {
+    share: () => share,
+    setShare: (next) => {
+      share = next
+    },
     failed: (queueId, message, now, retryAt) => {
       const before = errors.get(queueId)
       errors.set(queueId, {

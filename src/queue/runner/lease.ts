@@ -32,6 +32,14 @@ const LEASE_SECONDS = 6
 const LEASE_LOOP_MS = 2000
 
 /**
+ * Instances share the queues (#37): each takes at most its fair share, ceil(queues / live instances), and SHARE_SLACK
+ * more; one that holds more than its fair share lets idle queues it held MOVE_AFTER_SECONDS at least go, between their
+ * rounds, to instances that have less. A busy queue (a run in flight, a merge) moves only when its owner dies.
+ */
+const SHARE_SLACK = 2
+const MOVE_AFTER_SECONDS = 60
+
+/**
  * The runners of this instance and their leases: a loop takes (and renews) the leases of the queues this instance
  * may run, starts a supervised runner under each lease's fencing token, stops those whose lease went to another
  * instance, takes over dead owners' queues, and routes wake-ups (to a queue's runner, or to the lease loop when this
@@ -80,7 +88,14 @@ export const makeLeases = (
      */
     const storedError = new Set<string>()
 
+    /** Queues whose runner is in a round now: they do not move (a queue moves between rounds only). */
+    const inRound = new Set<string>()
+
     const hooks = {
+      inRound: (queueId: string, running: boolean) => {
+        if (running) inRound.add(queueId)
+        else inRound.delete(queueId)
+      },
       observeLag: metrics.observeLag,
       observeStep: metrics.observeStep,
       roundDone: (queueId: string) => {
@@ -120,14 +135,37 @@ export const makeLeases = (
 
     const takeLeases = (force: boolean) =>
       Effect.gen(function* () {
-        const rows = yield* repo.takeLeases(owner, LEASE_SECONDS, force)
-        const held = new Set<string>()
-        for (const row of rows) {
-          const fencing = Number(row.fencing)
-          held.add(row.queue_id)
-          if (fencings.get(row.queue_id) === fencing && (yield* FiberMap.has(runners, row.queue_id))) continue
-          fencings.set(row.queue_id, fencing)
-          yield* FiberMap.run(runners, row.queue_id, supervised(row.queue_id, fencing))
+        const pass = yield* repo.shareLeases(owner, LEASE_SECONDS, force, SHARE_SLACK)
+        const held = new Map(pass.held.map((row) => [row.queue_id, Number(row.fencing)]))
+        // more than the fair share (an instance joined): idle queues held long enough go, to be taken by those with less
+        const excess = held.size - pass.fair
+        if (excess > 0 && !force) {
+          const movable = yield* repo.movableLeases(owner, excess + inRound.size, MOVE_AFTER_SECONDS)
+          let moved = 0
+          for (const row of movable) {
+            if (moved >= excess) break
+            const fencing = Number(row.fencing)
+            if (inRound.has(row.queue_id) || held.get(row.queue_id) !== fencing) continue
+            fencings.delete(row.queue_id)
+            yield* FiberMap.remove(runners, row.queue_id)
+            if (yield* repo.releaseLease(owner, row.queue_id, fencing)) {
+              held.delete(row.queue_id)
+              moved++
+            }
+          }
+        }
+        health.setShare({
+          owner,
+          owned: held.size,
+          fair: pass.fair,
+          most: pass.fair + SHARE_SLACK,
+          live: pass.live,
+          queues: pass.queues
+        })
+        for (const [queueId, fencing] of held) {
+          if (fencings.get(queueId) === fencing && (yield* FiberMap.has(runners, queueId))) continue
+          fencings.set(queueId, fencing)
+          yield* FiberMap.run(runners, queueId, supervised(queueId, fencing))
         }
         for (const queueId of [...fencings.keys()]) {
           if (!held.has(queueId)) {

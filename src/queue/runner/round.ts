@@ -33,6 +33,8 @@ export interface RunnerHooks {
   readonly lostLease: (queueId: string, fencing: number) => Effect.Effect<void>
   /** A round was saved and its commands ran (the runner is healthy). */
   readonly roundDone: (queueId: string) => void
+  /** The runner is in a round (true) or waits between rounds (false): a queue moves between rounds only (#37). */
+  readonly inRound?: (queueId: string, running: boolean) => void
 }
 
 /** This runner's hold on its queue: a round is saved only under this owner and fencing token. */

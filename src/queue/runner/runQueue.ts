@@ -76,7 +76,10 @@ export const runQueue = (
         })
       for (;;) {
         const started = performance.now()
-        const again = yield* round(ctx, lease, hooks)
+        hooks.inRound?.(queueId, true)
+        const again = yield* round(ctx, lease, hooks).pipe(
+          Effect.ensuring(Effect.sync(() => hooks.inRound?.(queueId, false)))
+        )
         // a round costs about the queue's length (its state is written whole): under a stream of events the next
         // one waits twice as long as this one took, so that more events share it and the runner keeps up
         const took = performance.now() - started
