@@ -85,7 +85,7 @@ export const settings = {
   }),
   gitPollMs: withDefault("GIT_POLL_MS", integer(100, 3_600_000), 2000, "2000", {
     description:
-      "how often (ms) each queue's runner looks for pushed PR heads and a moved target branch (GitHub: conditional requests, free of rate-limit budget when nothing changed; webhooks and `GITHUB_RECONCILE_MS` also cover it, so a larger value saves requests)"
+      "how often (ms) the runner of a queue with work looks for pushed PR heads and a moved target branch (GitHub: conditional requests, free of rate-limit budget when nothing changed; webhooks and `GITHUB_RECONCILE_MS` also cover it, so a larger value saves requests); an idle queue runs no rounds: the local provider's one shared check of the watched refs, this often, wakes it on a push"
   }),
   ciCommand: optional("CI_COMMAND", text({ what: "a shell command (not blank)", max: 65_536 }), {
     unset: "no built-in CI",
