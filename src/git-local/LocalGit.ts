@@ -339,16 +339,25 @@ export const makeLocalGit = (gitRootInput: string, options?: { readonly watchMs?
       return decoder.decode(bytes.subarray(newline + 1, newline + 1 + size))
     })
 
+  // whether one commit is an ancestor of another never changes: the answers are remembered (bounded), so that a
+  // submission's check that its PR is not in the target (#37: a git process each, a third of the submission's cost)
+  // is asked of git once per head and tip
+  const ancestry = new Map<string, boolean>()
+  const ANCESTRY_MAX = 10_000
   const isAncestor = (repo: RepoRef, ancestor: string, descendant: string): Effect.Effect<boolean, GitError> =>
     Effect.gen(function* () {
       const gitDir = yield* Effect.mapError(dirOf(repo), asGitError)
       yield* checkSha(ancestor, "ancestor")
       yield* checkSha(descendant, "descendant")
+      const key = `${gitDir}\n${ancestor}\n${descendant}`
+      const known = ancestry.get(key)
+      if (known !== undefined) return known
       const args = ["merge-base", "--is-ancestor", ancestor, descendant]
       const result = yield* runGit(gitDir, args)
-      if (result.exitCode === 0) return true
-      if (result.exitCode === 1) return false
-      return yield* failure(args, result)
+      if (result.exitCode !== 0 && result.exitCode !== 1) return yield* failure(args, result)
+      if (ancestry.size >= ANCESTRY_MAX) ancestry.clear()
+      ancestry.set(key, result.exitCode === 0)
+      return result.exitCode === 0
     })
 
   const repoExists = (repo: RepoRef): Effect.Effect<boolean> =>

@@ -96,7 +96,8 @@ const measureIdle = async (kind: Kind, checkout: { name: string; root: string },
   }
   let server: ServerProcess | undefined
   try {
-    server = await spawnServer(env, TOKEN, checkout.root)
+    // on a loaded machine a start may take longer than spawnServer waits: once more
+    server = await spawnServer(env, TOKEN, checkout.root).catch(() => spawnServer(env, TOKEN, checkout.root))
     for (const key of gitRoot.keys) {
       const r = await server.post("createQueue", key)
       if (r.status !== 200) throw new Error(`createQueue answered ${r.status}: ${JSON.stringify(r.body)}`)
