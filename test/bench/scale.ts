@@ -97,7 +97,9 @@ const measureIdle = async (kind: Kind, checkout: { name: string; root: string },
   let server: ServerProcess | undefined
   try {
     // on a loaded machine a start may take longer than spawnServer waits: once more
-    server = await spawnServer(env, TOKEN, checkout.root).catch(() => spawnServer(env, TOKEN, checkout.root))
+    server = await spawnServer(env, TOKEN, checkout.root).catch(() =>
+      spawnServer({ ...env, DATA_DIR: `${env.DATA_DIR}-again` }, TOKEN, checkout.root)
+    )
     for (const key of gitRoot.keys) {
       const r = await server.post("createQueue", key)
       if (r.status !== 200) throw new Error(`createQueue answered ${r.status}: ${JSON.stringify(r.body)}`)
@@ -119,6 +121,84 @@ const measureIdle = async (kind: Kind, checkout: { name: string; root: string },
   } finally {
     await server?.kill("SIGTERM")
     await drop()
+    gitRoot.cleanup()
+  }
+}
+
+interface ShareView {
+  readonly instance: string
+  readonly owned: number
+  readonly fair: number
+  readonly live: number
+  readonly hasShare: boolean
+}
+
+const shareOf = async (server: ServerProcess): Promise<ShareView | null> => {
+  const r = await fetch(`${server.url}/readyz`)
+  return ((await r.json()) as { runners: { share?: ShareView | null } }).runners.share ?? null
+}
+
+/** Seconds until every server of `live` has its share of `queues` and they hold them all between them. */
+const untilBalanced = async (live: ReadonlyArray<ServerProcess>, queues: number, limitS = 180) => {
+  const started = performance.now()
+  for (;;) {
+    const shares = await Promise.all(live.map((s) => shareOf(s).catch(() => null)))
+    const total = shares.reduce((sum, s) => sum + (s?.owned ?? 0), 0)
+    if (shares.every((s) => s !== null && s.live === live.length && s.hasShare) && total === queues) {
+      return { seconds: (performance.now() - started) / 1000, owned: shares.map((s) => s?.owned ?? 0) }
+    }
+    if (performance.now() - started > limitS * 1000) throw new Error(`not balanced after ${limitS} s`)
+    await sleep(250)
+  }
+}
+
+const SHARED_QUEUES = Number(process.env.BENCH_SHARED_QUEUES ?? 300)
+
+/**
+ * Instances on one PostgreSQL sharing SHARED_QUEUES idle queues: the queues each owns once balanced, its idle CPU,
+ * and the time to be balanced again after one is SIGKILLed and after one joins (queues move once their owner held
+ * them a minute: the kill comes a minute after the first balance).
+ */
+const measureSharing = async (checkout: { name: string; root: string }) => {
+  const label = `${checkout.name}-share`
+  const gitRoot = gitRootWith(SHARED_QUEUES, label)
+  const database = `gl_scale_${process.pid}_${label.replace(/\W/g, "_")}`
+  const fresh = await freshBenchDatabase(PG, database)
+  const env = { GIT_ROOT: gitRoot.root, DATABASE_URL: fresh.url, RATE_LIMIT_PER_SECOND: "10000000" }
+  const servers: Array<ServerProcess> = []
+  const spawn = async (i: number) => {
+    const e = { ...env, DATA_DIR: path.join(tmp, `data-${label}-${i}`) }
+    const s = await spawnServer(e, TOKEN, checkout.root).catch(() =>
+      spawnServer({ ...e, DATA_DIR: `${e.DATA_DIR}-again` }, TOKEN, checkout.root)
+    )
+    servers.push(s)
+    return s
+  }
+  const out: Array<Array<string | number>> = []
+  try {
+    const a = await spawn(0)
+    for (const key of gitRoot.keys) await a.post("createQueue", key)
+    for (const n of [1, 2, 3]) {
+      if (n > 1) await spawn(n - 1)
+      const t = await untilBalanced(servers, SHARED_QUEUES)
+      const cpu0 = servers.map((s) => cpuMs(s.pid))
+      const started = performance.now()
+      await sleep(IDLE_SECONDS * 1000)
+      const wall = performance.now() - started
+      const cores = servers.map((s, i) => (cpuMs(s.pid) - (cpu0[i] ?? 0)) / wall)
+      out.push([n, t.owned.join(" / "), cores.map((c) => f(c, 3)).join(" / "), f(t.seconds, 1)])
+    }
+    // the queues of the third moved less than a minute ago: they may move again a minute later
+    await sleep(Math.max(0, 61_000 - IDLE_SECONDS * 1000))
+    const victim = servers.pop()
+    await victim?.kill("SIGKILL")
+    const killed = await untilBalanced(servers, SHARED_QUEUES)
+    await spawn(3)
+    const joined = await untilBalanced(servers, SHARED_QUEUES)
+    return { out, killed, joined }
+  } finally {
+    for (const s of servers) await s.kill("SIGTERM").catch(() => undefined)
+    await fresh.drop()
     gitRoot.cleanup()
   }
 }
@@ -164,6 +244,17 @@ try {
     `\nIdle queues: CPU over ${IDLE_SECONDS} s after ${SETTLE_SECONDS} s of settling, GIT_POLL_MS 2000 (the default)\n`
   )
   console.log(rows.join("\n"))
+  if (process.env.BENCH_SHARING !== "0" && KINDS.includes("postgres")) {
+    const sharing = await measureSharing({ name: "this", root: ROOT })
+    console.log(`\nInstances sharing ${SHARED_QUEUES} idle queues on one PostgreSQL\n`)
+    console.log("| instances | queues owned | idle CPU each (cores) | seconds to balance after the start |")
+    console.log("| ---: | --- | --- | ---: |")
+    for (const r of sharing.out) console.log(`| ${r.join(" | ")} |`)
+    console.log(
+      `\nAfter a SIGKILL of one of 3: balanced again in ${f(sharing.killed.seconds, 1)} s (${sharing.killed.owned.join(" / ")}); ` +
+        `after one joins: in ${f(sharing.joined.seconds, 1)} s (${sharing.joined.owned.join(" / ")})`
+    )
+  }
 } finally {
   if (rev !== undefined) git("worktree", "remove", "--force", path.join(tmp, "baseline"))
   fs.rmSync(tmp, { recursive: true, force: true })

@@ -25,8 +25,8 @@ export const IDLE_RECONCILE_MS = 5 * 60_000
 export const isIdle = (ctx: RunnerCtx): boolean =>
   ctx.state.entries.length === 0 &&
   ctx.state.runs.length === 0 &&
-  ctx.state.merging === null &&
-  ctx.state.switching === null &&
+  (ctx.state.merging ?? null) === null &&
+  (ctx.state.switching ?? null) === null &&
   ctx.pendingCommands.length === 0 &&
   ctx.memEvents.length === 0
 
