@@ -6,6 +6,7 @@
  *   npm run bench:scale                     (BENCH_DATABASE_URL, default postgres://postgres@127.0.0.1:5432/test)
  *   npm run bench:scale -- 53e1243          (and the server of commit 53e1243 beside this checkout's)
  *   BENCH_SCALE_QUEUES=0,100,1000,5000 BENCH_SETTLE_SECONDS=10 BENCH_IDLE_SECONDS=20 BENCH_KINDS=pglite npm run bench:scale
+ *   BENCH_BASELINE_QUEUES=0,100 BENCH_SHARING=0 BENCH_SHARED_QUEUES=300 npm run bench:scale -- 53e1243
  * The queues are two per repository (main and release), repositories copied from one made by git. Every server runs
  * with the default GIT_POLL_MS (2 s). The machine is shared: the CPU of one idle 0-queue server is the noise floor.
  */
@@ -18,6 +19,8 @@ import { backendsOf, cpuMs, f, type Kind, PG, TOKEN, tmp } from "./apiKit.ts"
 import { freshBenchDatabase } from "./engineKit.ts"
 
 const QUEUES = (process.env.BENCH_SCALE_QUEUES ?? "0,100,1000").split(",").map(Number)
+/** The baseline's sizes (default the same): its 1,000 idle queues take minutes to create on a loaded machine. */
+const BASELINE_QUEUES = (process.env.BENCH_BASELINE_QUEUES ?? QUEUES.join(",")).split(",").map(Number)
 const SETTLE_SECONDS = Number(process.env.BENCH_SETTLE_SECONDS ?? 10)
 const IDLE_SECONDS = Number(process.env.BENCH_IDLE_SECONDS ?? 20)
 const KINDS = (process.env.BENCH_KINDS ?? "pglite,postgres").split(",") as Array<Kind>
@@ -96,10 +99,7 @@ const measureIdle = async (kind: Kind, checkout: { name: string; root: string },
   }
   let server: ServerProcess | undefined
   try {
-    // on a loaded machine a start may take longer than spawnServer waits: once more
-    server = await spawnServer(env, TOKEN, checkout.root).catch(() =>
-      spawnServer({ ...env, DATA_DIR: `${env.DATA_DIR}-again` }, TOKEN, checkout.root)
-    )
+    server = await spawnServer(env, TOKEN, checkout.root)
     for (const key of gitRoot.keys) {
       const r = await server.post("createQueue", key)
       if (r.status !== 200) throw new Error(`createQueue answered ${r.status}: ${JSON.stringify(r.body)}`)
@@ -168,9 +168,7 @@ const measureSharing = async (checkout: { name: string; root: string }) => {
   const servers: Array<ServerProcess> = []
   const spawn = async (i: number) => {
     const e = { ...env, DATA_DIR: path.join(tmp, `data-${label}-${i}`) }
-    const s = await spawnServer(e, TOKEN, checkout.root).catch(() =>
-      spawnServer({ ...e, DATA_DIR: `${e.DATA_DIR}-again` }, TOKEN, checkout.root)
-    )
+    const s = await spawnServer(e, TOKEN, checkout.root)
     servers.push(s)
     return s
   }
@@ -222,8 +220,13 @@ try {
   for (const kind of KINDS) {
     for (const checkout of checkouts) {
       let base: Idle | undefined
-      for (const n of QUEUES) {
-        const idle = await measureIdle(kind, checkout, n)
+      for (const n of checkout.root === ROOT ? QUEUES : BASELINE_QUEUES) {
+        // a server that did not start in time (a loaded machine) leaves its row out, the others go on
+        const idle = await measureIdle(kind, checkout, n).catch((e: unknown) => {
+          process.stderr.write(`${checkout.name} ${kind} ${n}: ${String(e)}\n`)
+          return undefined
+        })
+        if (idle === undefined) continue
         base ??= idle
         const perQueue = n > 0 ? f(((idle.rssMb - base.rssMb) * 1024) / n, 0) : "-"
         row(
