@@ -107,15 +107,19 @@ const measureIdle = async (kind: Kind, checkout: { name: string; root: string },
     // every runner starts (the lease loop's next pass) and takes its queue over
     await sleep(SETTLE_SECONDS * 1000)
     const backends = kind === "postgres" ? await backendsOf(database) : []
-    const pgCpu = () => backends.reduce((sum, pid) => sum + cpuMs(pid), 0)
+    const pg0 = backends.map(cpuMs)
     const server0 = cpuMs(server.pid)
-    const pg0 = pgCpu()
     const started = performance.now()
     await sleep(IDLE_SECONDS * 1000)
     const wall = performance.now() - started
+    // a backend that closed meanwhile reads 0: only those still there count
+    const pgMs = backends.reduce((sum, pid, i) => {
+      const now = cpuMs(pid)
+      return now > 0 ? sum + now - (pg0[i] ?? 0) : sum
+    }, 0)
     return {
       serverCores: (cpuMs(server.pid) - server0) / wall,
-      pgCores: (pgCpu() - pg0) / wall,
+      pgCores: pgMs / wall,
       rssMb: rssMb(server.pid)
     }
   } finally {
