@@ -48,6 +48,16 @@ const MIN_ROUNDS = 1
 export const RESTART_FROM = 0.05
 export const RESTART_SPAN = 0.1
 const MAX_ROUNDS = 24
+/** At least this many forward simulations, so that the range's quantiles have samples (issue #35). */
+export const RANGE_ROUNDS = 12
+/** The quantiles of the sampled futures the range is built from (issue #35). */
+export const RANGE_LOW = 0.1
+export const RANGE_HIGH = 0.9
+/** How far the range reaches beyond the sampled quantiles, below and above the central value (rangeAround). */
+export const RANGE_WIDEN_LOW = 1
+export const RANGE_WIDEN_HIGH = 1
+/** The range spans at least this share of the time left on each side of the central value. */
+export const RANGE_MIN_SHARE = 0
 /** The failure rate drawn from is at least that of the last RECENT_PRS PRs, with the observed rate as a prior worth
  * RECENT_PRIOR PRs (estimatePoint.ts `recentFailureRate`). */
 export const RECENT_PRS = 20
@@ -59,9 +69,18 @@ export const MIN_REMAINING_MS = 60_000
 
 export type UnavailableReason = "FEWER_THAN_3_FINISHED_RUNS" | "QUEUE_PAUSED" | "NOT_READY"
 
+/** A range of times (ms since the epoch): the RANGE_LOW and RANGE_HIGH quantiles of the sampled futures (issue #35). */
+export interface TimeRange {
+  readonly earliest: number
+  readonly latest: number
+}
+
 export interface EntryEstimate {
   readonly testingStartAt: number | null
   readonly mergeAt: number | null
+  /** null when `mergeAt` is */
+  readonly mergeRange: TimeRange | null
+  readonly testingStartRange: TimeRange | null
   readonly unavailableReason: UnavailableReason | null
 }
 
@@ -84,8 +103,18 @@ interface Timed {
  * Estimates for the entries of `state` at time `now`. `prior`: observations to use when the queue has fewer than
  * three finished runs of its own (the repository's other queues); without one such a queue gets no estimate.
  */
-export const estimateQueue = (state: QueueState, now: number, prior?: QueueStats): QueueEstimate =>
-  compute(state, now, prior, makePlannerMemo())
+export const estimateQueue = (
+  state: QueueState,
+  now: number,
+  prior?: QueueStats,
+  options?: EstimateOptions
+): QueueEstimate => compute(state, now, prior, makePlannerMemo(), options)
+
+/** Options of the simulator's bounds (test/bench/queue-sim.ts); the service passes none. */
+export interface EstimateOptions {
+  /** an oracle: the PR numbers that will fail, instead of drawing them with the failure rate */
+  readonly failingPrs?: ReadonlySet<number>
+}
 
 const none = (reason: UnavailableReason, state: QueueState, ciMedianMs: number, failureRate: number) => {
   const byEntry = new Map<string, EntryEstimate>()
@@ -94,6 +123,8 @@ const none = (reason: UnavailableReason, state: QueueState, ciMedianMs: number, 
     byEntry.set(e.id, {
       testingStartAt: null,
       mergeAt: null,
+      mergeRange: null,
+      testingStartRange: null,
       unavailableReason: e.state === "not_ready" ? "NOT_READY" : reason
     })
   }
@@ -101,7 +132,13 @@ const none = (reason: UnavailableReason, state: QueueState, ciMedianMs: number, 
 }
 
 /** `memo`: the simulation's own, for its many steps of one queue. */
-const compute = (state: QueueState, now: number, prior: QueueStats | undefined, memo: PlannerMemo): QueueEstimate => {
+const compute = (
+  state: QueueState,
+  now: number,
+  prior: QueueStats | undefined,
+  memo: PlannerMemo,
+  options?: EstimateOptions
+): QueueEstimate => {
   const own = statsOf(state)
   const stats = own.finishedRuns >= MIN_FINISHED_RUNS || prior === undefined ? own : prior
   const o = observe(stats, memo)
@@ -134,11 +171,12 @@ const compute = (state: QueueState, now: number, prior: QueueStats | undefined, 
   const f = 0
   // a seed of the state's own: the same state gives the same estimate
   const rng = mulberry32(state.nextSeq * 7919 + state.entries.length * 31 + state.runs.length)
-  const rounds = Math.min(MAX_ROUNDS, Math.max(MIN_ROUNDS, Math.floor(ROUND_BUDGET / Math.max(1, chain))))
+  const rounds = Math.min(MAX_ROUNDS, Math.max(RANGE_ROUNDS, Math.floor(ROUND_BUDGET / Math.max(1, chain))))
   const mergeSum = new Map<string, number[]>()
   const startSum = new Map<string, number[]>()
-  let perMsSum = 0
-  let lastMergeSum = 0
+  // per round: the last simulated merge and the simulated throughput, for the PRs behind the simulated part
+  const lastMerges: number[] = []
+  const perMss: number[] = []
   const add = (m: Map<string, number[]>, id: string, v: number) => {
     const x = m.get(id)
     if (x === undefined) m.set(id, [v])
@@ -146,7 +184,7 @@ const compute = (state: QueueState, now: number, prior: QueueStats | undefined, 
   }
   const order = kept.filter((e) => e.state !== "not_ready")
   for (let round = 0; round < rounds; round++) {
-    const once = simulateOnce(state, kept, now, q, f, pendingFails, durations, rng, memo)
+    const once = simulateOnce(state, kept, now, q, f, pendingFails, durations, rng, memo, options?.failingPrs)
     // a PR that failed in this round lands with the next one that merges behind it
     let nextMerge: number | null = null
     for (let i = order.length - 1; i >= 0; i--) {
@@ -162,42 +200,49 @@ const compute = (state: QueueState, now: number, prior: QueueStats | undefined, 
     const times = [...once.merged.values()].sort((a, b) => a - b)
     const first = times[0]
     const last = times[times.length - 1] ?? once.end
-    lastMergeSum += last
-    perMsSum += times.length >= 2 && first !== undefined && last > first ? (times.length - 1) / (last - first) : 0
+    lastMerges.push(last)
+    perMss.push(times.length >= 2 && first !== undefined && last > first ? (times.length - 1) / (last - first) : 0)
   }
   // the median over the rounds, towards the mean as q rises
   const restartWeight = Math.min(1, Math.max(0, (q - RESTART_FROM) / RESTART_SPAN))
-  const central = (m: Map<string, number[]>, id: string) => {
-    const x = m.get(id)
-    if (x === undefined) return null
+  const summary = (x: number[] | undefined): { central: number; range: TimeRange } | null => {
+    if (x === undefined || x.length === 0) return null
     x.sort((a, b) => a - b)
     const med = x[Math.floor((x.length - 1) / 2)]!
     const avg = x.reduce((a, b) => a + b, 0) / x.length
-    return med + restartWeight * (avg - med)
+    const central = med + restartWeight * (avg - med)
+    return { central, range: rangeAround(central, quantileSorted(x, RANGE_LOW), quantileSorted(x, RANGE_HIGH), now) }
   }
   const byEntry = new Map<string, EntryEstimate>()
   for (const e of kept) {
     if (e.state === "not_ready") {
-      byEntry.set(e.id, { testingStartAt: null, mergeAt: null, unavailableReason: "NOT_READY" })
+      byEntry.set(e.id, {
+        testingStartAt: null,
+        mergeAt: null,
+        mergeRange: null,
+        testingStartRange: null,
+        unavailableReason: "NOT_READY"
+      })
       continue
     }
-    const m = central(mergeSum, e.id)
-    const st = central(startSum, e.id)
-    byEntry.set(e.id, {
-      testingStartAt: st ?? (m === null ? null : Math.max(now, m - ci - BUILD_MS)),
-      mergeAt: m,
-      unavailableReason: null
-    })
+    const m = summary(mergeSum.get(e.id))
+    const st = summary(startSum.get(e.id))
+    byEntry.set(e.id, startAndMerge(st, m, now, ci))
   }
-  const perMs = perMsSum / rounds
-  const lastMerge = lastMergeSum / rounds
+  const perMs = perMss.reduce((a, b) => a + b, 0) / rounds
+  const lastMerge = lastMerges.reduce((a, b) => a + b, 0) / rounds
   behind.forEach((e, k) => {
-    const m = perMs > 0 ? lastMerge + (k + 1) / perMs : null
-    byEntry.set(e.id, {
-      testingStartAt: m === null ? null : Math.max(now, m - ci - BUILD_MS),
-      mergeAt: m,
-      unavailableReason: null
-    })
+    if (perMs <= 0) {
+      byEntry.set(e.id, startAndMerge(null, null, now, ci))
+      return
+    }
+    // the point estimate from the mean throughput; the range from each round's own
+    const central = lastMerge + (k + 1) / perMs
+    const xs: number[] = []
+    for (let r = 0; r < rounds; r++) xs.push(lastMerges[r]! + (perMss[r]! > 0 ? (k + 1) / perMss[r]! : (k + 1) / perMs))
+    xs.sort((a, b) => a - b)
+    const range = rangeAround(central, quantileSorted(xs, RANGE_LOW), quantileSorted(xs, RANGE_HIGH), now)
+    byEntry.set(e.id, startAndMerge(null, { central, range }, now, ci))
   })
   return { unavailableReason: null, byEntry, ciMedianMs: ci, failureRate: q }
 }
@@ -213,9 +258,13 @@ const simulateOnce = (
   pendingFails: number,
   durations: readonly number[],
   rng: () => number,
-  memo: PlannerMemo
+  memo: PlannerMemo,
+  oracle: ReadonlySet<number> | undefined
 ): { merged: Map<string, number>; started: Map<string, number>; end: number } => {
-  const failing = drawFailing(kept, q, pendingFails, rng)
+  const failing =
+    oracle === undefined
+      ? drawFailing(kept, q, pendingFails, rng)
+      : new Set(kept.filter((e) => oracle.has(e.prNumber)).map((e) => e.id))
   const duration = () => durations[Math.floor(rng() * durations.length)]!
   // adaptive mode: the forward simulation keeps the current choice (the settings the next runs start with) and
   // records no observations, so its steps cost what a fixed queue's do
@@ -312,6 +361,45 @@ const mulberry32 = (seed: number) => {
     t = Math.imul(t ^ (t >>> 15), t | 1)
     t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
     return ((t ^ (t >>> 14)) >>> 0) / 4294967296
+  }
+}
+
+/** The `q` quantile of ascending `xs` (not empty), interpolated between the closest ranks. */
+export const quantileSorted = (xs: readonly number[], q: number): number => {
+  const at = q * (xs.length - 1)
+  const lo = Math.floor(at)
+  const hi = Math.min(xs.length - 1, lo + 1)
+  return xs[lo]! + (at - lo) * (xs[hi]! - xs[lo]!)
+}
+
+/**
+ * The range reported around a central estimate from the sampled quantiles `low` and `high`: their distances from
+ * the central value widened by RANGE_WIDEN (the sampled futures know the CI durations and failures, not what the
+ * model leaves out: calibrated in the simulator, docs/simulator.md), and at least RANGE_MIN_SHARE of the time left
+ * on each side; never before `now`.
+ */
+export const rangeAround = (central: number, low: number, high: number, now: number): TimeRange => {
+  const left = Math.max(0, central - now)
+  const below = Math.max(RANGE_WIDEN_LOW * Math.max(0, central - low), RANGE_MIN_SHARE * left)
+  const above = Math.max(RANGE_WIDEN_HIGH * Math.max(0, high - central), RANGE_MIN_SHARE * left)
+  return { earliest: Math.max(now, central - below), latest: central + above }
+}
+
+/** An entry's estimate from the summaries of its start and merge times (a missing start: a CI run before its merge). */
+const startAndMerge = (
+  st: { central: number; range: TimeRange } | null,
+  m: { central: number; range: TimeRange } | null,
+  now: number,
+  ci: number
+): EntryEstimate => {
+  const startOf = (t: number) => Math.max(now, t - ci - BUILD_MS)
+  return {
+    testingStartAt: st?.central ?? (m === null ? null : startOf(m.central)),
+    mergeAt: m?.central ?? null,
+    mergeRange: m?.range ?? null,
+    testingStartRange:
+      st?.range ?? (m === null ? null : { earliest: startOf(m.range.earliest), latest: startOf(m.range.latest) }),
+    unavailableReason: null
   }
 }
 
