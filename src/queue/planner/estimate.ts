@@ -54,10 +54,17 @@ export const RANGE_ROUNDS = 12
 export const RANGE_LOW = 0.1
 export const RANGE_HIGH = 0.9
 /** How far the range reaches beyond the sampled quantiles, below and above the central value (rangeAround). */
-export const RANGE_WIDEN_LOW = 1
-export const RANGE_WIDEN_HIGH = 1
+export const RANGE_WIDEN_LOW = 1.4
+export const RANGE_WIDEN_HIGH = 1.4
 /** The range spans at least this share of the time left on each side of the central value. */
-export const RANGE_MIN_SHARE = 0
+export const RANGE_MIN_SHARE = 0.15
+/**
+ * Below the central value the range reaches at least RANGE_MIN_SHARE of the time left plus this share per hour
+ * left, up to RANGE_MAX_SHARE_BELOW: long estimates freeze adaptive mode's current choice, which a long queue
+ * outgrows by batching more (measured pessimistic: actual / estimated 0.55 at the median for ≥ 3 h at 12 PRs/h).
+ */
+export const RANGE_SHARE_PER_HOUR = 0.1
+export const RANGE_MAX_SHARE_BELOW = 0.6
 /** The failure rate drawn from is at least that of the last RECENT_PRS PRs, with the observed rate as a prior worth
  * RECENT_PRIOR PRs (estimatePoint.ts `recentFailureRate`). */
 export const RECENT_PRS = 20
@@ -380,7 +387,8 @@ export const quantileSorted = (xs: readonly number[], q: number): number => {
  */
 export const rangeAround = (central: number, low: number, high: number, now: number): TimeRange => {
   const left = Math.max(0, central - now)
-  const below = Math.max(RANGE_WIDEN_LOW * Math.max(0, central - low), RANGE_MIN_SHARE * left)
+  const shareBelow = Math.min(RANGE_MAX_SHARE_BELOW, RANGE_MIN_SHARE + (RANGE_SHARE_PER_HOUR * left) / 3_600_000)
+  const below = Math.max(RANGE_WIDEN_LOW * Math.max(0, central - low), shareBelow * left)
   const above = Math.max(RANGE_WIDEN_HIGH * Math.max(0, high - central), RANGE_MIN_SHARE * left)
   return { earliest: Math.max(now, central - below), latest: central + above }
 }
