@@ -583,7 +583,7 @@ const argValue = (name: string): string | undefined => {
   const i = process.argv.indexOf(name)
   return i >= 0 ? process.argv[i + 1] : undefined
 }
-/** `--only adaptive,regime`: only these tables (perf, single, adaptive, regime, estimates, ranges, parallel) */
+/** `--only adaptive,regime`: only these tables (perf, single, adaptive, regime, estimates, esttime: the estimate-time table alone, ranges, parallel) */
 const only = argValue("--only")?.split(",")
 const want = (section: string) => only === undefined || only.includes(section)
 /** `--seeds N`: the adaptive and regime tables average seeds 1..N (common random numbers, the same for every row) */
@@ -1010,8 +1010,8 @@ const main = () => {
     row("single, adaptive (bounds: depth 8, batches ≤ 8)", perfAdaptive)
     out("")
     // the estimate time on the states of the adaptive queue above (the estimates' table)
-    if (want("estimates")) estimateTimeTable(out, estimateStates)
-  } else if (want("estimates")) estimateTimeTable(out, adaptive500(false).states)
+    if (want("estimates") || want("esttime")) estimateTimeTable(out, estimateStates)
+  } else if (want("estimates") || want("esttime")) estimateTimeTable(out, adaptive500(false).states)
   const best = want("single") || want("adaptive") ? searchBest() : null
   if (want("single")) {
     const all = [...settings, best!, ADAPTIVE]

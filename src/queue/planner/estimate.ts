@@ -49,7 +49,13 @@ export const RESTART_FROM = 0.05
 export const RESTART_SPAN = 0.1
 const MAX_ROUNDS = 24
 /** At least this many forward simulations, so that the range's quantiles have samples (issue #35). */
-export const RANGE_ROUNDS = 12
+export const RANGE_ROUNDS = 10
+/**
+ * With RANGE_ROUNDS rounds, PRs simulated with the planner (the rest extrapolated): RANGE_BUDGET simulated PRs in
+ * all, so that a long queue's estimate costs about twice what the point estimate's 2 rounds of HORIZON did.
+ */
+export const RANGE_BUDGET = 160
+export const RANGE_HORIZON = Math.min(HORIZON, Math.floor(RANGE_BUDGET / RANGE_ROUNDS))
 /** The quantiles of the sampled futures the range is built from (issue #35). */
 export const RANGE_LOW = 0.1
 export const RANGE_HIGH = 0.9
@@ -162,7 +168,7 @@ const compute = (
   for (const e of state.entries) {
     if (isTerminal(e)) continue
     const inChain = e.state !== "not_ready"
-    if (inChain && chain >= HORIZON && e.runId === null && e.state === "pending") {
+    if (inChain && chain >= RANGE_HORIZON && e.runId === null && e.state === "pending") {
       behind.push(e)
       continue
     }
