@@ -69,8 +69,8 @@ export const RANGE_MIN_SHARE = 0.15
  * left, up to RANGE_MAX_SHARE_BELOW: long estimates freeze adaptive mode's current choice, which a long queue
  * outgrows by batching more (measured pessimistic: actual / estimated 0.55 at the median for ≥ 3 h at 12 PRs/h).
  */
-export const RANGE_SHARE_PER_HOUR = 0.15
-export const RANGE_MAX_SHARE_BELOW = 0.7
+export const RANGE_SHARE_PER_HOUR = 0.1
+export const RANGE_MAX_SHARE_BELOW = 0.6
 /** The failure rate drawn from is at least that of the last RECENT_PRS PRs, with the observed rate as a prior worth
  * RECENT_PRIOR PRs (estimatePoint.ts `recentFailureRate`). */
 export const RECENT_PRS = 20
