@@ -52,7 +52,8 @@ const MAX_ROUNDS = 24
 export const RANGE_ROUNDS = 10
 /**
  * With RANGE_ROUNDS rounds, PRs simulated with the planner (the rest extrapolated): RANGE_BUDGET simulated PRs in
- * all, so that a long queue's estimate costs about twice what the point estimate's 2 rounds of HORIZON did.
+ * all, so that a long queue's estimate costs about 3 times (measured at the median) what the point estimate's 2 rounds
+ * of HORIZON did.
  */
 export const RANGE_BUDGET = 160
 export const RANGE_HORIZON = Math.min(HORIZON, Math.floor(RANGE_BUDGET / RANGE_ROUNDS))
