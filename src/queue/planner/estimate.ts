@@ -16,8 +16,10 @@
  *   are spurious: the run behind it passes and it merges); estimatePoint.ts `drawFailing`. Every run that contains a
  *   failing PR fails. A PR that failed in a round is taken to land with the PR that merges next behind it (the
  *   estimate says when it merges if it passes);
- * - only the first HORIZON PRs are simulated; the ones behind get the simulated throughput, measured from the first
- *   merge to the last;
+ * - only the first RANGE_HORIZON PRs are simulated; the ones behind get the simulated throughput, measured from the
+ *   first merge to the last;
+ * - issue #35: each estimate also gets a range, the RANGE_LOW and RANGE_HIGH quantiles over the rounds (at least
+ *   RANGE_ROUNDS of them) widened by `rangeAround`, calibrated in the simulator (docs/simulator.md);
  * - each estimate is the median over the rounds, moving to their mean as the failure rate rises (RESTART_FROM);
  * - adaptive mode: the simulation keeps the current choice (the settings the next runs start with); it does not
  *   adapt further or record observations, so each simulated step costs what a fixed queue's does.
@@ -37,9 +39,8 @@ export const HORIZON = 40
 /** Fewer finished runs than this (and no prior given): no estimate. */
 export const MIN_FINISHED_RUNS = 3
 const MAX_STEPS = 20_000
-/** Forward simulations per estimate: about ROUND_BUDGET simulated PRs in all, between MIN_ROUNDS and MAX_ROUNDS. */
+/** Forward simulations per estimate: about ROUND_BUDGET simulated PRs in all, between RANGE_ROUNDS and MAX_ROUNDS. */
 const ROUND_BUDGET = 80
-const MIN_ROUNDS = 1
 /**
  * Each estimate is the median over the rounds while PRs rarely fail; as the failure rate q rises from RESTART_FROM
  * to RESTART_FROM + RESTART_SPAN it moves to the mean, which counts the restarts a failing PR ahead causes (the
