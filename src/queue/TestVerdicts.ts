@@ -21,8 +21,41 @@ export interface FailureExplanation {
   readonly knownFlaky: number
 }
 
+/** How a failed test of a run compares with what is known of it (issue #33, failure triage). */
+export type FailedTestMark = "new" | "known_flaky" | "broken_on_target"
+
+/** A test that failed in a test-branch sha's uploads (and did not pass on retry in the same upload). */
+export interface FailedTest {
+  readonly testCaseId: string
+  readonly name: string
+  readonly classname: string
+  readonly file: string
+  /** the failure's summary (its message), "" when the report had none */
+  readonly message: string
+  /** the normalized message and stack trace's key (flaky/normalize.ts): failures of one kind share it */
+  readonly failureKey: string | null
+  /**
+   * `known_flaky`: the test's status is flaky, or it is quarantined; `broken_on_target`: its latest result on the
+   * target branch failed; `new`: neither (it passes on the target branch, or never ran there)
+   */
+  readonly mark: FailedTestMark
+  /** failed results / results of the last 7 days, 0..1 */
+  readonly failureRate: number
+  readonly quarantined: boolean
+}
+
 export interface TestVerdictsShape {
   readonly explainFailure: (repoId: string, sha: string) => Effect.Effect<FailureExplanation, SqlError>
+  /**
+   * The tests that failed in the uploads for `sha` (at most `limit`, by name), each marked against the target
+   * branch `targetBranch` and the flaky-test data; `uploads` counts the sha's uploads.
+   */
+  readonly failedTests: (
+    repoId: string,
+    sha: string,
+    targetBranch: string,
+    limit: number
+  ) => Effect.Effect<{ readonly uploads: number; readonly tests: ReadonlyArray<FailedTest> }, SqlError>
 }
 
 export class TestVerdicts extends Context.Tag("greenline/TestVerdicts")<TestVerdicts, TestVerdictsShape>() {}

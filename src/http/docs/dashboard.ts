@@ -85,6 +85,36 @@ export const DASHBOARD_DOCS = {
       ]
     }
   },
+  listQueueFailures: {
+    summary: "List a queue's last failures, grouped (extension, #33)",
+    description:
+      "The queue's last `limit` failures (default 50, at most 200), newest first, each with its reason, failing run and causing PR, grouped by reason, by the PR whose failure took others out, and by test failure kind (the normalized message and stack trace of the failed tests in the JUnit uploads of the failing run's test-branch SHA, with each test's mark: new, known_flaky, broken_on_target).",
+    request: { ...key, limit: 50 },
+    response: {
+      failures: [
+        {
+          prNumber: 6,
+          title: "Add the checkout page",
+          at: "2026-11-26T12:00:00.000Z",
+          reason: "PREREQUISITE_MERGE_ITEM_FAILED",
+          testRunId: "07491a2f-e25e-459a-a138-6a85a845c5e8",
+          causedByPr: 5,
+          failedTests: 1
+        }
+      ],
+      byReason: [{ reason: "PREREQUISITE_MERGE_ITEM_FAILED", count: 1, prs: [6] }],
+      byCausingPr: [{ prNumber: 5, count: 1, prs: [6] }],
+      byTest: [
+        {
+          message: "TimeoutError: payment mock did not answer in <duration>",
+          tests: ["app.checkout.test_pay"],
+          count: 1,
+          prs: [5],
+          marks: ["known_flaky"]
+        }
+      ]
+    }
+  },
   getPullRequestActivity: {
     summary: "Read a pull request's runs, CI output and comments (extension)",
     description:
