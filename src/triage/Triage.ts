@@ -127,10 +127,11 @@ export const TriageLive = Layer.effect(
       Effect.gen(function* () {
         const rows = yield* repo.recentFailures(queue.id, limit)
         const items = yield* Effect.forEach(rows, (row) =>
-          Effect.map(
-            blockOf(queue, row.entry_id, { at: iso(row.at), reason: row.reason }, null),
-            (failure) => ({ prNumber: Number(row.pr_number), title: row.title, failure })
-          )
+          Effect.map(blockOf(queue, row.entry_id, { at: iso(row.at), reason: row.reason }, null), (failure) => ({
+            prNumber: Number(row.pr_number),
+            title: row.title,
+            failure
+          }))
         )
         const byReason = new Map<string, Array<number>>()
         const byCause = new Map<number, Array<number>>()

@@ -29,7 +29,7 @@ export const QueueFailures = Schema.Struct({
   byCausingPr: Schema.Array(Schema.Struct({ prNumber: Schema.Number, count: Schema.Number, prs: Prs })),
   byTest: Schema.Array(
     Schema.Struct({
-      message: Schema.String.annotations({ description: "the normalized failure message (\"\" when none)" }),
+      message: Schema.String.annotations({ description: 'the normalized failure message ("" when none)' }),
       tests: Schema.Array(Schema.String),
       count: Schema.Number.annotations({ description: "the failures (PRs) it is among" }),
       prs: Prs,

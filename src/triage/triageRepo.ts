@@ -21,7 +21,9 @@ export const makeTriageRepo = Effect.gen(function* () {
   /** A run's test-branch sha (null when it was never built, undefined when there is no such run). */
   const runSha = (queueId: string, runId: string) =>
     Effect.map(
-      sql<{ sha: string | null }>`select test_branch_sha as sha from test_runs where id = ${runId} and queue_id = ${queueId}`,
+      sql<{
+        sha: string | null
+      }>`select test_branch_sha as sha from test_runs where id = ${runId} and queue_id = ${queueId}`,
       (rows) => (rows[0] === undefined ? undefined : rows[0].sha)
     )
 
