@@ -1,6 +1,7 @@
 import { render } from "preact"
 import { actorKind, actorName, csrf, orgSlug, role, serverVersion } from "./api.ts"
 import { AuditPage } from "./audit.tsx"
+import { FailuresPage } from "./failure.tsx"
 import { FlakyListPage, TestPage, UploadPage } from "./flaky.tsx"
 import { HealthPage } from "./health.tsx"
 import { HomePage, RepoPage } from "./home.tsx"
@@ -48,6 +49,7 @@ const route = (pathname: string, search: string) => {
   const upload = /^\/uploads\/([^/]+)$/.exec(rest)
   if (upload !== null) return <UploadPage key={rest} repo={repo} id={decode(upload[1]!)} />
   if (rest === "/health" && branch !== undefined) return <HealthPage repo={repo} branch={branch} />
+  if (rest === "/failures" && branch !== undefined) return <FailuresPage repo={repo} branch={branch} />
   if (rest === "/settings" && branch !== undefined) return <QueueSettingsPage repo={repo} branch={branch} />
   return <NotFound />
 }
