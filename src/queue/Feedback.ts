@@ -8,8 +8,11 @@ import type { QueueRow } from "./QueueRepo.ts"
  * (an adapter logs and drops what it cannot deliver). Optional: without it the runner's behaviour is unchanged.
  */
 export interface PrFeedbackShape {
-  /** After the planner's `Comment` command (only called when the queue has `commentsEnabled`). */
-  readonly comment: (queue: QueueRow, command: Comment) => Effect.Effect<void>
+  /**
+   * After the planner's `Comment` command (only called when the queue has `commentsEnabled`); `details`, a line the
+   * comment adds (issue #33: a failed run's failed tests with their marks, `failedTestsLine`)
+   */
+  readonly comment: (queue: QueueRow, command: Comment & { readonly details?: string | null }) => Effect.Effect<void>
   /** After the planner's `SetStatus` command; `context` is the queue's status check name. */
   readonly status: (queue: QueueRow, command: SetStatus, context: string) => Effect.Effect<void>
 }

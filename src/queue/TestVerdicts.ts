@@ -110,3 +110,36 @@ export const runCompletion = (
     )
   )
 }
+
+/** How many failed tests a comment or an event names (the rest are counted). */
+export const FAILED_TESTS_TOLD = 10
+
+/** A failed test's mark as a person reads it: "new", "known flaky, 4% of runs", "broken on the target branch". */
+export const markText = (t: Pick<FailedTest, "mark" | "failureRate" | "quarantined">): string =>
+  t.mark === "known_flaky"
+    ? `known flaky, ${Math.round(t.failureRate * 100)}% of runs${t.quarantined ? ", quarantined" : ""}`
+    : t.mark === "new"
+      ? "new"
+      : "broken on the target branch"
+
+/**
+ * The line a PR's comment gets when its run failed with failed tests in its uploads (issue #33):
+ * "Failed tests: `test_x` (new), `test_y` (known flaky, 4% of runs)"; null when there are none.
+ */
+export const failedTestsLine = (tests: ReadonlyArray<FailedTest>): string | null => {
+  if (tests.length === 0) return null
+  const told = tests.slice(0, FAILED_TESTS_TOLD).map((t) => `\`${t.name.replace(/`/g, "'")}\` (${markText(t)})`)
+  const more = tests.length > FAILED_TESTS_TOLD ? ` and ${tests.length - FAILED_TESTS_TOLD} more` : ""
+  return `Failed tests: ${told.join(", ")}${more}`
+}
+
+/** The failed tests as an event tells them (`failed_tests` of `pull_request.failed`, issue #33). */
+export const failedTestsData = (tests: ReadonlyArray<FailedTest>) =>
+  tests.slice(0, 50).map((t) => ({
+    name: t.name,
+    classname: t.classname,
+    mark: t.mark,
+    failure_rate: t.failureRate,
+    quarantined: t.quarantined,
+    message: t.message
+  }))

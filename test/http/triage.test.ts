@@ -6,6 +6,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test"
 import * as fs from "node:fs"
+import { startReceiver } from "../support/receiver.ts"
 import { openScenario } from "../support/scenario.ts"
 import { databases, startTestServer, type TestServer, tempDir } from "../support/server.ts"
 
@@ -55,7 +56,7 @@ for (const db of databases) {
     let root: string
     beforeAll(async () => {
       root = tempDir("greenline-triage-git-")
-      server = await startTestServer({ db, gitRoot: root, gitPollMs: 100 })
+      server = await startTestServer({ db, gitRoot: root, gitPollMs: 100, config: { webhookAllowPrivate: true } })
     })
     afterAll(async () => {
       await server.close()
@@ -157,13 +158,42 @@ for (const db of databases) {
           expect(two.failure).toBeUndefined()
           expect(two.timeBreakdown?.restarts.map((r) => [r.causedByPr, r.causedByTestRunId])).toEqual([[1, run1.runId]])
 
-          // #2 fails too, with test_new failing the same way: the failures view groups them
-          const run2 = await s.ciFail(2)
-          await s.waitState(2, "failed")
+          // #2 fails too, with test_new failing the same way, its results uploaded before its status: its comment
+          // and its webhook name the failed test with its mark; the failures view groups the two failures
+          const receiver = startReceiver()
+          const endpoint = await s.ok<{ id: string }>("createWebhookEndpoint", { url: receiver.url })
+          const run2 = await s.waitRun(2)
           await upload(name, run2.sha, run2.details.testBranch, [
             ["test_new", "failed", "AssertionError: expected 3 got 4"],
             ["test_ok", "passed"]
           ])
+          await s.report(run2.sha, "failure")
+          await s.waitState(2, "failed")
+          const activity = await s.ok<{ comments: ReadonlyArray<{ body: string }> }>("getPullRequestActivity", {
+            pr: { number: 2 }
+          })
+          expect(activity.comments.at(-1)?.body).toBe(
+            "Failed in the merge queue: TEST_RUN_REQUIRED_STATUS_FAILED\nFailed tests: `test_new` (new)"
+          )
+          try {
+            const hook = await receiver.waitFor(
+              (r) => r.message.type === "pull_request.failed" && r.message.data.pr_number === 2,
+              "pull_request.failed of #2"
+            )
+            expect(hook.message.data.failed_tests).toEqual([
+              {
+                name: "test_new",
+                classname: "app.checkout",
+                mark: "new",
+                failure_rate: 2 / 3,
+                quarantined: false,
+                message: "AssertionError: expected 3 got 4"
+              }
+            ])
+          } finally {
+            await server.post("deleteWebhookEndpoint", { id: endpoint.id })
+            await receiver.stop()
+          }
           const twoFailed = await s.ok<Record>("getSubmittedPullRequest", { pr: { number: 2 } })
           expect(twoFailed.failure?.testRunId).toBe(run2.runId)
           expect(twoFailed.failure?.tests.failed.map((t) => [t.name, t.mark])).toEqual([["test_new", "new"]])
