@@ -59,7 +59,7 @@ export const DASHBOARD_DOCS = {
   getQueueHealth: {
     summary: "Read a queue's health over time (extension)",
     description:
-      "Per hour or day over 1 to 90 days (default 7, daily past 2 days): conclusions by reason, time in queue p50/p95/p99, CI runs and restarts per merged PR, queue depth, average batch size, testing slots used, and the PRs that concluded in each bucket.",
+      "Per hour or day over 1 to 90 days (default 7, daily past 2 days): conclusions by reason, time in queue p50/p95/p99 (nearest rank, as listQueues' p50), CI runs and restarts per merged PR (every restart, automatic or requested, with `restartsByCause`), queue depth and testing slots used (the most at once in the bucket, and `depthMean`/`slotsMean`, time-weighted), average batch size, and the PRs that concluded in each bucket.",
     request: { ...key, days: 7, bucket: "day" },
     response: {
       bucketSeconds: 86400,
@@ -77,9 +77,12 @@ export const DASHBOARD_DOCS = {
           timeInQueueP99: 4100,
           ciRunsPerMerge: 1.2,
           restartsPerMerge: 0.1,
+          restartsByCause: { PREREQUISITE_MERGE_ITEM_FAILED: 1 },
           depth: 3,
+          depthMean: 1.4,
           averageBatchSize: 1,
           slotsUsed: 2,
+          slotsMean: 1.1,
           prs: [{ prNumber: 7, state: "merged", reason: "MERGED" }]
         }
       ]
