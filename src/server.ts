@@ -387,7 +387,8 @@ export const startServer = async <E>(
         headers: { "content-type": "text/plain; charset=utf-8" }
       })
     }
-    return undefined
+    // a browser's unknown path: a page, not the API's JSON (#33)
+    return dashboard.notFound(request, url)
   }
 
   const app = makeApp({

@@ -118,7 +118,11 @@ const Actions = ({
         </button>
       )}
       {!active && (
-        <button type="button" disabled={busy} onClick={() => act("Submit", () => call("submitPullRequest", key))}>
+        <button
+          type="button"
+          disabled={busy}
+          onClick={() => act("Submit", () => call("submitPullRequest", { ...key, priority: pr.priorityValue }))}
+        >
           Submit again
         </button>
       )}
