@@ -36,9 +36,9 @@ describe("failed tests in words", () => {
 
   test("GitHub's comment carries the line only for a failed PR", () => {
     const line = "Failed tests: `test_x` (new)"
-    const body = renderComment("main", "failed", "TEST_RUN_REQUIRED_STATUS_FAILED", line)
+    const body = renderComment("main", "failed", "TEST_RUN_REQUIRED_STATUS_FAILED", undefined, line)
     expect(body).toContain(`TEST_RUN_REQUIRED_STATUS_FAILED.\n\n${line}\n`)
-    expect(renderComment("main", "merged", "MERGED", line)).not.toContain(line)
-    expect(renderComment("main", "failed", "X", null)).toBe(renderComment("main", "failed", "X"))
+    expect(renderComment("main", "merged", "MERGED", undefined, line)).not.toContain(line)
+    expect(renderComment("main", "failed", "X", undefined, null)).toBe(renderComment("main", "failed", "X"))
   })
 })
