@@ -67,10 +67,11 @@ export const ONSET_PRIOR = { a: 0.5, b: 50 } as const
 export const FIX_PRIOR = { a: 1, b: 6 } as const
 /**
  * The third hypothesis, a break: when the last runs failed, the test may have flaked until the first of them and
- * fail for good since then. Its prior probability at any one run is the onset prior's mean (1%): the trailing
- * failures are read as flakes only when they are at least that likely under the test's own flake rate (#36).
+ * fail for good since then. Its prior probability at any one run: 1 in 1,000 (a tenth of the tests breaking once in
+ * 100 runs). The trailing failures are read as flakes only when they are at least that likely under the test's own
+ * flake rate (#36).
  */
-export const BREAK_PRIOR = ONSET_PRIOR.a / (ONSET_PRIOR.a + ONSET_PRIOR.b)
+export const BREAK_PRIOR = 0.001
 export const FLAKY_QUIET_PERIOD_MS = 7 * DAY
 export const BROKEN_RATE_WINDOW_MS = 6 * HOUR
 export const BROKEN_RATE_WINDOW_LABEL = "6 h"

@@ -40,11 +40,11 @@ import * as before36 from "./baseline/classify-before-36.ts"
 
 const num = (name: string, fallback: number) => Number(process.env[name] ?? fallback)
 const SEED = num("BENCH_SEED", 1)
-const RUNS = num("BENCH_RUNS", 200)
+const RUNS = num("BENCH_RUNS", 150)
 const N_FLAKY = num("BENCH_FLAKY", 250)
 const N_HEALTHY = num("BENCH_HEALTHY", 300)
 const N_BROKEN = num("BENCH_BROKEN", 30)
-const N_REGRESSED = num("BENCH_REGRESSED", 60)
+const N_REGRESSED = num("BENCH_REGRESSED", 100)
 const SERVICE = process.env.BENCH_SERVICE !== "0"
 const INFRA_SHARE = 0.03
 const HOUR_MS = 3_600_000
