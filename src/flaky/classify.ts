@@ -13,12 +13,17 @@
  *   times likelier under independent flakes (each run fails with the same unknown probability) than under
  *   regressions (failures start rarely and, once started, last for several runs until a fix). Both are Bayesian
  *   models over the transition counts with Beta priors, compared by their marginal likelihoods (`patternEvidence`).
- *   One contiguous block of failures followed by passes is a regression and its fix, never flaky.
+ *   One contiguous block of failures followed by passes is a regression and its fix, never flaky. The priors are
+ *   fitted (#36): flake rates skewed low with a long tail (FlakeFlagger), regressions rare and lasting 3-12 runs.
+ * - a break (#36, the third hypothesis): when the last runs failed, flakes until then and failing for good since,
+ *   with a prior of 1 in 1,000 a run. A flake pattern whose flake rate explains the trailing failures better than a
+ *   break (`breakEvidence` ≥ 0) wins over the broken signals: a test that fails often is flaky, not broken.
  * - broken: consistent failure: the 5 most recent runs on stable branches all failed, or at least 80% of at least 5
  *   runs in the last 6 h failed (any branch) and the most recent one did too.
  *
  * Status:
  * - `flaky` while pass-on-retry evidence is in the window (even when a broken signal is active too);
+ * - else `flaky` while the pattern signal is active and explains the trailing failures (#36);
  * - else `broken` while a broken signal is active; a broken test stays broken until its last 5 runs passed (then
  *   `healthy`: a fixed regression goes back to healthy, it does not become flaky);
  * - else `flaky` while the pattern signal is active (a test that is flaky keeps it while the Bayes factor is at least
