@@ -56,7 +56,7 @@ export const PATTERN_KEEP_BAYES_FACTOR = 1
 /**
  * Prior of the per-run flake probability (independent flakes), fitted to FlakeFlagger's rerun data (Alshammari et
  * al., ICSE 2021): per-test failure rates skewed low (median about 0.7% of runs) with a long tail to 50% and more.
- * Beta(0.4, 10) has its median near 1% and about 12% of its mass above 10% (#36; it was Jeffreys' Beta(½, ½)).
+ * Beta(0.4, 10) has its median near 1.5% and about 12% of its mass above 10% (#36; it was Jeffreys' Beta(½, ½)).
  */
 export const FLAKE_PRIOR = { a: 0.4, b: 10 } as const
 /**
