@@ -5,7 +5,7 @@
  * and config, the settings' schema).
  */
 const core = "^src/(queue/planner/|flaky/junit/|flaky/(classify|codeowners|normalize|testCaseIds)[.]ts$)"
-const feature = "^src/(queue|flaky|tenancy|events|audit)/"
+const feature = "^src/(queue|flaky|tenancy|events|audit|triage)/"
 // a feature's HTTP handlers and inbound webhooks are part of the HTTP edge, kept beside the feature they serve
 const edgeModule = "/(Http|webhooks)[.]ts$"
 const adapter = "^src/(http|web|db|git-local|github|metrics)/"

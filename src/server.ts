@@ -31,6 +31,7 @@ import { eventRoutes } from "./http/routes/events.ts"
 import { flakyRoutes } from "./http/routes/flaky.ts"
 import { metricsRoutes } from "./http/routes/metrics.ts"
 import { queueRoutes } from "./http/routes/queue.ts"
+import { triageRoutes } from "./http/routes/triage.ts"
 import { webRoutes } from "./http/routes/web.ts"
 import { makeRequestTracer } from "./http/tracing.ts"
 import { BunRuntimeLive } from "./kernel/bunRuntime.ts"
@@ -52,6 +53,7 @@ import { explainListenError } from "./startup.ts"
 import { orgsOfRules } from "./tenancy/roleRules.ts"
 import { Sessions, SessionsLive } from "./tenancy/Sessions.ts"
 import { Tenancy, TenancyLive } from "./tenancy/Tenancy.ts"
+import { TriageLive } from "./triage/Triage.ts"
 import { makeOidc } from "./web/oidc.ts"
 import { DOCS_CSP, makeDashboard, securityHeaders } from "./web/pages.ts"
 
@@ -100,7 +102,10 @@ export const AppLayer = <E>(config: Layer.Layer<AppConfig, E>, probe?: RunnerPro
   // the flaky-test results answer the queue's runners why a test run failed (#20, TestVerdicts)
   const flaky = Layer.provideMerge(FlakyTestVerdictsLive, FlakyLive)
   // the dashboard's read models and sessions
-  const dashboard = Layer.mergeAll(QueueActivityLive, TestHistoryLive, SessionsLive, AuditLogLive)
+  const dashboard = Layer.mergeAll(QueueActivityLive, TestHistoryLive, SessionsLive, AuditLogLive).pipe(
+    // failure triage (#33) joins the queue's records with the flaky-test results
+    Layer.merge(Layer.provide(TriageLive, flaky))
+  )
   const features = Layer.mergeAll(EngineLive, dashboard).pipe(Layer.provideMerge(flaky), Layer.provideMerge(events))
   // reconciliation hands what GitHub shows to the engine
   return GitHubReconcileLive.pipe(Layer.provideMerge(features))
@@ -118,7 +123,8 @@ const routes = servesEveryOp([
   ...flakyRoutes,
   ...adminRoutes,
   ...eventRoutes,
-  ...webRoutes
+  ...webRoutes,
+  ...triageRoutes
 ])
 
 export type AppServices = Layer.Layer.Success<ReturnType<typeof AppLayer>>
@@ -411,7 +417,8 @@ export const startServer = async <E>(
         headers: { "content-type": "text/plain; charset=utf-8" }
       })
     }
-    return undefined
+    // a browser's unknown path: a page, not the API's JSON (#33)
+    return dashboard.notFound(request, url)
   }
 
   const app = makeApp({

@@ -63,14 +63,27 @@ const headline = (state: EntryState, reason: string): string => {
 export const statusState = (state: EntryState): "pending" | "success" | "failure" | "error" =>
   state === "merged" ? "success" : state === "failed" ? "failure" : state === "cancelled" ? "error" : "pending"
 
+/** The line of a comment that names a failed run's failed tests (issue #33), when it has one. */
+const DETAILS_PREFIX = "Failed tests: "
+
 const terminal = (state: EntryState) => state === "merged" || state === "failed" || state === "cancelled"
 
-/** The body of the queue's comment on a pull request; `eta`: the estimate line, for a PR still in the queue. */
-export const renderComment = (branch: string, state: EntryState, reason: string, eta?: CommentEta): string =>
+/**
+ * The body of the queue's comment on a pull request; `eta`: the estimate line, for a PR still in the queue;
+ * `details`: a failed run's failed tests (issue #33).
+ */
+export const renderComment = (
+  branch: string,
+  state: EntryState,
+  reason: string,
+  eta?: CommentEta,
+  details?: string | null
+): string =>
   [
     COMMENT_MARKER,
     `**Merge queue** (\`${branch}\`): ${headline(state, reason)}.`,
     ...(eta !== undefined && !terminal(state) ? ["", etaSentence(eta)] : []),
+    ...(state === "failed" && details != null ? ["", details] : []),
     "",
     state === "merged" || state === "failed" || state === "cancelled"
       ? "<sub>Comment `/trunk merge` to submit this pull request again.</sub>"
@@ -79,6 +92,9 @@ export const renderComment = (branch: string, state: EntryState, reason: string,
 
 /** GitHub refuses status descriptions over 140 characters. */
 const shortDescription = (text: string) => (text.length <= 140 ? text : `${text.slice(0, 139)}…`)
+
+/** A comment's body without its failed-tests line (and the blank line before it). */
+const withoutDetails = (body: string) => body.replace(new RegExp(`\n\n${DETAILS_PREFIX}[^\n]*`), "")
 
 interface EntryNow {
   readonly state: EntryState
@@ -138,14 +154,18 @@ export const GitHubFeedbackLive = Layer.effect(
                      body = excluded.body, updated_at = excluded.updated_at`
       })
 
-    /** Creates the PR's comment, or edits it when its text changed (a deleted comment is created again). */
-    const upsertComment = (queue: QueueRow, prNumber: number, body: string) =>
+    /**
+     * Creates the PR's comment, or edits it when its text changed (a deleted comment is created again). With
+     * `keepDetails`, a comment that says the same plus its failed tests (written by `comment`) is left as it is.
+     */
+    const upsertComment = (queue: QueueRow, prNumber: number, body: string, keepDetails = false) =>
       Effect.gen(function* () {
         const rows = yield* sql<{ comment_id: string | number; body: string }>`
           select comment_id, body from github_pr_comments where repo_id = ${queue.repo.id} and pr_number = ${prNumber}`
         const known = rows[0]
         if (known === undefined) return yield* createComment(queue, prNumber, body)
         if (known.body === body) return
+        if (keepDetails && withoutDetails(known.body) === body) return
         const edited = yield* client
           .request(
             "PATCH /repos/{owner}/{repo}/issues/comments/{comment_id}",
@@ -199,7 +219,7 @@ export const GitHubFeedbackLive = Layer.effect(
                   yield* upsertComment(
                     queue,
                     command.prNumber,
-                    renderComment(queue.branch, now.value.state, now.value.reason, eta)
+                    renderComment(queue.branch, now.value.state, now.value.reason, eta, command.details)
                   )
                 })
               )
@@ -225,7 +245,8 @@ export const GitHubFeedbackLive = Layer.effect(
                     yield* upsertComment(
                       queue,
                       command.prNumber,
-                      renderComment(queue.branch, found.value.state, found.value.reason, current ? eta : undefined)
+                      renderComment(queue.branch, found.value.state, found.value.reason, current ? eta : undefined),
+                      true
                     )
                   }
                 })

@@ -11,6 +11,7 @@ import * as FH from "../flaky/history.ts"
 import * as F from "../flaky/schemas.ts"
 import * as QA from "../queue/activity.ts"
 import * as Q from "../queue/schemas.ts"
+import * as TR from "../triage/schemas.ts"
 import * as T from "./adminSchemas.ts"
 import * as D from "./dashboardSchemas.ts"
 import { Authentication, EmptyObject, endpointOf, type Op, post } from "./operation.ts"
@@ -163,6 +164,7 @@ export const ops = {
   createApiToken: post("createApiToken", "/createApiToken", D.CreateApiTokenRequest, D.CreatedApiToken),
   revokeApiToken: post("revokeApiToken", "/revokeApiToken", D.RevokeApiTokenRequest, EmptyObject),
   getQueueHealth: post("getQueueHealth", "/getQueueHealth", QA.HealthRequest, QA.QueueHealth),
+  listQueueFailures: post("listQueueFailures", "/listQueueFailures", TR.QueueFailuresRequest, TR.QueueFailures),
   listAuditEvents: post("listAuditEvents", "/listAuditEvents", AU.ListAuditEventsRequest, AU.ListAuditEventsResponse),
 
   // the admin API (admin tokens only): what the CLI uses while the server holds the embedded database
@@ -294,7 +296,8 @@ export const Api = HttpApi.make("greenline")
       "listApiTokens",
       "createApiToken",
       "revokeApiToken",
-      "getQueueHealth"
+      "getQueueHealth",
+      "listQueueFailures"
     )
   )
   .add(

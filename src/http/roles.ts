@@ -33,6 +33,7 @@ export const PERMISSIONS = {
   listQueues: reads("read"),
   getQueueActivity: reads("read"),
   getQueueHealth: reads("read"),
+  listQueueFailures: reads("read"),
   getSubmittedPullRequest: reads("read"),
   getPullRequestActivity: reads("read"),
   getMergeQueueTestingDetails: reads("read"),

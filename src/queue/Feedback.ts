@@ -18,9 +18,14 @@ export interface CommentEta {
 export interface PrFeedbackShape {
   /**
    * After the planner's `Comment` command (only called when the queue has `commentsEnabled`); `eta`: the entry's
-   * estimate when the runner has one.
+   * estimate when the runner has one; `details`, a line the comment adds (issue #33: a failed run's failed tests
+   * with their marks, `failedTestsLine`).
    */
-  readonly comment: (queue: QueueRow, command: Comment, eta?: CommentEta) => Effect.Effect<void>
+  readonly comment: (
+    queue: QueueRow,
+    command: Comment & { readonly details?: string | null },
+    eta?: CommentEta
+  ) => Effect.Effect<void>
   /** After the planner's `SetStatus` command; `context` is the queue's status check name; `eta` as `comment`'s. */
   readonly status: (queue: QueueRow, command: SetStatus, context: string, eta?: CommentEta) => Effect.Effect<void>
 }

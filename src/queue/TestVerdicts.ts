@@ -21,8 +21,41 @@ export interface FailureExplanation {
   readonly knownFlaky: number
 }
 
+/** How a failed test of a run compares with what is known of it (issue #33, failure triage). */
+export type FailedTestMark = "new" | "known_flaky" | "broken_on_target"
+
+/** A test that failed in a test-branch sha's uploads (and did not pass on retry in the same upload). */
+export interface FailedTest {
+  readonly testCaseId: string
+  readonly name: string
+  readonly classname: string
+  readonly file: string
+  /** the failure's summary (its message), "" when the report had none */
+  readonly message: string
+  /** the normalized message and stack trace's key (flaky/normalize.ts): failures of one kind share it */
+  readonly failureKey: string | null
+  /**
+   * `known_flaky`: the test's status is flaky, or it is quarantined; `broken_on_target`: its latest result on the
+   * target branch failed; `new`: neither (it passes on the target branch, or never ran there)
+   */
+  readonly mark: FailedTestMark
+  /** failed results / results of the last 7 days, 0..1 */
+  readonly failureRate: number
+  readonly quarantined: boolean
+}
+
 export interface TestVerdictsShape {
   readonly explainFailure: (repoId: string, sha: string) => Effect.Effect<FailureExplanation, SqlError>
+  /**
+   * The tests that failed in the uploads for `sha` (at most `limit`, by name), each marked against the target
+   * branch `targetBranch` and the flaky-test data; `uploads` counts the sha's uploads.
+   */
+  readonly failedTests: (
+    repoId: string,
+    sha: string,
+    targetBranch: string,
+    limit: number
+  ) => Effect.Effect<{ readonly uploads: number; readonly tests: ReadonlyArray<FailedTest> }, SqlError>
 }
 
 export class TestVerdicts extends Context.Tag("greenline/TestVerdicts")<TestVerdicts, TestVerdictsShape>() {}
@@ -77,3 +110,36 @@ export const runCompletion = (
     )
   )
 }
+
+/** How many failed tests a comment or an event names (the rest are counted). */
+export const FAILED_TESTS_TOLD = 10
+
+/** A failed test's mark as a person reads it: "new", "known flaky, 4% of runs", "broken on the target branch". */
+export const markText = (t: Pick<FailedTest, "mark" | "failureRate" | "quarantined">): string =>
+  t.mark === "known_flaky"
+    ? `known flaky, ${Math.round(t.failureRate * 100)}% of runs${t.quarantined ? ", quarantined" : ""}`
+    : t.mark === "new"
+      ? "new"
+      : "broken on the target branch"
+
+/**
+ * The line a PR's comment gets when its run failed with failed tests in its uploads (issue #33):
+ * "Failed tests: `test_x` (new), `test_y` (known flaky, 4% of runs)"; null when there are none.
+ */
+export const failedTestsLine = (tests: ReadonlyArray<FailedTest>): string | null => {
+  if (tests.length === 0) return null
+  const told = tests.slice(0, FAILED_TESTS_TOLD).map((t) => `\`${t.name.replace(/`/g, "'")}\` (${markText(t)})`)
+  const more = tests.length > FAILED_TESTS_TOLD ? ` and ${tests.length - FAILED_TESTS_TOLD} more` : ""
+  return `Failed tests: ${told.join(", ")}${more}`
+}
+
+/** The failed tests as an event tells them (`failed_tests` of `pull_request.failed`, issue #33). */
+export const failedTestsData = (tests: ReadonlyArray<FailedTest>) =>
+  tests.slice(0, 50).map((t) => ({
+    name: t.name,
+    classname: t.classname,
+    mark: t.mark,
+    failure_rate: t.failureRate,
+    quarantined: t.quarantined,
+    message: t.message
+  }))

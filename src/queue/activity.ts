@@ -1,6 +1,7 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Context, Effect, Layer, Schema } from "effect"
+import { type Interval, isRestart, medianSeconds, overTime, quantile } from "./figures.ts"
 import type { RunRecord } from "./planner/index.ts"
 import type { QueueRow } from "./QueueRepo.ts"
 import { EntryStateValue, Mode, QueueStateValue, RepoRef } from "./schemas.ts"
@@ -134,7 +135,8 @@ interface SummaryRow {
   readonly merged: number | string
   readonly failed: number | string
   readonly cancelled: number | string
-  readonly p50: number | string | null
+  /** the merged PRs' times in the queue (seconds), a JSON array */
+  readonly waits: string | null
 }
 
 interface EntryViewRow {
@@ -251,8 +253,8 @@ export const QueueActivityLive = Layer.effect(
               count(*) filter (where e.state = 'merged' and e.ended_at > now() - interval '24 hours') as merged,
               count(*) filter (where e.state = 'failed' and e.ended_at > now() - interval '24 hours') as failed,
               count(*) filter (where e.state = 'cancelled' and e.ended_at > now() - interval '24 hours') as cancelled,
-              percentile_cont(0.5) within group (order by extract(epoch from e.ended_at - e.submitted_at))
-                filter (where e.state = 'merged' and e.ended_at > now() - interval '24 hours') as p50
+              json_agg(extract(epoch from e.ended_at - e.submitted_at))
+                filter (where e.state = 'merged' and e.ended_at > now() - interval '24 hours')::text as waits
             from queues q
             join repositories r on r.id = q.repo_id
             left join entries e on e.queue_id = q.id
@@ -281,7 +283,13 @@ export const QueueActivityLive = Layer.effect(
                 failed24h: failed,
                 cancelled24h: Number(r.cancelled),
                 successRate24h: merged + failed === 0 ? null : merged / (merged + failed),
-                p50TimeInQueueSeconds: r.p50 === null ? null : Math.round(Number(r.p50))
+                // the health page's definition (figures.ts): nearest rank over the merged PRs' times
+                p50TimeInQueueSeconds: (() => {
+                  const median = medianSeconds(
+                    r.waits === null ? [] : parseJson<Array<number | string>>(r.waits).map(Number)
+                  )
+                  return median === null ? null : Math.round(median)
+                })()
               }
             })
         ),
@@ -389,12 +397,19 @@ export const HealthPoint = Schema.Struct({
   timeInQueueP95: Schema.NullOr(Schema.Number),
   timeInQueueP99: Schema.NullOr(Schema.Number),
   ciRunsPerMerge: Schema.NullOr(Schema.Number),
+  /** every restart (automatic or requested) of the PRs merged in the bucket, per merged PR (figures.ts, #33) */
   restartsPerMerge: Schema.NullOr(Schema.Number),
-  /** entries in the queue at the bucket's end */
+  /** extension (#33): those restarts by their reason (PREREQUISITE_MERGE_ITEM_FAILED, RESTART_REQUESTED, ...) */
+  restartsByCause: Schema.optionalWith(Schema.Record({ key: Schema.String, value: Schema.Number }), { exact: true }),
+  /** the most entries in the queue at once during the bucket (#33: no longer a sample at its end) */
   depth: Schema.Number,
+  /** extension (#33): the mean number of entries in the queue over the bucket (time-weighted) */
+  depthMean: Schema.optionalWith(Schema.Number, { exact: true }),
   averageBatchSize: Schema.NullOr(Schema.Number),
-  /** runs in flight at the bucket's end */
+  /** the most runs in flight at once during the bucket (#33: no longer a sample at its end) */
   slotsUsed: Schema.Number,
+  /** extension (#33): the mean number of runs in flight over the bucket (time-weighted) */
+  slotsMean: Schema.optionalWith(Schema.Number, { exact: true }),
   /** the PRs that concluded in the bucket */
   prs: Schema.Array(Schema.Struct({ prNumber: Schema.Number, state: Schema.String, reason: Schema.String }))
 }).annotations({ identifier: "QueueHealthPoint" })
@@ -407,9 +422,6 @@ export const QueueHealth = Schema.Struct({
   points: Schema.Array(HealthPoint)
 }).annotations({ identifier: "QueueHealth" })
 export type QueueHealth = typeof QueueHealth.Type
-
-const quantile = (sorted: ReadonlyArray<number>, q: number) =>
-  sorted.length === 0 ? null : (sorted[Math.min(sorted.length - 1, Math.ceil(q * sorted.length) - 1)] ?? null)
 
 /** A queue's health over `days` in buckets of an hour or a day: one read of its entries and runs, counted here. */
 export const queueHealth = (queue: QueueRow, days: number, bucket: "hour" | "day", now: number) =>
@@ -433,13 +445,44 @@ export const queueHealth = (queue: QueueRow, days: number, bucket: "hour" | "day
     const runs = yield* sql<{ created_at: Date | string; ended_at: Date | string | null; tested: number | string }>`
       select created_at, ended_at, jsonb_array_length(record->'testedEntryIds') as tested
       from test_runs where queue_id = ${queue.id} and (ended_at is null or ended_at >= ${new Date(from)})`
+    // every restart of the entries merged in the window, since their submission (figures.ts: `isRestart`)
+    const moves = yield* sql<{ pr_number: number | string; state: string; prev: string | null; reason: string }>`
+      select x.pr_number, x.state, x.prev, x.reason from (
+        select e.pr_number, t.state, t.reason, t.occurred_at, e.submitted_at,
+          lag(t.state) over (partition by t.entry_id order by t.seq) as prev
+        from entries e join event_log t on t.entry_id = e.id
+        where e.queue_id = ${queue.id} and e.state = 'merged' and e.ended_at >= ${new Date(from)}
+      ) x
+      where x.state = 'pending' and x.occurred_at >= x.submitted_at`
+    const restartsOf = new Map<number, Array<string>>()
+    for (const m of moves) {
+      if (!isRestart(m.prev, m.state)) continue
+      const n = Number(m.pr_number)
+      restartsOf.set(n, [...(restartsOf.get(n) ?? []), m.reason])
+    }
     const ms = (t: Date | string) => new Date(t).getTime()
+    const queued: ReadonlyArray<Interval> = entries.map((e) => ({
+      from: ms(e.submitted_at),
+      to: e.ended_at === null ? null : ms(e.ended_at)
+    }))
+    const inFlight: ReadonlyArray<Interval> = runs.map((r) => ({
+      from: ms(r.created_at),
+      to: r.ended_at === null ? null : ms(r.ended_at)
+    }))
     const points: Array<typeof HealthPoint.Type> = []
     for (let start = from; start < end; start += step) {
       const stop = start + step
       const concluded = entries.filter((e) => e.ended_at !== null && ms(e.ended_at) >= start && ms(e.ended_at) < stop)
       const merged = concluded.filter((e) => e.state === "merged")
       const waits = merged.map((e) => (ms(e.ended_at!) - ms(e.submitted_at)) / 1000).sort((a, b) => a - b)
+      const restartsByCause: Record<string, number> = {}
+      let restarts = 0
+      for (const e of merged) {
+        for (const reason of restartsOf.get(Number(e.pr_number)) ?? []) {
+          restarts++
+          restartsByCause[reason] = (restartsByCause[reason] ?? 0) + 1
+        }
+      }
       const reasons: Record<string, number> = {}
       for (const e of concluded) {
         const key = e.state === "merged" ? "merged" : `${e.state}: ${e.reason ?? ""}`
@@ -447,7 +490,9 @@ export const queueHealth = (queue: QueueRow, days: number, bucket: "hour" | "day
       }
       const ended = runs.filter((r) => r.ended_at !== null && ms(r.ended_at) >= start && ms(r.ended_at) < stop)
       const created = runs.filter((r) => ms(r.created_at) >= start && ms(r.created_at) < stop)
-      const at = Math.min(stop, now)
+      const until = Math.min(stop, now)
+      const depth = overTime(queued, start, until)
+      const slots = overTime(inFlight, start, until)
       points.push({
         start: iso(start),
         merged: merged.length,
@@ -458,11 +503,14 @@ export const queueHealth = (queue: QueueRow, days: number, bucket: "hour" | "day
         timeInQueueP95: quantile(waits, 0.95),
         timeInQueueP99: quantile(waits, 0.99),
         ciRunsPerMerge: merged.length === 0 ? null : ended.length / merged.length,
-        restartsPerMerge: merged.length === 0 ? null : merged.reduce((n, e) => n + e.restarts, 0) / merged.length,
-        depth: entries.filter((e) => ms(e.submitted_at) <= at && (e.ended_at === null || ms(e.ended_at) > at)).length,
+        restartsPerMerge: merged.length === 0 ? null : restarts / merged.length,
+        restartsByCause,
+        depth: depth.max,
+        depthMean: depth.mean,
         averageBatchSize:
           created.length === 0 ? null : created.reduce((n, r) => n + Number(r.tested), 0) / created.length,
-        slotsUsed: runs.filter((r) => ms(r.created_at) <= at && (r.ended_at === null || ms(r.ended_at) > at)).length,
+        slotsUsed: slots.max,
+        slotsMean: slots.mean,
         prs: concluded.map((e) => ({ prNumber: Number(e.pr_number), state: e.state, reason: e.reason ?? "" }))
       })
     }

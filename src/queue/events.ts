@@ -5,6 +5,7 @@ import { type BatchEvent, batchEventsOf, batchesByEntry, batchStartEvents, endsB
 import type { EntryState, QueueState, RunRecord, Transition } from "./planner/index.ts"
 import type { QueueRow } from "./QueueRepo.ts"
 import type { StoredQueueConfig } from "./schemas.ts"
+import { type FailedTest, failedTestsData, type TestVerdictsShape } from "./TestVerdicts.ts"
 
 /**
  * The merge queue's domain events (contract.md §8): the pull request and batch state changes of a runner round, the
@@ -133,6 +134,8 @@ export interface RoundContext {
   readonly entryStates: ReadonlyMap<string, EntryState>
   /** every batch run of each pull request that reached a state a batch may end in (batchEvents.ts) */
   readonly batchesOf: ReadonlyMap<string, ReadonlyArray<RunRecord>>
+  /** extension (#33): the failed tests of the failing run's uploads, by entry that failed in the round */
+  readonly failedTests?: ReadonlyMap<string, ReadonlyArray<FailedTest>>
 }
 
 /**
@@ -252,10 +255,12 @@ export const roundEvents = (
     const actions = actionsOf(t)
     if (actions.length === 0) events.push({ ...base(q, null, t.at, key, {}), transition })
     for (const [i, action] of actions.entries()) {
+      const failed = action === "failed" ? context.failedTests?.get(t.entryId) : undefined
       const data = {
         ...common(action, t.prNumber, t.entryId, t.at),
         ...reasonField(action, t.reason),
-        ...(WITH_TEST_DETAILS.has(action) ? testDetails(run) : {})
+        ...(WITH_TEST_DETAILS.has(action) ? testDetails(run) : {}),
+        ...(failed === undefined ? {} : { failed_tests: failedTestsData(failed) })
       }
       const event = base(q, `pull_request.${action}`, t.at, key, data)
       events.push(i === 0 ? { ...event, transition } : event)
@@ -320,7 +325,12 @@ const uuids = (ids: ReadonlyArray<string>) => `{${ids.join(",")}}`
  * Appends a round's events in the round's transaction: the queue's repository (remembered: it never changes) and
  * the authors of the pull requests that moved are read with one statement each.
  */
-export const makeRoundEventWriter = (sql: SqlClient.SqlClient, log: EventLogShape, publicUrl: string) => {
+export const makeRoundEventWriter = (
+  sql: SqlClient.SqlClient,
+  log: EventLogShape,
+  publicUrl: string,
+  verdicts: Option.Option<TestVerdictsShape> = Option.none()
+) => {
   const infos = new Map<string, QueueInfo>()
   const infoOf = (queueId: string) =>
     Effect.suspend(() => {
@@ -398,7 +408,22 @@ export const makeRoundEventWriter = (sql: SqlClient.SqlClient, log: EventLogShap
           entryStates.set(r.id, r.state)
         }
       }
-      yield* log.append(roundEvents(info, round, { authors, endedRuns, entryStates, batchesOf }, publicUrl))
+      // extension (#33): what the uploads of a failing run's test-branch sha say, for `pull_request.failed`
+      const failedTests = new Map<string, ReadonlyArray<FailedTest>>()
+      if (Option.isSome(verdicts)) {
+        const runs = runsOf(round, endedRuns)
+        for (const t of round.transitions) {
+          if (t.to !== "failed") continue
+          const id = runIdOf(t, runs)
+          const sha = id === undefined ? null : (runs.get(id)?.testBranchSha ?? null)
+          if (sha === null) continue
+          const found = yield* verdicts.value.failedTests(info.repoId, sha, info.branch, 50)
+          if (found.tests.length > 0) failedTests.set(t.entryId, found.tests)
+        }
+      }
+      yield* log.append(
+        roundEvents(info, round, { authors, endedRuns, entryStates, batchesOf, failedTests }, publicUrl)
+      )
     })
 }
 

@@ -340,9 +340,59 @@ export const TimeBreakdown = Schema.Struct({
   waitingForBatchMs: Schema.Number,
   testingMs: Schema.Number,
   restarts: Schema.Array(
-    Schema.Struct({ at: Schema.String, reason: Schema.String, causedByPr: Schema.NullOr(Schema.Number) })
+    Schema.Struct({
+      at: Schema.String,
+      reason: Schema.String,
+      causedByPr: Schema.NullOr(Schema.Number),
+      /** extension (#33): the causing PR's run that failed */
+      causedByTestRunId: opt(Schema.NullOr(Schema.String))
+    })
   )
 }).annotations({ identifier: "TimeBreakdown" })
+
+/** Extension (#33): a failed test of the failing run, marked against the target branch and the flaky-test data. */
+export const FailedTestView = Schema.Struct({
+  testCaseId: Schema.String,
+  name: Schema.String,
+  classname: Schema.String,
+  file: Schema.String,
+  message: Schema.String,
+  failureKey: Schema.NullOr(Schema.String).annotations({
+    description: "the key of the normalized message and stack trace: failures of one kind share it"
+  }),
+  mark: Schema.Literal("new", "known_flaky", "broken_on_target").annotations({
+    description:
+      "new: it passes on the target branch (or never ran there); known_flaky: its status is flaky or it is quarantined; broken_on_target: its latest result on the target branch failed"
+  }),
+  failureRate: Schema.Number.annotations({ description: "failed results / results of the last 7 days, 0..1" }),
+  quarantined: Schema.Boolean
+}).annotations({ identifier: "FailedTest" })
+
+/**
+ * Extension (#33, failure triage): why the PR failed, read when asked (uploads that arrive later show at once): the
+ * failing run, its failed required statuses with their links, the PR whose failure failed it (PREREQUISITE_*), and
+ * the failed tests of the JUnit uploads whose commit is the run's test-branch sha.
+ */
+export const FailureBlock = Schema.Struct({
+  at: Schema.String,
+  reason: Schema.String,
+  testRunId: Schema.NullOr(Schema.String),
+  testBranchSha: Schema.NullOr(Schema.String),
+  failedStatuses: Schema.Array(
+    Schema.Struct({
+      context: Schema.String,
+      state: Schema.Literal("FAILURE", "ERROR"),
+      url: Schema.NullOr(Schema.String)
+    })
+  ),
+  causedBy: Schema.NullOr(Schema.Struct({ prNumber: Schema.Number, testRunId: Schema.NullOr(Schema.String) })),
+  tests: Schema.Struct({
+    uploads: Schema.Number,
+    failed: Schema.Array(FailedTestView),
+    truncated: Schema.Boolean
+  })
+}).annotations({ identifier: "FailureBlock" })
+export type FailureBlock = typeof FailureBlock.Type
 
 export const SubmittedPullRequest = Schema.Struct({
   ...entryFields,
@@ -351,7 +401,9 @@ export const SubmittedPullRequest = Schema.Struct({
   isCurrentlySubmittedToQueue: Schema.Boolean,
   timeline: opt(Schema.Array(TimelineItem)),
   ...estimateFields,
-  timeBreakdown: opt(TimeBreakdown)
+  timeBreakdown: opt(TimeBreakdown),
+  /** extension (#33): present when the PR failed */
+  failure: opt(FailureBlock)
 }).annotations({ identifier: "SubmittedPullRequest" })
 export type SubmittedPullRequest = typeof SubmittedPullRequest.Type
 

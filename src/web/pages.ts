@@ -131,9 +131,13 @@ export const safeNext = (next: unknown): string => {
   }
 }
 
+/** The dashboard's icon (issue #33): a green check in a rounded square, served at /favicon.ico and /favicon.svg. */
+export const FAVICON_SVG = `<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 32 32"><rect width="32" height="32" rx="7" fill="#1a7f37"/><path d="M9 16.5l4.5 4.5L23 11.5" fill="none" stroke="#fff" stroke-width="3.2" stroke-linecap="round" stroke-linejoin="round"/></svg>`
+const ICON_LINK = `<link rel="icon" href="/favicon.svg" type="image/svg+xml">`
+
 const page = (title: string, body: string) => `<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
-<title>${escapeHtml(title)} · Greenline</title><link rel="stylesheet" href="/assets/app.css"></head>
+<title>${escapeHtml(title)} · Greenline</title>${ICON_LINK}<link rel="stylesheet" href="/assets/app.css"></head>
 <body><main class="login">
 <h1>Greenline</h1>
 ${body}
@@ -194,7 +198,7 @@ const shell = (session: OpenSession, js: string, css: string) => {
 <meta name="greenline-actor-kind" content="${actor.kind}">
 <meta name="greenline-role" content="${escapeHtml(session.principal.role)}">
 <meta name="greenline-version" content="${escapeHtml(VERSION)}">
-<title>Greenline</title><link rel="stylesheet" href="/assets/${css}">
+<title>Greenline</title>${ICON_LINK}<link rel="stylesheet" href="/assets/${css}">
 <script type="module" src="/assets/${js}"></script></head>
 <body><div id="app"><p class="loading">Loading…</p></div></body></html>`
 }
@@ -485,6 +489,12 @@ export const makeDashboard = (options: DashboardOptions) => {
       }
       return redirect("/login", [cookie(request, "", 0)])
     }
+    if (pathname === "/favicon.ico" || pathname === "/favicon.svg") {
+      if (request.method !== "GET" && request.method !== "HEAD") return undefined
+      return new Response(FAVICON_SVG, {
+        headers: { "content-type": "image/svg+xml", "cache-control": "public, max-age=86400", ...securityHeaders }
+      })
+    }
     if (pathname.startsWith("/assets/")) {
       if (request.method !== "GET" && request.method !== "HEAD") return undefined
       const b = await getBundle()
@@ -518,8 +528,28 @@ export const makeDashboard = (options: DashboardOptions) => {
     const repo = repoOfPath(pathname)
     const owned =
       repo === undefined ? true : Option.isSome(await options.run(options.tenancy.findRepo(s.open.org, repo)))
-    return html(shell(s.open, b.js.name, b.css.name), owned ? 200 : 404)
+    // the session's cookie lasts SESSION_IDLE_MS from its last use, as the server's record does (#33): renewed here
+    return html(shell(s.open, b.js.name, b.css.name), owned ? 200 : 404, {
+      "set-cookie": cookie(request, s.secret, SESSION_IDLE_MS / 1000)
+    })
   }
 
-  return { handle, apiSession, bundle: getBundle }
+  /**
+   * What a browser gets for a path nothing serves (issue #33): a page saying so, with a way back, instead of the
+   * API's JSON envelope; undefined for the API's paths and for clients that do not ask for HTML.
+   */
+  const notFound = (request: Request, url: URL): Response | undefined =>
+    (request.method === "GET" || request.method === "HEAD") &&
+    !url.pathname.startsWith("/v1/") &&
+    (request.headers.get("accept") ?? "").includes("text/html")
+      ? html(
+          page(
+            "Not found",
+            `<h2>Not found</h2><p>Nothing is at <code>${escapeHtml(url.pathname)}</code>.</p><p><a href="/">All queues</a></p>`
+          ),
+          404
+        )
+      : undefined
+
+  return { handle, apiSession, bundle: getBundle, notFound }
 }

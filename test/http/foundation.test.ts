@@ -58,6 +58,7 @@ for (const db of databases) {
         "/v1/flaky-tests/get-upload",
         "/v1/listApiTokens",
         "/v1/listAuditEvents",
+        "/v1/listQueueFailures",
         "/v1/createApiToken",
         "/v1/revokeApiToken",
         "/v1/admin/createOrganization",

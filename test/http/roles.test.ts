@@ -72,6 +72,7 @@ const CASES: { readonly [N in OpName]: Case } = {
   listQueues: { role: "read", call: () => ({ json: {} }) },
   getQueueActivity: { role: "read", call: () => ({ json: key }) },
   getQueueHealth: { role: "read", call: () => ({ json: key }) },
+  listQueueFailures: { role: "read", call: () => ({ json: key }) },
   getSubmittedPullRequest: { role: "read", call: () => ({ json: { ...key, pr: { number: 1 } } }) },
   getPullRequestActivity: { role: "read", call: () => ({ json: { repo, pr: { number: 1 } } }) },
   getMergeQueueTestingDetails: {

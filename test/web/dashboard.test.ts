@@ -391,6 +391,8 @@ for (const db of databases) {
       // its status history: it became flaky; a quarantine override from the page is recorded there too
       await page.waitForSelector('#status-history tr[data-kind="status"] .badge-flaky')
       await page.click("button >> text=Never quarantine")
+      // it asks first (#33)
+      await page.click("dialog[open] button >> text=Yes, never quarantine")
       await page.waitForSelector('#status-history tr[data-kind="override"] >> text=never quarantine')
       await shot("flaky-test")
       // a recent result links to its upload: the commit, the counts, and this test among the failed ones
@@ -409,6 +411,7 @@ for (const db of databases) {
       await ok("flaky-tests/update-settings", { repo: key.repo, org_url_slug: "acme-org", quarantining_enabled: true })
       await page.goto(t!.html_url.replace(/^https?:\/\/[^/]+/, server.url))
       await page.click("button >> text=Always quarantine")
+      await page.click("dialog[open] button >> text=Yes, always quarantine")
       await page.waitForSelector('#status-history tr[data-kind="quarantine"] .badge-quarantined')
       await page.goto(`${server.url}/repos/local/acme/app/tests`)
       await page.check("input[type=radio] >> nth=2")

@@ -59,7 +59,7 @@ export const DASHBOARD_DOCS = {
   getQueueHealth: {
     summary: "Read a queue's health over time (extension)",
     description:
-      "Per hour or day over 1 to 90 days (default 7, daily past 2 days): conclusions by reason, time in queue p50/p95/p99, CI runs and restarts per merged PR, queue depth, average batch size, testing slots used, and the PRs that concluded in each bucket.",
+      "Per hour or day over 1 to 90 days (default 7, daily past 2 days): conclusions by reason, time in queue p50/p95/p99 (nearest rank, as listQueues' p50), CI runs and restarts per merged PR (every restart, automatic or requested, with `restartsByCause`), queue depth and testing slots used (the most at once in the bucket, and `depthMean`/`slotsMean`, time-weighted), average batch size, and the PRs that concluded in each bucket.",
     request: { ...key, days: 7, bucket: "day" },
     response: {
       bucketSeconds: 86400,
@@ -77,10 +77,43 @@ export const DASHBOARD_DOCS = {
           timeInQueueP99: 4100,
           ciRunsPerMerge: 1.2,
           restartsPerMerge: 0.1,
+          restartsByCause: { PREREQUISITE_MERGE_ITEM_FAILED: 1 },
           depth: 3,
+          depthMean: 1.4,
           averageBatchSize: 1,
           slotsUsed: 2,
+          slotsMean: 1.1,
           prs: [{ prNumber: 7, state: "merged", reason: "MERGED" }]
+        }
+      ]
+    }
+  },
+  listQueueFailures: {
+    summary: "List a queue's last failures, grouped (extension, #33)",
+    description:
+      "The queue's last `limit` failures (default 50, at most 200), newest first, each with its reason, failing run and causing PR, grouped by reason, by the PR whose failure took others out, and by test failure kind (the normalized message and stack trace of the failed tests in the JUnit uploads of the failing run's test-branch SHA, with each test's mark: new, known_flaky, broken_on_target).",
+    request: { ...key, limit: 50 },
+    response: {
+      failures: [
+        {
+          prNumber: 6,
+          title: "Add the checkout page",
+          at: "2026-11-26T12:00:00.000Z",
+          reason: "PREREQUISITE_MERGE_ITEM_FAILED",
+          testRunId: "07491a2f-e25e-459a-a138-6a85a845c5e8",
+          causedByPr: 5,
+          failedTests: 1
+        }
+      ],
+      byReason: [{ reason: "PREREQUISITE_MERGE_ITEM_FAILED", count: 1, prs: [6] }],
+      byCausingPr: [{ prNumber: 5, count: 1, prs: [6] }],
+      byTest: [
+        {
+          message: "TimeoutError: payment mock did not answer in <duration>",
+          tests: ["app.checkout.test_pay"],
+          count: 1,
+          prs: [5],
+          marks: ["known_flaky"]
         }
       ]
     }

@@ -54,7 +54,7 @@ export const QUEUE_DOCS = {
   getSubmittedPullRequest: {
     summary: "Read a submitted pull request",
     description:
-      "State, priority, position and test run of a pull request, whether or not it is still in the queue; with `includeTimeline`, every state change with its time and reason.",
+      "State, priority, position and test run of a pull request, whether or not it is still in the queue; with `includeTimeline`, every state change with its time and reason. Extensions: the estimates, the time breakdown (with each restart's causing PR and its failed run), and for a failed PR the `failure` block: the failing run and test-branch SHA, its failed required statuses with their links, the PR whose failure took it out, and the failed tests of the JUnit uploads for that SHA, each marked new, known_flaky or broken_on_target (docs/api-extensions.md, #33).",
     request: { ...key, pr: { number: 1 }, includeTimeline: true },
     response: {
       ...entry,

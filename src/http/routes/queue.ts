@@ -15,6 +15,7 @@ import {
   type RepoRef
 } from "../../queue/schemas.ts"
 import { Tenancy } from "../../tenancy/Tenancy.ts"
+import { Triage } from "../../triage/Triage.ts"
 import { ops } from "../Api.ts"
 import { ApiError, conflict, notFound } from "../errors.ts"
 import { CurrentOrg, handle } from "../router.ts"
@@ -209,7 +210,12 @@ export const queueRoutes = [
     Effect.gen(function* () {
       const engine = yield* Engine
       const key = yield* keyOf(req.repo, req.targetBranch)
-      return yield* orDie(engine.getSubmitted(key, req.pr.number, req.includeTimeline ?? false))
+      const record = yield* orDie(engine.getSubmitted(key, req.pr.number, req.includeTimeline ?? false))
+      // extension (#33): why it failed, and the causing PRs' runs of its restarts
+      const restarted = record.timeBreakdown?.restarts.some((r) => r.causedByPr !== null) === true
+      if (record.state !== "failed" && !restarted) return record
+      const queue = yield* requireQueue(req.repo, req.targetBranch)
+      return yield* orDie((yield* Triage).explain(queue, record))
     })
   ),
 

@@ -8,6 +8,7 @@ import { QueueActivityReader, queueHealth } from "../../queue/activity.ts"
 import { Engine } from "../../queue/Engine.ts"
 import { isQueueError, type QueueError } from "../../queue/errors.ts"
 import { PermissionDenied, Tenancy } from "../../tenancy/Tenancy.ts"
+import { Triage } from "../../triage/Triage.ts"
 import { ops } from "../Api.ts"
 import { ApiError, fromDomainError, notFound } from "../errors.ts"
 import { CurrentOrg, CurrentPrincipal, handle } from "../router.ts"
@@ -63,9 +64,11 @@ export const webRoutes = [
         )
       }
       const queue = yield* requireQueue(req.repo, branch)
-      const pullRequest = yield* orDie(
+      const submitted = yield* orDie(
         engine.getSubmitted({ orgId: org.id, repo: req.repo, branch }, req.pr.number, true)
       )
+      // extension (#33): why it failed, and the causing PRs' runs of its restarts
+      const pullRequest = yield* orDie((yield* Triage).explain(queue, submitted))
       const runs = yield* orDie(reader.pullRequest(queue, req.pr.number))
       return { targetBranch: branch, targetBranches: branches, pullRequest, ...runs }
     })

@@ -91,7 +91,8 @@ export const makeRunnerCtx = (queueId: string) =>
     // the event log in the round's transaction
     const eventLog = yield* EventLog
     const publicUrl = (yield* QueueEnv).publicUrl
-    const store = makeStore(sql, makeRoundEventWriter(sql, eventLog, publicUrl))
+    const testVerdicts = yield* Effect.serviceOption(TestVerdicts)
+    const store = makeStore(sql, makeRoundEventWriter(sql, eventLog, publicUrl, testVerdicts))
     const loaded = yield* store.loadRuntime(queueId)
     if (Option.isNone(loaded)) return Option.none<RunnerCtx>()
     const queues = yield* QueueRepo
@@ -106,7 +107,7 @@ export const makeRunnerCtx = (queueId: string) =>
       ci: yield* CommandCi,
       feedback: yield* Effect.serviceOption(PrFeedback),
       probe: yield* Effect.serviceOption(RunnerProbe),
-      testVerdicts: yield* Effect.serviceOption(TestVerdicts),
+      testVerdicts,
       flakyRetries: new Map(),
       store,
       ciJobs: yield* FiberMap.make<string>(),

@@ -2,6 +2,7 @@ import { Clock, Effect, Option } from "effect"
 import { estimateOf } from "../estimates.ts"
 import type { CommentEta } from "../Feedback.ts"
 import type { Comment, EntryState, PrStatusState, SetStatus } from "../planner/index.ts"
+import { failedTestsLine } from "../TestVerdicts.ts"
 import type { RunnerCtx } from "./context.ts"
 
 export const statusCheckName = (branch: string) => `Trunk Merge Queue (${branch})`
@@ -70,8 +71,27 @@ export const recordNotes = (ctx: RunnerCtx, saved: ReadonlyArray<Comment | SetSt
     const notes = saved.map(noteData)
     const queue = ctx.queue
     const comments = queue.config.commentsEnabled ? notes.filter((n) => n._tag === "Comment") : []
+    // extension (#33): a failed PR's comment names the failed tests of its run's uploads, with their marks
+    const details = new Map<string, string>()
+    if (Option.isSome(ctx.testVerdicts)) {
+      const verdicts = ctx.testVerdicts.value
+      for (const c of comments) {
+        if (c.to !== "failed") continue
+        const runs = yield* ctx.sql<{ sha: string | null }>`
+          select t.test_branch_sha as sha from entries e join test_runs t on t.id = e.run_id where e.id = ${c.entryId}`
+        const sha = runs[0]?.sha ?? null
+        if (sha === null) continue
+        const found = yield* verdicts.failedTests(queue.repo.id, sha, queue.branch, 50)
+        const line = failedTestsLine(found.tests)
+        if (line !== null) details.set(c.entryId, line)
+      }
+    }
     if (comments.length > 0) {
-      const rows = comments.map((c) => ({ pr_number: c.prNumber, entry_id: c.entryId, body: noteText(c.to, c.reason) }))
+      const rows = comments.map((c) => {
+        const line = c.to === "failed" ? details.get(c.entryId) : undefined
+        const text = noteText(c.to, c.reason)
+        return { pr_number: c.prNumber, entry_id: c.entryId, body: line === undefined ? text : `${text}\n${line}` }
+      })
       yield* ctx.sql`insert into pr_comments (repo_id, pr_number, entry_id, body)
                      select ${queue.repo.id}, v.pr_number, v.entry_id, v.body
                      from jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) as v(pr_number bigint, entry_id uuid, body text)`
@@ -119,7 +139,11 @@ export const recordNotes = (ctx: RunnerCtx, saved: ReadonlyArray<Comment | SetSt
         n._tag === "SetStatus"
           ? host.status(queue, n, context, etaOf(n.prNumber))
           : queue.config.commentsEnabled
-            ? host.comment(queue, n, etaOf(n.prNumber))
+            ? host.comment(
+                queue,
+                n.to === "failed" ? { ...n, details: details.get(n.entryId) ?? null } : n,
+                etaOf(n.prNumber)
+              )
             : Effect.void,
       { concurrency: 4, discard: true }
     )

@@ -1,6 +1,7 @@
 import { useMemo, useState } from "preact/hooks"
 import { type Answer, ApiFailure, call, orgSlug } from "./api.ts"
 import { Chart } from "./chart.tsx"
+import { ConfirmButton } from "./confirm.tsx"
 import { useLive } from "./hooks.ts"
 import {
   Badge,
@@ -168,12 +169,17 @@ const Override = ({ repo, test, onDone }: { repo: RepoKey; test: TestCase; onDon
   }
   return (
     <fieldset class="actions" aria-label="Quarantine override">
-      <button type="button" onClick={() => set("always_quarantine")}>
-        Always quarantine
-      </button>
-      <button type="button" onClick={() => set("never_quarantine")}>
-        Never quarantine
-      </button>
+      <ConfirmButton label="Always quarantine" onConfirm={() => void set("always_quarantine")}>
+        <p>
+          Quarantine <strong>{test.name}</strong> whatever its results? Its failures then stop failing the runs of the
+          queue and of CI.
+        </p>
+      </ConfirmButton>
+      <ConfirmButton label="Never quarantine" onConfirm={() => void set("never_quarantine")}>
+        <p>
+          Never quarantine <strong>{test.name}</strong>, even when it is flaky? Its failures then always fail the runs.
+        </p>
+      </ConfirmButton>
       <button type="button" onClick={() => set("unspecified")}>
         Automatic
       </button>

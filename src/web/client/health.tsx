@@ -58,13 +58,18 @@ export const HealthPage = ({ repo, branch }: { repo: RepoKey; branch: string }) 
         points.map((p) => num(p.ciRunsPerMerge)),
         points.map((p) => num(p.restartsPerMerge))
       ] as uPlot.AlignedData,
-      depth: [x, points.map((p) => p.depth)] as uPlot.AlignedData,
+      depth: [x, points.map((p) => p.depth), points.map((p) => num(p.depthMean ?? null))] as uPlot.AlignedData,
       batch: [
         x,
         points.map((p) => num(p.averageBatchSize)),
         points.map(() => live.data?.batchSize ?? 1)
       ] as uPlot.AlignedData,
-      slots: [x, points.map((p) => p.slotsUsed), points.map(() => live.data?.concurrency ?? 1)] as uPlot.AlignedData
+      slots: [
+        x,
+        points.map((p) => p.slotsUsed),
+        points.map((p) => num(p.slotsMean ?? null)),
+        points.map(() => live.data?.concurrency ?? 1)
+      ] as uPlot.AlignedData
     }
   }, [live.data])
   if (live.error !== undefined && live.data === undefined) return <ErrorView error={live.error} />
@@ -117,7 +122,14 @@ export const HealthPage = ({ repo, branch }: { repo: RepoKey; branch: string }) 
                 { label: "restarts", stroke: COLORS[1]! }
               ]}
             />
-            <Chart title="Queue depth" data={charts.depth} series={[{ label: "entries", stroke: COLORS[3]! }]} />
+            <Chart
+              title="Queue depth"
+              data={charts.depth}
+              series={[
+                { label: "most", stroke: COLORS[3]! },
+                { label: "mean", stroke: COLORS[0]! }
+              ]}
+            />
             <Chart
               title="Batch size"
               data={charts.batch}
@@ -130,7 +142,8 @@ export const HealthPage = ({ repo, branch }: { repo: RepoKey; branch: string }) 
               title="Testing slots"
               data={charts.slots}
               series={[
-                { label: "used", stroke: COLORS[0]! },
+                { label: "most used", stroke: COLORS[0]! },
+                { label: "mean used", stroke: COLORS[3]! },
                 { label: "concurrency", stroke: COLORS[6]! }
               ]}
             />
@@ -145,6 +158,7 @@ export const HealthPage = ({ repo, branch }: { repo: RepoKey; branch: string }) 
                   <th scope="col">Failed</th>
                   <th scope="col">Cancelled</th>
                   <th scope="col">p50 in queue</th>
+                  <th scope="col">Restarts by cause</th>
                   <th scope="col">PRs</th>
                 </tr>
               </thead>
@@ -159,6 +173,11 @@ export const HealthPage = ({ repo, branch }: { repo: RepoKey; branch: string }) 
                       <td>{p.failed}</td>
                       <td>{p.cancelled}</td>
                       <td>{duration(p.timeInQueueP50)}</td>
+                      <td class="restart-causes">
+                        {Object.entries(p.restartsByCause ?? {})
+                          .map(([cause, n]) => `${cause} ${n}`)
+                          .join(", ") || "none"}
+                      </td>
                       <td>
                         <details>
                           <summary>{p.prs.length} PRs</summary>

@@ -51,14 +51,25 @@ const stream = {
   open: false,
   failed: false,
   listeners: new Set<() => void>(),
+  /** the connection is lost (issue #33): an open stream broke and is reconnecting, or the server cannot be reached */
+  offline: false,
+  watchers: new Set<(offline: boolean) => void>(),
+  setOffline(offline: boolean) {
+    if (this.offline === offline) return
+    this.offline = offline
+    for (const w of this.watchers) w(offline)
+  },
   ensure() {
     if (this.source !== undefined || this.failed || typeof EventSource === "undefined") return
     const source = new EventSource("/v1/events/stream")
     this.source = source
     source.onopen = () => {
       this.open = true
+      this.setOffline(false)
     }
     source.onerror = () => {
+      // an open stream that breaks: the server stopped or the network went (EventSource reconnects by itself)
+      if (this.open) this.setOffline(true)
       // a stream that never opened (404, 401) is given up for polling; an open one reconnects by itself
       if (!this.open || source.readyState === EventSource.CLOSED) {
         source.close()
@@ -72,6 +83,21 @@ const stream = {
     }
     for (const type of EVENT_TYPES) source.addEventListener(type, notify)
   }
+}
+
+/**
+ * Whether the server is out of reach (issue #33): the live stream broke (at once when the server closes it), or a
+ * page's request failed on the network; back when the stream opens again or a request succeeds.
+ */
+export const useOffline = (): boolean => {
+  const [offline, setOffline] = useState(stream.offline)
+  useEffect(() => {
+    stream.watchers.add(setOffline)
+    return () => {
+      stream.watchers.delete(setOffline)
+    }
+  }, [])
+  return offline
 }
 
 export const useLive = <A>(load: () => Promise<A>, key: string, everyMs = POLL_MS): Live<A> => {
@@ -88,7 +114,9 @@ export const useLive = <A>(load: () => Promise<A>, key: string, everyMs = POLL_M
       if (generation.current !== mine) return
       setData(value)
       setError(undefined)
+      if (stream.source === undefined || stream.source.readyState === EventSource.OPEN) stream.setOffline(false)
     } catch (e) {
+      if (!(e instanceof ApiFailure) || e.status === 0 || e.status === 503) stream.setOffline(true)
       if (generation.current !== mine) return
       setError(e instanceof ApiFailure ? e : new ApiFailure(0, "NETWORK", String(e), []))
     }

@@ -1,5 +1,6 @@
 import { useState } from "preact/hooks"
 import { type Answer, ApiFailure, call } from "./api.ts"
+import { FailureDetails, TimeBreakdownView } from "./failure.tsx"
 import { useLive } from "./hooks.ts"
 import {
   ago,
@@ -29,19 +30,40 @@ type CiOutput = Activity["ciOutputs"][number]
 
 const ACTIVE = new Set(["not_ready", "pending", "testing", "tests_passed", "pending_failure"])
 
-/** The run a timeline item belongs to: the latest run of this PR that had started by then and had not ended. */
-const runAt = (runs: ReadonlyArray<Run>, at: string) => {
+/**
+ * The run a timeline item belongs to: one that tested this PR (not one it was only built into, ahead of others),
+ * the latest created by then and not ended before it (runs are newest first).
+ */
+export const runAt = (runs: ReadonlyArray<Run>, number: number, at: string) => {
   const t = Date.parse(at)
   return runs.find(
-    (r) => Date.parse(r.createdAt) <= t + 1000 && (r.endedAt === null || Date.parse(r.endedAt) >= t - 1000)
+    (r) =>
+      r.testedPrNumbers.includes(number) &&
+      Date.parse(r.createdAt) <= t + 1000 &&
+      (r.endedAt === null || Date.parse(r.endedAt) >= t - 1000)
   )
 }
 
-export const CiOutputBlock = ({ output, open }: { output: CiOutput; open: boolean }) => (
+/** What a CI output's exit says: its code, "running" while its run is, else stopped with the run. */
+const exitText = (output: CiOutput, runStatus: string | undefined) =>
+  output.exitCode !== null
+    ? `exit code ${output.exitCode}`
+    : runStatus === undefined || runStatus === "building" || runStatus === "in_progress"
+      ? "running"
+      : `stopped: the run ${runStatus === "cancelled" ? "was cancelled" : `${runStatus}`}`
+
+export const CiOutputBlock = ({
+  output,
+  open,
+  runStatus
+}: {
+  output: CiOutput
+  open: boolean
+  runStatus?: string | undefined
+}) => (
   <details class="ci-output" open={open}>
     <summary>
-      CI output · {shortSha(output.sha)} · {output.exitCode === null ? "running" : `exit code ${output.exitCode}`} ·{" "}
-      {when(output.createdAt)}
+      CI output · {shortSha(output.sha)} · {exitText(output, runStatus)} · {when(output.createdAt)}
     </summary>
     {output.truncated && <p class="muted">The first part is left out (the last 64 KiB are shown).</p>}
     <pre>{output.output}</pre>
@@ -96,7 +118,11 @@ const Actions = ({
         </button>
       )}
       {!active && (
-        <button type="button" disabled={busy} onClick={() => act("Submit", () => call("submitPullRequest", key))}>
+        <button
+          type="button"
+          disabled={busy}
+          onClick={() => act("Submit", () => call("submitPullRequest", { ...key, priority: pr.priorityValue }))}
+        >
           Submit again
         </button>
       )}
@@ -142,7 +168,9 @@ export const PrPage = ({ repo, number, branch }: { repo: RepoKey; number: number
   const a = live.data
   const pr = a.pullRequest
   const target = a.targetBranch
-  const failingRun = pr.state === "failed" && pr.testRunId !== null ? pr.testRunId : null
+  const failingRun =
+    pr.state === "failed" ? (pr.failure?.testRunId ?? (pr.testRunId !== null ? pr.testRunId : null)) : null
+  const statusOf = (runId: string) => a.runs.find((r) => r.id === runId)?.status
   const failingOutput = failingRun === null ? undefined : a.ciOutputs.find((o) => o.runId === failingRun)
   const timeline = pr.timeline ?? []
   return (
@@ -213,12 +241,17 @@ export const PrPage = ({ repo, number, branch }: { repo: RepoKey; number: number
         </section>
       )}
 
-      {failingRun !== null && (
+      {pr.state === "failed" && (failingRun !== null || pr.failure !== undefined) && (
         <section class="card failure" aria-labelledby="failed-h">
           <h2 id="failed-h">Why it failed</h2>
           <p>
-            {timeline.at(-1)?.reason ?? "failed"} in{" "}
-            <a href={runPath(repo, target, failingRun)}>run {shortId(failingRun)}</a>
+            {pr.failure?.reason ?? timeline.at(-1)?.reason ?? "failed"}
+            {failingRun !== null && (
+              <>
+                {" "}
+                in <a href={runPath(repo, target, failingRun)}>run {shortId(failingRun)}</a>
+              </>
+            )}
             {failingOutput !== undefined && (
               <>
                 {" "}
@@ -226,13 +259,16 @@ export const PrPage = ({ repo, number, branch }: { repo: RepoKey; number: number
               </>
             )}
           </p>
+          {pr.failure !== undefined && <FailureDetails repo={repo} target={target} failure={pr.failure} />}
           {failingOutput !== undefined && (
             <div id="failing-output">
-              <CiOutputBlock output={failingOutput} open={true} />
+              <CiOutputBlock output={failingOutput} open={true} runStatus={statusOf(failingOutput.runId)} />
             </div>
           )}
         </section>
       )}
+
+      {pr.timeBreakdown !== undefined && <TimeBreakdownView repo={repo} target={target} b={pr.timeBreakdown} />}
 
       <section aria-labelledby="timeline-h">
         <h2 id="timeline-h">Timeline</h2>
@@ -247,8 +283,16 @@ export const PrPage = ({ repo, number, branch }: { repo: RepoKey; number: number
           </thead>
           <tbody>
             {timeline.map((t, i) => {
-              const run =
-                t.state === "testing" || t.state === "failed" || t.state === "merged" ? runAt(a.runs, t.at) : undefined
+              // the PR's own runs: the one that verified it (merged), failed it (the last failure), or tested it then
+              const last = i === timeline.length - 1
+              const runId =
+                t.state === "merged"
+                  ? (pr.verifiedByTestRun ?? runAt(a.runs, number, t.at)?.id)
+                  : t.state === "failed" && last && failingRun !== null
+                    ? failingRun
+                    : t.state === "testing" || t.state === "failed"
+                      ? runAt(a.runs, number, t.at)?.id
+                      : undefined
               return (
                 <tr key={`${t.at}-${i}`}>
                   <td>{when(t.at)}</td>
@@ -256,7 +300,7 @@ export const PrPage = ({ repo, number, branch }: { repo: RepoKey; number: number
                     <StateBadge state={t.state} />
                   </td>
                   <td>{t.reason}</td>
-                  <td>{run === undefined ? "" : <a href={runPath(repo, target, run.id)}>{shortId(run.id)}</a>}</td>
+                  <td>{runId === undefined ? "" : <a href={runPath(repo, target, runId)}>{shortId(runId)}</a>}</td>
                 </tr>
               )
             })}
@@ -294,7 +338,7 @@ export const PrPage = ({ repo, number, branch }: { repo: RepoKey; number: number
               {outputs
                 .filter((o) => o !== failingOutput)
                 .map((o) => (
-                  <CiOutputBlock key={o.id} output={o} open={false} />
+                  <CiOutputBlock key={o.id} output={o} open={false} runStatus={r.status} />
                 ))}
             </article>
           )
@@ -422,7 +466,7 @@ export const RunPage = ({ repo, branch, id }: { repo: RepoKey; branch: string; i
         <h2 id="output-h">CI output</h2>
         {outputs.length === 0 && <p class="muted">No output from the built-in CI.</p>}
         {outputs.map((o) => (
-          <CiOutputBlock key={o.id} output={o} open={true} />
+          <CiOutputBlock key={o.id} output={o} open={true} runStatus={d.status} />
         ))}
       </section>
     </>

@@ -8,6 +8,7 @@ import {
   Crumbs,
   ErrorView,
   Eta,
+  failuresPath,
   fromNow,
   healthPath,
   Loading,
@@ -257,8 +258,8 @@ export const QueuePage = ({ repo, branch }: { repo: RepoKey; branch: string }) =
         </p>
         <QueueControls repo={repo} branch={branch} queue={queue} onDone={refresh} />
         <p class="links">
-          <a href={healthPath(repo, branch)}>Health</a> · <a href={settingsPath(repo, branch)}>Settings</a> ·{" "}
-          <a href={testsPath(repo)}>Flaky tests</a>
+          <a href={healthPath(repo, branch)}>Health</a> · <a href={failuresPath(repo, branch)}>Failures</a> ·{" "}
+          <a href={settingsPath(repo, branch)}>Settings</a> · <a href={testsPath(repo)}>Flaky tests</a>
         </p>
         {live.error !== undefined && (
           <p class="error" role="status">

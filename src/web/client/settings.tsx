@@ -15,7 +15,8 @@ const NUMBERS = [
   ["pendingFailureDepth", "Pending failure depth"],
   ["batchingMaxWaitTimeMinutes", "Batching: max wait (minutes)"],
   ["batchingMinSize", "Batching: min size"],
-  ["notReadyTimeoutHours", "Not-ready timeout (hours)"]
+  ["notReadyTimeoutHours", "Not-ready timeout (hours)"],
+  ["flakyRetryBudget", "Retries of a run with known-flaky failures"]
 ] as const
 const BOOLEANS = [
   ["batch", "Batching"],
@@ -25,8 +26,23 @@ const BOOLEANS = [
   ["statusCheckEnabled", "Status check"],
   ["createPrsForTestingBranches", "PRs for testing branches"],
   ["labelCommandsEnabled", "Label commands"],
-  ["stateLabelsEnabled", "State labels"]
+  ["stateLabelsEnabled", "State labels"],
+  ["adaptive", "Adaptive mode (depth, batch size and bisection chosen from the observed rates)"],
+  ["quarantinedFailuresPass", "A run that failed only in quarantined tests passes"],
+  ["extensionEnabled", "Extensions"]
 ] as const
+/** Settings written as text: a comma-separated list, JSON, or a string ("" for none where the API takes null). */
+const TEXTS = [
+  ["enqueueingLabel", "Enqueueing label (empty: none)", "nullable"],
+  ["allowedBotSubmitters", "Bots allowed to submit (comma-separated)", "list"],
+  ["testBranchConstructionMode", "Test branch construction mode", "text"],
+  ["batchingRules", "Batching rules (JSON array)", "json"]
+] as const
+
+const textOf = (c: Config, k: (typeof TEXTS)[number][0]): string => {
+  const v = c[k]
+  return v === null ? "" : Array.isArray(v) ? (k === "batchingRules" ? JSON.stringify(v) : v.join(", ")) : String(v)
+}
 const CHOICES = [
   ["mode", "Mode", ["single", "parallel"]],
   ["mergeMethod", "Merge method", ["merge_commit", "squash", "rebase"]],
@@ -38,8 +54,9 @@ type Draft = Record<string, string | boolean>
 
 const draftOf = (c: Config): Draft => {
   const d: Draft = {}
-  for (const [k] of NUMBERS) d[k] = String(c[k])
-  for (const [k] of BOOLEANS) d[k] = c[k]
+  for (const [k] of NUMBERS) d[k] = String(c[k] ?? 0)
+  for (const [k] of BOOLEANS) d[k] = c[k] ?? false
+  for (const [k] of TEXTS) d[k] = textOf(c, k)
   for (const [k] of CHOICES) d[k] = c[k]
   d.requiredStatuses = c.requiredStatuses.join(", ")
   return d
@@ -59,8 +76,27 @@ const QueueSettings = ({ repo, branch }: { repo: RepoKey; branch: string }) => {
   const save = async (event: Event) => {
     event.preventDefault()
     const update: Record<string, unknown> = { repo, targetBranch: branch }
-    for (const [k] of NUMBERS) if (draft[k] !== String(config[k])) update[k] = Number(draft[k])
-    for (const [k] of BOOLEANS) if (draft[k] !== config[k]) update[k] = draft[k]
+    for (const [k] of NUMBERS) if (draft[k] !== String(config[k] ?? 0)) update[k] = Number(draft[k])
+    for (const [k] of BOOLEANS) if (draft[k] !== (config[k] ?? false)) update[k] = draft[k]
+    for (const [k, , kind] of TEXTS) {
+      const text = String(draft[k])
+      if (text === textOf(config, k)) continue
+      if (kind === "nullable") update[k] = text.trim() === "" ? null : text.trim()
+      else if (kind === "list")
+        update[k] = text
+          .split(",")
+          .map((s) => s.trim())
+          .filter((s) => s !== "")
+      else if (kind === "json") {
+        try {
+          update[k] = JSON.parse(text === "" ? "[]" : text)
+        } catch {
+          setErrors({ [k]: "must be a JSON array" })
+          setMessage("batchingRules: must be a JSON array")
+          return
+        }
+      } else update[k] = text
+    }
     for (const [k] of CHOICES) if (draft[k] !== config[k]) update[k] = draft[k]
     const statuses = String(draft.requiredStatuses)
       .split(",")
@@ -136,6 +172,18 @@ const QueueSettings = ({ repo, branch }: { repo: RepoKey; branch: string }) => {
             />{" "}
             {label}
           </label>
+        </p>
+      ))}
+      {TEXTS.map(([k, label]) => (
+        <p key={k}>
+          <label for={k}>{label}</label>
+          <input
+            id={k}
+            value={String(draft[k])}
+            onInput={(e) => setDraft({ ...draft, [k]: (e.currentTarget as HTMLInputElement).value })}
+            {...field(k)}
+          />
+          <ErrorOf k={k} />
         </p>
       ))}
       <p>

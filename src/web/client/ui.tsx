@@ -20,6 +20,7 @@ export const testsPath = (r: RepoKey) => `${repoPath(r)}/tests`
 export const testPath = (r: RepoKey, id: string) => `${repoPath(r)}/tests/${seg(id)}`
 export const uploadPath = (r: RepoKey, id: string) => `${repoPath(r)}/uploads/${seg(id)}`
 export const healthPath = (r: RepoKey, branch: string) => `${repoPath(r)}/health?branch=${seg(branch)}`
+export const failuresPath = (r: RepoKey, branch: string) => `${repoPath(r)}/failures?branch=${seg(branch)}`
 export const settingsPath = (r: RepoKey, branch: string) => `${repoPath(r)}/settings?branch=${seg(branch)}`
 
 export const shortId = (id: string) => (id.length > 12 ? `${id.slice(0, 8)}${id.slice(36)}` : id)
