@@ -1,0 +1,144 @@
+/**
+ * Freezes (#31): the calendar of freezes (one-off and recurring, across a DST change) and what the planner does
+ * under one: a `merge` freeze keeps testing and merges nothing, an `all` freeze starts nothing, `ignoreFreeze`.
+ */
+import { describe, expect, test } from "bun:test"
+import { cronProblem, type FreezeRule, freezeAt, windowAt } from "../../src/queue/freezes.ts"
+import type { FreezeInForce } from "../../src/queue/planner/index.ts"
+import { entryOf, type Kit, makeKit, pass, runOf, stateOf, submitted } from "../support/plannerKit.ts"
+
+const at = (iso: string) => new Date(iso).getTime()
+
+const rule = (over: Partial<FreezeRule>): FreezeRule => ({
+  id: "f1",
+  queueId: null,
+  reason: "release",
+  mode: "merge",
+  startsAt: null,
+  endsAt: null,
+  cron: null,
+  timeZone: null,
+  durationMinutes: null,
+  ...over
+})
+
+describe("the freeze calendar", () => {
+  test("a one-off freeze holds from its start to its end", () => {
+    const f = rule({ startsAt: at("2026-03-02T10:00:00Z"), endsAt: at("2026-03-02T12:00:00Z") })
+    expect(freezeAt([f], at("2026-03-02T09:59:59Z"))).toEqual({ inForce: null, nextChange: f.startsAt })
+    expect(freezeAt([f], at("2026-03-02T10:00:00Z"))).toEqual({
+      inForce: { mode: "merge", until: f.endsAt, source: "f1", reason: "release" },
+      nextChange: f.endsAt
+    })
+    expect(freezeAt([f], at("2026-03-02T12:00:00Z"))).toEqual({ inForce: null, nextChange: null })
+  })
+
+  test("every Friday 16:00 Europe/Berlin for 64 h, across the end of summer time", () => {
+    const f = rule({ cron: "0 16 * * 5", timeZone: "Europe/Berlin", durationMinutes: 64 * 60 })
+    // Friday 23 October 2026, summer time (UTC+2): 16:00 is 14:00 UTC, the freeze ends Monday 08:00 local
+    expect(windowAt(f, at("2026-10-23T14:00:00Z"))).toEqual({
+      start: at("2026-10-23T14:00:00Z"),
+      end: at("2026-10-26T06:00:00Z")
+    })
+    expect(windowAt(f, at("2026-10-23T13:59:59Z"))).toBeNull()
+    // the clocks go back on Sunday 25 October: 64 h after Friday 16:00 CEST is Monday 07:00 CET
+    const sunday = freezeAt([f], at("2026-10-25T12:00:00Z"))
+    expect(sunday.inForce?.until).toBe(at("2026-10-26T06:00:00Z"))
+    expect(freezeAt([f], at("2026-10-26T06:00:00Z")).inForce).toBeNull()
+    // the next Friday is in winter time (UTC+1): 16:00 is 15:00 UTC
+    expect(freezeAt([f], at("2026-10-26T06:00:00Z")).nextChange).toBe(at("2026-10-30T15:00:00Z"))
+    expect(freezeAt([f], at("2026-10-30T14:59:00Z")).inForce).toBeNull()
+    expect(freezeAt([f], at("2026-10-30T15:00:00Z")).inForce?.until).toBe(at("2026-11-02T07:00:00Z"))
+  })
+
+  test("overlapping freezes combine: all wins, the freeze ends when the last one does", () => {
+    const a = rule({ id: "a", startsAt: at("2026-03-02T10:00:00Z"), endsAt: at("2026-03-02T12:00:00Z") })
+    const b = rule({
+      id: "b",
+      mode: "all",
+      startsAt: at("2026-03-02T11:00:00Z"),
+      endsAt: at("2026-03-02T13:00:00Z")
+    })
+    const early = freezeAt([a, b], at("2026-03-02T10:30:00Z"))
+    expect(early.inForce).toEqual({ mode: "merge", until: at("2026-03-02T13:00:00Z"), source: "a", reason: "release" })
+    expect(early.nextChange).toBe(at("2026-03-02T11:00:00Z"))
+    expect(freezeAt([a, b], at("2026-03-02T11:30:00Z")).inForce?.mode).toBe("all")
+  })
+
+  test("cron expressions and time zones are checked", () => {
+    expect(cronProblem("0 16 * * 5", "Europe/Berlin")).toBeNull()
+    expect(cronProblem("0 16 * * 5", "Mars/Olympus")).toContain("time zone")
+    expect(cronProblem("0 16 * *", "UTC")).not.toBeNull()
+    expect(cronProblem("0 99 * * 5", "UTC")).not.toBeNull()
+  })
+})
+
+const freeze = (mode: "merge" | "all"): FreezeInForce => ({ mode, until: null, source: "f1", reason: "release" })
+const setFreeze = (kit: Kit, f: FreezeInForce | null) => kit.send({ _tag: "FreezeChanged", freeze: f })
+const merges = (kit: Kit) => kit.commands.filter((c) => c._tag === "Merge").length
+
+describe("the planner under a freeze", () => {
+  for (const mode of ["single", "parallel"] as const) {
+    test(`${mode}: a merge freeze keeps testing, merges nothing, then merges in order without retesting`, () => {
+      const kit = makeKit({ mode, concurrency: 3 })
+      setFreeze(kit, freeze("merge"))
+      kit.send(submitted(1))
+      kit.send(submitted(2))
+      if (mode === "parallel") {
+        kit.send({ _tag: "ImpactedTargetsSet", prNumber: 1, sha: "h1", targets: ["a"] })
+        kit.send({ _tag: "ImpactedTargetsSet", prNumber: 2, sha: "h2", targets: ["a"] })
+      }
+      const runs = [runOf(kit, 1), runOf(kit, 2)]
+      for (const r of runs) pass(kit, r)
+      expect(stateOf(kit, 1)).toBe("tests_passed")
+      expect(stateOf(kit, 2)).toBe("tests_passed")
+      expect(merges(kit)).toBe(0)
+      const built = kit.commands.filter((c) => c._tag === "BuildRun").length
+      setFreeze(kit, null)
+      expect(stateOf(kit, 1)).toBe("merged")
+      expect(stateOf(kit, 2)).toBe("merged")
+      expect(kit.commands.filter((c) => c._tag === "BuildRun").length).toBe(built)
+      expect(kit.state.freeze).toBeUndefined()
+    })
+  }
+
+  test("an all freeze starts nothing; runs in progress finish and wait", () => {
+    const kit = makeKit({})
+    kit.send(submitted(1))
+    const run = runOf(kit, 1)
+    setFreeze(kit, freeze("all"))
+    kit.send(submitted(2))
+    expect(entryOf(kit, 2)?.runId).toBeNull()
+    pass(kit, run)
+    expect(stateOf(kit, 1)).toBe("tests_passed")
+    expect(merges(kit)).toBe(0)
+    expect(kit.state.freeze?.mode).toBe("all")
+    setFreeze(kit, null)
+    expect(stateOf(kit, 1)).toBe("merged")
+    expect(entryOf(kit, 2)?.runId).not.toBeNull()
+  })
+
+  test("ignoreFreeze: an urgent PR that ignores the freeze merges, the others wait", () => {
+    const kit = makeKit({})
+    setFreeze(kit, freeze("merge"))
+    kit.send(submitted(1))
+    pass(kit, runOf(kit, 1))
+    kit.send({
+      _tag: "Submitted",
+      entryId: "e9",
+      prNumber: 9,
+      headSha: "h9",
+      priority: 0,
+      noBatch: false,
+      ready: true,
+      ignoreFreeze: true
+    })
+    expect(entryOf(kit, 9)?.ignoreFreeze).toBe(true)
+    pass(kit, runOf(kit, 9))
+    expect(stateOf(kit, 9)).toBe("merged")
+    expect(stateOf(kit, 1)).not.toBe("merged")
+    setFreeze(kit, null)
+    pass(kit, runOf(kit, 1))
+    expect(stateOf(kit, 1)).toBe("merged")
+  })
+})
