@@ -1,6 +1,7 @@
 import type { SqlError } from "@effect/sql/SqlError"
 import { Context, type Effect, type Option } from "effect"
 import type { QueueError } from "./errors.ts"
+import type { FreezeStore } from "./freezeStore.ts"
 import type { PullRequestInfo } from "./GitHost.ts"
 import type { QueueRepoShape, QueueRow } from "./QueueRepo.ts"
 import type {
@@ -28,6 +29,8 @@ export interface Submission {
   readonly priority: number | undefined
   readonly noBatch: boolean | undefined
   readonly pr: PullRequestInfo
+  /** extension (#31): it merges in a `merge` freeze (the caller checked the role) */
+  readonly ignoreFreeze?: boolean
 }
 
 /**
@@ -139,6 +142,8 @@ export interface EngineShape {
   readonly watchedQueues: (host: string) => Effect.Effect<ReadonlyArray<import("./store.ts").WatchedQueue>, SqlError>
   /** Wakes the runner of a queue (after the request's transaction committed). */
   readonly wake: (queueId: string) => Effect.Effect<void>
+  /** extension (#31): the freezes of repositories and queues (freezeStore.ts); writes run in the caller's transaction */
+  readonly freezes: FreezeStore
   readonly ciOutput: (
     id: string
   ) => Effect.Effect<Option.Option<{ readonly output: string; readonly exitCode: number | null }>, SqlError>

@@ -142,3 +142,10 @@ export const sameFreeze = (a: FreezeInForce | null | undefined, b: FreezeInForce
       a!.until === b!.until &&
       a!.source === b!.source &&
       a!.reason === b!.reason
+
+/** A round's change of the freeze in force (its events: queue.frozen, queue.unfrozen). */
+export interface FreezeChange {
+  readonly previous: FreezeInForce | null
+  readonly next: FreezeInForce | null
+  readonly at: number
+}

@@ -15,6 +15,7 @@ import {
 } from "../errors.ts"
 import { cachedEstimate, estimateFields, estimateOf, needsPrior } from "../estimates.ts"
 import { PrFeedback } from "../Feedback.ts"
+import { makeFreezeStore } from "../freezeStore.ts"
 import { GitHost } from "../GitHost.ts"
 import { initialState, type QueueState, type QueueStats, type RunRecord } from "../planner/index.ts"
 import { QueueEnv } from "../QueueEnv.ts"
@@ -257,7 +258,12 @@ export const EngineLive = Layer.scopedContext(
 
     const { writeSubmissions, submitBatched } = yield* makeSubmissionWriter(sql, repo, enqueueEvents, wake)
 
+    const freezes = makeFreezeStore(sql, (ids) =>
+      Effect.asVoid(enqueueEvents(ids.map((id, i) => ({ i, queue_id: id, event: { _tag: "ConfigChanged" as const } }))))
+    )
+
     const engine: EngineShape = {
+      freezes,
       queueCreated: (queue) =>
         Effect.gen(function* () {
           const tip = yield* git
