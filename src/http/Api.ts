@@ -10,6 +10,7 @@ import * as W from "../events/schemas.ts"
 import * as FH from "../flaky/history.ts"
 import * as F from "../flaky/schemas.ts"
 import * as QA from "../queue/activity.ts"
+import * as FZ from "../queue/freezeSchemas.ts"
 import * as Q from "../queue/schemas.ts"
 import * as T from "./adminSchemas.ts"
 import * as D from "./dashboardSchemas.ts"
@@ -210,7 +211,13 @@ export const ops = {
     "/flaky-tests/import",
     F.QuarantineImportRequest,
     F.QuarantineImportResponse
-  )
+  ),
+
+  // extension (#31): freezes
+  createFreeze: post("createFreeze", "/createFreeze", FZ.CreateFreezeRequest, FZ.Freeze),
+  listFreezes: post("listFreezes", "/listFreezes", FZ.ListFreezesRequest, FZ.ListFreezesResponse),
+  updateFreeze: post("updateFreeze", "/updateFreeze", FZ.UpdateFreezeRequest, FZ.Freeze),
+  deleteFreeze: post("deleteFreeze", "/deleteFreeze", FZ.FreezeKeyRequest, EmptyObject)
 } as const
 
 export type Ops = typeof ops
@@ -322,6 +329,16 @@ export const Api = HttpApi.make("greenline")
       "exportQuarantine",
       "exportQuarantineCsv",
       "importQuarantine"
+    )
+  )
+  .add(
+    group(
+      "freezes",
+      "Extension (#31): freezes of a queue or of every queue of a repository, once or recurring (role maintain to change them)",
+      "createFreeze",
+      "listFreezes",
+      "updateFreeze",
+      "deleteFreeze"
     )
   )
   .annotate(OpenApi.Title, "Greenline merge queue API")

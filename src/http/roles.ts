@@ -83,7 +83,13 @@ export const PERMISSIONS = {
   adminCreateOrganization: changes("admin"),
   adminCreateToken: changes("admin"),
   adminRevokeToken: changes("admin"),
-  adminAddRepository: changes("admin")
+  adminAddRepository: changes("admin"),
+
+  // extension (#31): freezes; submitting with ignoreFreeze also needs `maintain` (checked by the handler)
+  listFreezes: reads("read"),
+  createFreeze: changes("maintain"),
+  updateFreeze: changes("maintain"),
+  deleteFreeze: changes("maintain")
 } as const satisfies { readonly [N in OpName]: Permission }
 
 export type Permissions = { readonly [N in OpName]: Permission }

@@ -149,3 +149,19 @@ export interface FreezeChange {
   readonly next: FreezeInForce | null
   readonly at: number
 }
+
+/** getQueue's `freeze` field (#31). */
+export const freezeView = (f: FreezeInForce | null) =>
+  f === null
+    ? null
+    : {
+        source: f.source === "schedule" ? ("schedule" as const) : ("freeze" as const),
+        id: f.source === "schedule" ? null : f.source,
+        reason: f.reason,
+        mode: f.mode,
+        endsAt: f.until === null ? null : new Date(f.until).toISOString()
+      }
+
+/** An entry in `state` waits for the freeze `f` (#31): passed in a `merge` freeze; not merged in an `all` one. */
+export const waitsForFreeze = (f: FreezeInForce | null, state: string): boolean =>
+  f !== null && (state === "tests_passed" || (f.mode === "all" && state === "pending"))

@@ -248,7 +248,11 @@ export const SubmitRequest = Schema.Struct({
   ...QueueKey,
   pr: PrRef,
   priority: opt(Priority),
-  noBatch: opt(Schema.Boolean)
+  noBatch: opt(Schema.Boolean),
+  ignoreFreeze: opt(Schema.Boolean).annotations({
+    description:
+      "Extension (#31): the pull request merges during a `merge` freeze (role maintain; recorded in the audit log)"
+  })
 }).annotations({ identifier: "SubmitPullRequestRequest" })
 
 export const GetSubmittedRequest = Schema.Struct({
@@ -314,7 +318,15 @@ const estimateFields = {
   estimateUnavailableReason: opt(Schema.NullOr(Schema.String))
 }
 
-export const EnqueuedPullRequest = Schema.Struct({ ...entryFields, ...estimateFields }).annotations({
+/** Extension field (#31): what the PR waits for besides its tests; `FREEZE`: a freeze or merge schedule in force. */
+const waitFields = {
+  waitReason: opt(Schema.NullOr(Schema.Literal("FREEZE"))).annotations({
+    description:
+      "Extension (#31): `FREEZE` when the pull request waits for the freeze in force (passed, waiting to merge; or, in an `all` freeze, waiting to start)"
+  })
+}
+
+export const EnqueuedPullRequest = Schema.Struct({ ...entryFields, ...estimateFields, ...waitFields }).annotations({
   identifier: "EnqueuedPullRequest"
 })
 export type EnqueuedPullRequest = typeof EnqueuedPullRequest.Type
@@ -364,8 +376,20 @@ export const RunnerError = Schema.Struct({
 }).annotations({ identifier: "RunnerError" })
 export type RunnerError = typeof RunnerError.Type
 
+/** getQueue's extension field (#31): the freeze (or merge schedule) in force and when it ends. */
+export const FreezeInForceView = Schema.Struct({
+  source: Schema.Literal("freeze", "schedule"),
+  id: Schema.NullOr(Schema.String),
+  reason: Schema.String,
+  mode: Schema.Literal("merge", "all"),
+  endsAt: Schema.NullOr(Schema.String)
+}).annotations({ identifier: "FreezeInForce" })
+
 export const QueueWithEntries = Schema.Struct({
   ...QueueConfig.fields,
+  freeze: opt(Schema.NullOr(FreezeInForceView)).annotations({
+    description: "Extension (#31): the freeze or merge schedule in force now and when it ends; null when none holds"
+  }),
   enqueuedPullRequests: Schema.Array(EnqueuedPullRequest),
   adaptiveChoice: opt(Schema.NullOr(AdaptiveChoiceView)),
   runnerError: Schema.NullOr(RunnerError).annotations({
