@@ -9,6 +9,7 @@ import * as SqlClient from "@effect/sql/SqlClient"
 import { Effect, Layer, ManagedRuntime, Option, TestClock, TestContext } from "effect"
 import { Engine, EngineRunner, type QueueKey, type QueueRow } from "../../src/queue/Engine.ts"
 import type { FreezeInput } from "../../src/queue/freezeStore.ts"
+import { renderQueueMetrics } from "../../src/queue/metricsReport.ts"
 import { defaultQueueConfig, type QueueConfig } from "../../src/queue/schemas.ts"
 import { Tenancy } from "../../src/tenancy/Tenancy.ts"
 import { engineTestLayer, type Files, makeMemoryCi, makeMemoryGit } from "../support/layers.ts"
@@ -136,6 +137,14 @@ const setup = async (start: number, config: Partial<QueueConfig> = {}) => {
           for (const q of done.queues) yield* engine.wake(q)
         })
       ),
+    /** the queue's main series of a gauge in getMergeQueueMetrics' text */
+    gauge: async (name: string) => {
+      const text = await run(
+        Effect.flatMap(TestClock.currentTimeMillis, (now) => renderQueueMetrics({ orgId: queue.repo.orgId }, now))
+      )
+      const line = text.split("\n").find((l) => l.startsWith(`${name}{`) && l.includes('queue_type="main"'))
+      return Number(line?.split(" ").at(-1))
+    },
     events: () =>
       run(
         Effect.map(
@@ -170,11 +179,15 @@ test(
     await s.tick()
     expect(s.repo.history("main")).toEqual([])
     const tested = s.ci.ran.length
-    // a minute before its end: still frozen
+    expect(await s.gauge("mq_frozen")).toBe(1)
+    // a minute before its end: still frozen, the head has waited since it passed
     await s.later(HOUR - 60_000)
     expect(await s.state(1)).toBe("tests_passed")
+    expect(await s.gauge("mq_freeze_wait_seconds")).toBeGreaterThanOrEqual(3540)
     await s.later(60_000)
     await s.waitState(2, "merged")
+    expect(await s.gauge("mq_frozen")).toBe(0)
+    expect(await s.gauge("mq_freeze_wait_seconds")).toBe(0)
     expect(s.repo.history("main")).toEqual(["PR #1 (#1)", "PR #2 (#2)"])
     expect(s.ci.ran.length).toBe(tested)
     expect(await s.events()).toEqual(["queue.frozen", "queue.unfrozen"])
