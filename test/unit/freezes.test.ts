@@ -3,9 +3,10 @@
  * under one: a `merge` freeze keeps testing and merges nothing, an `all` freeze starts nothing, `ignoreFreeze`.
  */
 import { describe, expect, test } from "bun:test"
+import { estimateWithFreeze } from "../../src/queue/freezeEstimate.ts"
 import { cronProblem, type FreezeRule, freezeAt, windowAt } from "../../src/queue/freezes.ts"
 import type { FreezeInForce } from "../../src/queue/planner/index.ts"
-import { entryOf, type Kit, makeKit, pass, runOf, stateOf, submitted } from "../support/plannerKit.ts"
+import { entryOf, type Kit, makeKit, pass, passOneByOne, runOf, stateOf, submitted } from "../support/plannerKit.ts"
 
 const at = (iso: string) => new Date(iso).getTime()
 
@@ -140,5 +141,27 @@ describe("the planner under a freeze", () => {
     setFreeze(kit, null)
     pass(kit, runOf(kit, 1))
     expect(stateOf(kit, 1)).toBe("merged")
+  })
+})
+
+describe("estimates under a freeze", () => {
+  test("a PR that passes during a merge freeze is estimated to merge when it ends; in an all freeze it starts then", () => {
+    const kit = makeKit({ concurrency: 3 })
+    passOneByOne(kit, 4)
+    const until = kit.now + 10 * 3_600_000
+    kit.send({ _tag: "FreezeChanged", freeze: { mode: "merge", until, source: "f1", reason: "weekend" } })
+    kit.send(submitted(5))
+    kit.send(submitted(6))
+    const open = estimateWithFreeze({ ...kit.state, freeze: null }, kit.now)
+    const held = estimateWithFreeze(kit.state, kit.now)
+    for (const id of ["e5", "e6"]) {
+      expect(open.byEntry.get(id)!.mergeAt!).toBeLessThan(until)
+      expect(held.byEntry.get(id)!.mergeAt).toBe(until)
+      expect(held.byEntry.get(id)!.testingStartAt).toBe(open.byEntry.get(id)!.testingStartAt)
+    }
+    const all = estimateWithFreeze({ ...kit.state, freeze: { ...kit.state.freeze!, mode: "all" } }, kit.now)
+    expect(all.byEntry.get("e6")!.mergeAt).toBe(until)
+    const forever = estimateWithFreeze({ ...kit.state, freeze: { ...kit.state.freeze!, until: null } }, kit.now)
+    expect(forever.byEntry.get("e5")!.mergeAt).toBeNull()
   })
 })
