@@ -217,7 +217,8 @@ export const ops = {
   createFreeze: post("createFreeze", "/createFreeze", FZ.CreateFreezeRequest, FZ.Freeze),
   listFreezes: post("listFreezes", "/listFreezes", FZ.ListFreezesRequest, FZ.ListFreezesResponse),
   updateFreeze: post("updateFreeze", "/updateFreeze", FZ.UpdateFreezeRequest, FZ.Freeze),
-  deleteFreeze: post("deleteFreeze", "/deleteFreeze", FZ.FreezeKeyRequest, EmptyObject)
+  deleteFreeze: post("deleteFreeze", "/deleteFreeze", FZ.FreezeKeyRequest, EmptyObject),
+  setMergeSchedule: post("setMergeSchedule", "/setMergeSchedule", FZ.SetMergeScheduleRequest, FZ.MergeScheduleAnswer)
 } as const
 
 export type Ops = typeof ops
@@ -334,11 +335,12 @@ export const Api = HttpApi.make("greenline")
   .add(
     group(
       "freezes",
-      "Extension (#31): freezes of a queue or of every queue of a repository, once or recurring (role maintain to change them)",
+      "Extension (#31): freezes of a queue or of every queue of a repository, once or recurring, and merge schedules (role maintain to change them)",
       "createFreeze",
       "listFreezes",
       "updateFreeze",
-      "deleteFreeze"
+      "deleteFreeze",
+      "setMergeSchedule"
     )
   )
   .annotate(OpenApi.Title, "Greenline merge queue API")

@@ -89,7 +89,8 @@ export const PERMISSIONS = {
   listFreezes: reads("read"),
   createFreeze: changes("maintain"),
   updateFreeze: changes("maintain"),
-  deleteFreeze: changes("maintain")
+  deleteFreeze: changes("maintain"),
+  setMergeSchedule: changes("maintain")
 } as const satisfies { readonly [N in OpName]: Permission }
 
 export type Permissions = { readonly [N in OpName]: Permission }

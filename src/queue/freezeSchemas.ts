@@ -1,5 +1,5 @@
 import { Schema } from "effect"
-import { MAX_LEN, opt, RepoRef, Text } from "./schemas.ts"
+import { MAX_LEN, MergeScheduleSchema, opt, RepoRef, Text } from "./schemas.ts"
 
 /** Extension (#31): request and answer schemas of the freeze operations (docs/api-extensions.md). */
 
@@ -80,3 +80,15 @@ export const Freeze = Schema.Struct({
 export const ListFreezesResponse = Schema.Struct({ freezes: Schema.Array(Freeze) }).annotations({
   identifier: "ListFreezesResponse"
 })
+
+export const SetMergeScheduleRequest = Schema.Struct({
+  repo: RepoRef,
+  targetBranch: Text(MAX_LEN.branch, 1),
+  schedule: Schema.NullOr(MergeScheduleSchema).annotations({ description: "null removes the schedule" })
+}).annotations({ identifier: "SetMergeScheduleRequest" })
+
+export const MergeScheduleAnswer = Schema.Struct({
+  schedule: Schema.NullOr(MergeScheduleSchema),
+  open: Schema.Boolean,
+  nextChangeAt: Schema.NullOr(Schema.String)
+}).annotations({ identifier: "MergeScheduleState" })

@@ -8,7 +8,16 @@ import type * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Effect } from "effect"
 import { FreezeNotFound, InvalidFreeze } from "./errors.ts"
-import { cronProblem, type FreezeMode, type FreezeRule, freezeAt, nextStart, windowAt } from "./freezes.ts"
+import {
+  cronProblem,
+  type FreezeMode,
+  type FreezeRule,
+  freezeAt,
+  type MergeSchedule,
+  nextStart,
+  scheduleProblem,
+  windowAt
+} from "./freezes.ts"
 
 export interface FreezeRow {
   readonly id: string
@@ -120,6 +129,17 @@ export const freezeRulesOf = (sql: SqlClient.SqlClient) => (queueId: string) =>
     (rows) => rows.map(ruleOf)
   )
 
+/** A queue's merge schedule (#31), null when it has none. */
+export const mergeScheduleOf = (sql: SqlClient.SqlClient) => (queueId: string) =>
+  Effect.map(
+    sql<{ schedule: unknown }>`select schedule from queue_merge_schedules where queue_id = ${queueId}`,
+    (rows): MergeSchedule | null => {
+      const raw = rows[0]?.schedule
+      if (raw === undefined || raw === null) return null
+      return (typeof raw === "string" ? JSON.parse(raw) : raw) as MergeSchedule
+    }
+  )
+
 export const makeFreezeStore = (
   sql: SqlClient.SqlClient,
   configChanged: (queueIds: ReadonlyArray<string>) => Effect.Effect<void, SqlError>
@@ -189,9 +209,26 @@ export const makeFreezeStore = (
       yield* configChanged(queues)
       return { row, queues }
     })
-  /** The freeze in force on a queue at `now` (getQueue). */
-  const inForce = (queueId: string, now: number) => Effect.map(rulesOf(queueId), (rules) => freezeAt(rules, now))
-  return { rulesOf, list, find, create, update, remove, inForce }
+  const scheduleOf = mergeScheduleOf(sql)
+  /** Sets (or with null removes) a queue's merge schedule. */
+  const setSchedule = (queueId: string, schedule: MergeSchedule | null) =>
+    Effect.gen(function* () {
+      if (schedule !== null) {
+        const problem = scheduleProblem(schedule)
+        if (problem !== null) return yield* new InvalidFreeze({ message: problem })
+        yield* sql`insert into queue_merge_schedules (queue_id, schedule) values (${queueId}, ${JSON.stringify(schedule)}::jsonb)
+          on conflict (queue_id) do update set schedule = excluded.schedule, updated_at = now()`
+      } else yield* sql`delete from queue_merge_schedules where queue_id = ${queueId}`
+      yield* configChanged([queueId])
+    })
+  /** The freeze in force on a queue at `now` (getQueue), its merge schedule's closed hours included. */
+  const inForce = (queueId: string, now: number) =>
+    Effect.gen(function* () {
+      const rules = yield* rulesOf(queueId)
+      const schedule = yield* scheduleOf(queueId)
+      return { ...freezeAt(rules, now, schedule), schedule }
+    })
+  return { rulesOf, list, find, create, update, remove, inForce, scheduleOf, setSchedule }
 }
 
 export type FreezeStore = ReturnType<typeof makeFreezeStore>
@@ -214,4 +251,13 @@ export const freezesMigration = [
      updated_at timestamptz not null default now()
    )`,
   `create index queue_freezes_repo on queue_freezes (repo_id)`
+] as const
+
+/** 0301 (#31): merge schedules, one per queue at most. */
+export const mergeSchedulesMigration = [
+  `create table queue_merge_schedules (
+     queue_id uuid primary key references queues(id) on delete cascade,
+     schedule jsonb not null,
+     updated_at timestamptz not null default now()
+   )`
 ] as const

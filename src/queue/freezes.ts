@@ -96,15 +96,112 @@ export interface FreezeState {
   readonly nextChange: number | null
 }
 
-const active = (rules: ReadonlyArray<FreezeRule>, at: number) =>
-  rules.flatMap((rule) => {
+// ---------------------------------------------------------------- merge schedules (#31)
+
+/** A queue's merge schedule: it merges only within these weekly hours, in `timeZone`; outside, a `merge` freeze. */
+export interface MergeSchedule {
+  readonly timeZone: string
+  readonly windows: ReadonlyArray<{
+    /** weekdays, 0 (Sunday) to 6 */
+    readonly days: ReadonlyArray<number>
+    /** "HH:MM", `from` before `to`, the same day */
+    readonly from: string
+    readonly to: string
+  }>
+}
+
+const HHMM = /^([01]\d|2[0-3]):([0-5]\d)$/
+
+/** Why a schedule is refused, or null. */
+export const scheduleProblem = (s: MergeSchedule): string | null => {
+  if (!validTimeZone(s.timeZone)) return `unknown time zone ${s.timeZone}`
+  if (s.windows.length === 0) return "a merge schedule has at least one window (none: remove the schedule)"
+  for (const w of s.windows) {
+    if (!HHMM.test(w.from) || !HHMM.test(w.to)) return "from and to are HH:MM times (00:00 to 23:59)"
+    if (w.from >= w.to) return "a window's from is before its to, on the same day"
+    if (w.days.length === 0 || w.days.some((d) => !Number.isInteger(d) || d < 0 || d > 6))
+      return "days are weekdays from 0 (Sunday) to 6 (Saturday)"
+  }
+  return null
+}
+
+const cronAt = (hhmm: string, days: ReadonlyArray<number>) => {
+  const [h, m] = hhmm.split(":")
+  return `${Number(m)} ${Number(h)} * * ${[...new Set(days)].sort().join(",")}`
+}
+
+const edge = (cron: string, tz: string, at: number, dir: "prev" | "next"): number | null => {
+  try {
+    const it = CronExpressionParser.parse(cron, { tz, currentDate: new Date(dir === "prev" ? at + 1000 : at) })
+    return (dir === "prev" ? it.prev() : it.next()).getTime()
+  } catch {
+    return null
+  }
+}
+
+/** Whether the schedule is open at `now`, and its next opening and next change. */
+export const scheduleAt = (
+  s: MergeSchedule,
+  now: number
+): { readonly open: boolean; readonly nextOpen: number | null; readonly nextChange: number | null } => {
+  let open = false
+  let nextOpen: number | null = null
+  let nextChange: number | null = null
+  const min = (a: number | null, b: number | null) => (a === null ? b : b === null ? a : Math.min(a, b))
+  for (const w of s.windows) {
+    const opens = cronAt(w.from, w.days)
+    const closes = cronAt(w.to, w.days)
+    const lastOpen = edge(opens, s.timeZone, now, "prev")
+    const lastClose = edge(closes, s.timeZone, now, "prev")
+    if (lastOpen !== null && lastOpen <= now && (lastClose === null || lastClose < lastOpen)) open = true
+    const nOpen = edge(opens, s.timeZone, now, "next")
+    nextOpen = min(nextOpen, nOpen)
+    nextChange = min(nextChange, min(nOpen, edge(closes, s.timeZone, now, "next")))
+  }
+  return { open, nextOpen, nextChange }
+}
+
+/** The schedule's closed hours as a rule that holds from `now` to its next opening. */
+const closedRule = (s: MergeSchedule | null, at: number): { rule: FreezeRule; end: number } | null => {
+  if (s === null) return null
+  const state = scheduleAt(s, at)
+  if (state.open) return null
+  return {
+    rule: {
+      id: "schedule",
+      queueId: null,
+      reason: "outside the merge schedule",
+      mode: "merge",
+      startsAt: null,
+      endsAt: null,
+      cron: null,
+      timeZone: s.timeZone,
+      durationMinutes: null
+    },
+    end: state.nextOpen ?? Number.POSITIVE_INFINITY
+  }
+}
+
+const active = (rules: ReadonlyArray<FreezeRule>, at: number, schedule: MergeSchedule | null = null) => {
+  const out = rules.flatMap((rule) => {
     const w = windowAt(rule, at)
     return w === null ? [] : [{ rule, end: w.end }]
   })
+  const closed = closedRule(schedule, at)
+  if (closed !== null) out.push(closed)
+  return out
+}
 
-/** The combined freeze of `rules` at `now`: `all` when one is, ending when none holds any more. */
-export const freezeAt = (rules: ReadonlyArray<FreezeRule>, now: number): FreezeState => {
-  const holding = active(rules, now)
+/**
+ * The combined freeze of `rules` (and the closed hours of `schedule`) at `now`: `all` when one is, ending when none
+ * holds any more.
+ */
+export const freezeAt = (
+  rules: ReadonlyArray<FreezeRule>,
+  now: number,
+  schedule: MergeSchedule | null = null
+): FreezeState => {
+  const holding = active(rules, now, schedule)
   let nextChange: number | null = null
   const soon = (t: number | null) => {
     if (t !== null && Number.isFinite(t) && t > now && (nextChange === null || t < nextChange)) nextChange = t
@@ -113,15 +210,20 @@ export const freezeAt = (rules: ReadonlyArray<FreezeRule>, now: number): FreezeS
     const w = holding.find((h) => h.rule === rule)
     soon(w !== undefined ? w.end : nextStart(rule, now))
   }
+  if (schedule !== null) soon(scheduleAt(schedule, now).nextChange)
   if (holding.length === 0) return { inForce: null, nextChange }
   // the freeze lasts while any rule holds: follow the windows that start before the last one ends
   let until = Math.max(...holding.map((h) => h.end))
   for (let i = 0; i < MAX_CHAIN && Number.isFinite(until); i++) {
-    const later = active(rules, until)
+    const later = active(rules, until, schedule)
     if (later.length === 0) break
     until = Math.max(...later.map((h) => h.end))
   }
-  const lead = holding.find((h) => h.rule.mode === "all") ?? holding.reduce((a, b) => (b.end > a.end ? b : a))
+  // a freeze is named before the schedule's closed hours
+  const freezes = holding.filter((h) => h.rule.id !== "schedule")
+  const lead =
+    holding.find((h) => h.rule.mode === "all") ??
+    (freezes.length > 0 ? freezes : holding).reduce((a, b) => (b.end > a.end ? b : a))
   return {
     inForce: {
       mode: holding.some((h) => h.rule.mode === "all") ? "all" : "merge",

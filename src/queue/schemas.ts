@@ -385,8 +385,23 @@ export const FreezeInForceView = Schema.Struct({
   endsAt: Schema.NullOr(Schema.String)
 }).annotations({ identifier: "FreezeInForce" })
 
+/** Extension (#31): a queue's merge schedule: it merges only within these weekly hours, in `timeZone`. */
+export const MergeScheduleSchema = Schema.Struct({
+  timeZone: Text(64, 1).annotations({ description: "IANA time zone" }),
+  windows: Schema.Array(
+    Schema.Struct({
+      days: Schema.Array(Schema.Int).annotations({ description: "weekdays, 0 (Sunday) to 6 (Saturday)" }),
+      from: Text(5, 5).annotations({ description: "HH:MM, opening" }),
+      to: Text(5, 5).annotations({ description: "HH:MM, closing (after from, the same day)" })
+    })
+  ).pipe(Schema.maxItems(50, { message: () => "at most 50 windows" }))
+}).annotations({ identifier: "MergeSchedule" })
+
 export const QueueWithEntries = Schema.Struct({
   ...QueueConfig.fields,
+  mergeSchedule: opt(Schema.NullOr(MergeScheduleSchema)).annotations({
+    description: "Extension (#31): the queue's merge schedule; outside it the queue behaves as in a `merge` freeze"
+  }),
   freeze: opt(Schema.NullOr(FreezeInForceView)).annotations({
     description: "Extension (#31): the freeze or merge schedule in force now and when it ends; null when none holds"
   }),

@@ -128,6 +128,36 @@ for (const db of databases) {
       expect(await list()).toEqual([])
     })
 
+    test("a merge schedule: set, shown by getQueue, checked, removed", async () => {
+      const schedule = {
+        timeZone: "America/New_York",
+        windows: [{ days: [1, 2, 3, 4, 5], from: "09:00", to: "18:00" }]
+      }
+      const set = await ok<{ schedule: unknown; open: boolean; nextChangeAt: string | null }>("setMergeSchedule", {
+        ...key,
+        schedule
+      })
+      expect(set.schedule).toEqual(schedule)
+      expect(set.nextChangeAt).not.toBeNull()
+      const queue = await ok<{ mergeSchedule: unknown; freeze: { source: string } | null }>("getQueue", key)
+      expect(queue.mergeSchedule).toEqual(schedule)
+      expect(queue.freeze === null || queue.freeze.source === "schedule").toBe(true)
+      expect(queue.freeze === null).toBe(set.open)
+      for (const bad of [
+        { ...schedule, timeZone: "Nowhere/None" },
+        { ...schedule, windows: [{ days: [1], from: "18:00", to: "09:00" }] },
+        { ...schedule, windows: [{ days: [9], from: "09:00", to: "18:00" }] }
+      ]) {
+        expect(code(await call("setMergeSchedule", { ...key, schedule: bad }))).toEqual([400, "INVALID_REQUEST"])
+      }
+      expect((await ok<{ mergeSchedule: unknown }>("getQueue", key)).mergeSchedule).toEqual(schedule)
+      expect(code(await call("setMergeSchedule", { ...key, schedule }, write))).toEqual([403, "PERMISSION_DENIED"])
+      await ok("setMergeSchedule", { ...key, schedule: null })
+      const after = await ok<{ mergeSchedule: unknown; freeze: unknown }>("getQueue", key)
+      expect(after.mergeSchedule).toBeNull()
+      expect(after.freeze).toBeNull()
+    })
+
     test("roles: a write token reads freezes but changes none, and cannot submit with ignoreFreeze; the audit log names who did", async () => {
       expect(await ok<object>("listFreezes", { repo }, write)).toEqual({ freezes: [] })
       expect(code(await call("createFreeze", { ...key, reason: "x" }, write))).toEqual([403, "PERMISSION_DENIED"])

@@ -175,6 +175,7 @@ const CASES: { readonly [N in OpName]: Case } = {
     call: () => ({ json: { repo, id: "00000000-0000-4000-8000-000000000000", reason: "x" } }),
     allowed: [404]
   },
+  setMergeSchedule: { role: "maintain", call: () => ({ json: { ...key, schedule: null } }) },
   deleteFreeze: {
     role: "maintain",
     call: () => ({ json: { repo, id: "00000000-0000-4000-8000-000000000000" } }),

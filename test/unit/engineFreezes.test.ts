@@ -9,6 +9,7 @@ import * as SqlClient from "@effect/sql/SqlClient"
 import { Effect, Layer, ManagedRuntime, Option, TestClock, TestContext } from "effect"
 import { Engine, EngineRunner, type QueueKey, type QueueRow } from "../../src/queue/Engine.ts"
 import type { FreezeInput } from "../../src/queue/freezeStore.ts"
+import type { MergeSchedule } from "../../src/queue/freezes.ts"
 import { renderQueueMetrics } from "../../src/queue/metricsReport.ts"
 import { defaultQueueConfig, type QueueConfig } from "../../src/queue/schemas.ts"
 import { Tenancy } from "../../src/tenancy/Tenancy.ts"
@@ -126,6 +127,15 @@ const setup = async (start: number, config: Partial<QueueConfig> = {}) => {
           )
           for (const id of made.queues) yield* engine.wake(id)
           return made.row
+        })
+      ),
+    schedule: (schedule: MergeSchedule | null) =>
+      run(
+        Effect.gen(function* () {
+          const engine = yield* Engine
+          const sql = yield* SqlClient.SqlClient
+          yield* sql.withTransaction(engine.freezes.setSchedule(queue.id, schedule))
+          yield* engine.wake(queue.id)
         })
       ),
     unfreeze: (id: string) =>
@@ -278,6 +288,35 @@ test(
     await s.later(HOUR)
     await s.waitState(1, "merged")
     expect(s.repo.history("main")).toEqual(["PR #9 (#9)", "PR #1 (#1)"])
+  },
+  TIMEOUT
+)
+
+test(
+  "a merge schedule Mon-Fri 09:00-18:00 New York: a PR that passes on Friday evening merges on Monday 09:00",
+  async () => {
+    // Friday 6 March 2026 17:30 EST
+    const start = Date.UTC(2026, 2, 6, 22, 30)
+    const s = await setup(start)
+    await s.schedule({ timeZone: "America/New_York", windows: [{ days: [1, 2, 3, 4, 5], from: "09:00", to: "18:00" }] })
+    s.repo.openPr(1, { "pr-1.txt": "one\n" })
+    await s.submit(1)
+    await s.waitState(1, "merged")
+    // 18:00: closed (the runner's wake-up at the closing)
+    await s.later(30 * 60_000)
+    s.repo.openPr(2, { "pr-2.txt": "two\n" })
+    await s.submit(2)
+    await s.waitState(2, "tests_passed")
+    // Monday 9 March 09:00 EDT (summer time began on Sunday) is 13:00 UTC
+    const monday = Date.UTC(2026, 2, 9, 13)
+    await s.later(monday - (start + 30 * 60_000) - 60_000)
+    expect(await s.state(2)).toBe("tests_passed")
+    await s.later(60_000)
+    await s.waitState(2, "merged")
+    expect(s.repo.history("main")).toEqual(["PR #1 (#1)", "PR #2 (#2)"])
+    // removing the schedule opens the queue for good
+    await s.schedule(null)
+    expect(await s.events()).toEqual(["queue.frozen", "queue.unfrozen"])
   },
   TIMEOUT
 )

@@ -4,7 +4,15 @@
  */
 import { describe, expect, test } from "bun:test"
 import { estimateWithFreeze } from "../../src/queue/freezeEstimate.ts"
-import { cronProblem, type FreezeRule, freezeAt, windowAt } from "../../src/queue/freezes.ts"
+import {
+  cronProblem,
+  type FreezeRule,
+  freezeAt,
+  type MergeSchedule,
+  scheduleAt,
+  scheduleProblem,
+  windowAt
+} from "../../src/queue/freezes.ts"
 import type { FreezeInForce } from "../../src/queue/planner/index.ts"
 import { entryOf, type Kit, makeKit, pass, passOneByOne, runOf, stateOf, submitted } from "../support/plannerKit.ts"
 
@@ -163,5 +171,42 @@ describe("estimates under a freeze", () => {
     expect(all.byEntry.get("e6")!.mergeAt).toBe(until)
     const forever = estimateWithFreeze({ ...kit.state, freeze: { ...kit.state.freeze!, until: null } }, kit.now)
     expect(forever.byEntry.get("e5")!.mergeAt).toBeNull()
+  })
+})
+
+describe("merge schedules", () => {
+  const office: MergeSchedule = {
+    timeZone: "America/New_York",
+    windows: [{ days: [1, 2, 3, 4, 5], from: "09:00", to: "18:00" }]
+  }
+  test("Mon-Fri 09:00-18:00 New York: closed from Friday 18:00 EST to Monday 09:00 EDT (summer time begins)", () => {
+    // Friday 6 March 2026 17:50 EST (UTC-5) is open, 18:00 closes
+    expect(scheduleAt(office, at("2026-03-06T22:50:00Z"))).toMatchObject({
+      open: true,
+      nextChange: at("2026-03-06T23:00:00Z")
+    })
+    const closed = freezeAt([], at("2026-03-06T23:00:00Z"), office)
+    // clocks go forward on Sunday 8 March: Monday 09:00 EDT is 13:00 UTC
+    expect(closed.inForce).toEqual({
+      mode: "merge",
+      until: at("2026-03-09T13:00:00Z"),
+      source: "schedule",
+      reason: "outside the merge schedule"
+    })
+    expect(closed.nextChange).toBe(at("2026-03-09T13:00:00Z"))
+    expect(freezeAt([], at("2026-03-09T13:00:00Z"), office).inForce).toBeNull()
+  })
+  test("a freeze inside closed hours is named first, and the freeze lasts until the schedule opens", () => {
+    const f = rule({ startsAt: at("2026-03-06T20:00:00Z"), endsAt: at("2026-03-07T12:00:00Z") })
+    const both = freezeAt([f], at("2026-03-06T23:30:00Z"), office)
+    expect(both.inForce).toMatchObject({ source: "f1", until: at("2026-03-09T13:00:00Z") })
+  })
+  test("schedules are checked", () => {
+    expect(scheduleProblem(office)).toBeNull()
+    expect(scheduleProblem({ ...office, timeZone: "Nowhere/None" })).toContain("time zone")
+    expect(scheduleProblem({ ...office, windows: [{ days: [1], from: "18:00", to: "09:00" }] })).not.toBeNull()
+    expect(scheduleProblem({ ...office, windows: [{ days: [7], from: "09:00", to: "18:00" }] })).not.toBeNull()
+    expect(scheduleProblem({ ...office, windows: [{ days: [1], from: "9:00", to: "18:00" }] })).not.toBeNull()
+    expect(scheduleProblem({ ...office, windows: [] })).not.toBeNull()
   })
 })

@@ -105,7 +105,8 @@ for (const db of databases) {
               "instances",
               "flaky_upload_keys",
               "webhook_delivery_records",
-              "queue_freezes"
+              "queue_freezes",
+              "merge_schedules"
             ])
             for (const r of recorded) expect(r).toMatchObject({ app_version: APP_VERSION, safe: true })
             const plan = yield* schemaPlan()

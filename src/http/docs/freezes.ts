@@ -46,5 +46,20 @@ export const FREEZE_DOCS = {
     description: "Ends it at once: passed runs that waited merge in order. 404 NOT_FOUND when there is no such freeze.",
     request: { repo, id: freeze.id },
     response: {}
+  },
+  setMergeSchedule: {
+    summary: "Set a queue's merge schedule",
+    description:
+      "The queue merges only within these weekly hours (`days` 0 = Sunday to 6, `from` before `to`, HH:MM in `timeZone`); outside them it behaves as in a `merge` freeze (testing goes on, passed runs merge when it opens). `schedule: null` removes it. Answers whether it is open now and when that changes. Role maintain.",
+    request: {
+      repo,
+      targetBranch: "main",
+      schedule: { timeZone: "America/New_York", windows: [{ days: [1, 2, 3, 4, 5], from: "09:00", to: "18:00" }] }
+    },
+    response: {
+      schedule: { timeZone: "America/New_York", windows: [{ days: [1, 2, 3, 4, 5], from: "09:00", to: "18:00" }] },
+      open: true,
+      nextChangeAt: "2026-03-02T23:00:00.000Z"
+    }
   }
 } satisfies Partial<Record<OpName, import("./examples.ts").OpDoc>>

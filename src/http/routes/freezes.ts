@@ -4,6 +4,7 @@ import { dieUnless } from "../../kernel/errors.ts"
 import { Engine } from "../../queue/Engine.ts"
 import { isQueueError, type QueueError } from "../../queue/errors.ts"
 import { type FreezeInput, viewOfFreeze } from "../../queue/freezeStore.ts"
+import { scheduleAt } from "../../queue/freezes.ts"
 import type { RepoRef } from "../../queue/schemas.ts"
 import type { Principal } from "../../tenancy/principal.ts"
 import { Tenancy } from "../../tenancy/Tenancy.ts"
@@ -132,6 +133,22 @@ export const freezeRoutes = [
       )
       yield* wakeAll(done.queues)
       return viewOfFreeze(done.row, now)
+    })
+  ),
+
+  handle(ops.setMergeSchedule, (req) =>
+    Effect.gen(function* () {
+      const queue = yield* queueOf(req.repo, req.targetBranch)
+      const engine = yield* Engine
+      yield* orDie(auditedTransaction(engine.freezes.setSchedule(queue.id, req.schedule)))
+      yield* engine.wake(queue.id)
+      const now = yield* Clock.currentTimeMillis
+      const state = req.schedule === null ? null : scheduleAt(req.schedule, now)
+      return {
+        schedule: req.schedule,
+        open: state?.open ?? true,
+        nextChangeAt: state?.nextChange == null ? null : new Date(state.nextChange).toISOString()
+      }
     })
   ),
 

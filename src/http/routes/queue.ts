@@ -101,10 +101,12 @@ export const queueRoutes = [
       const view = yield* orDie(engine.viewByKey(yield* keyOf(req.repo, req.targetBranch)))
       // extension (#31): the freeze in force as the freezes say now (a write shows at once), and who waits for it
       const queue = yield* requireQueue(req.repo, req.targetBranch)
-      const frozen = (yield* orDie(engine.freezes.inForce(queue.id, yield* Clock.currentTimeMillis))).inForce
+      const held = yield* orDie(engine.freezes.inForce(queue.id, yield* Clock.currentTimeMillis))
+      const frozen = held.inForce
       return {
         ...publicConfig(view.config),
         freeze: freezeView(frozen),
+        mergeSchedule: held.schedule,
         enqueuedPullRequests: view.enqueued.map((e) => ({
           ...e,
           waitReason: waitsForFreeze(frozen, e.state) ? ("FREEZE" as const) : null

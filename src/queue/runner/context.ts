@@ -5,8 +5,8 @@ import type { Repository } from "../../tenancy/Tenancy.ts"
 import { CommandCi, type CommandCiService } from "../CiRunner.ts"
 import { makeRoundEventWriter } from "../events.ts"
 import { PrFeedback, type PrFeedbackShape } from "../Feedback.ts"
-import { freezeRulesOf } from "../freezeStore.ts"
-import type { FreezeRule } from "../freezes.ts"
+import { freezeRulesOf, mergeScheduleOf } from "../freezeStore.ts"
+import type { FreezeRule, MergeSchedule } from "../freezes.ts"
 import { GitHost, type GitHostService, type RepoRef } from "../GitHost.ts"
 import {
   type Command,
@@ -71,6 +71,8 @@ export interface RunnerCtx {
   readonly targetHashes: Map<string, Float64Array>
   /** extension (#31): the freezes of the queue and its repository, read again at each ConfigChanged */
   freezeRules: ReadonlyArray<FreezeRule>
+  /** extension (#31): the queue's merge schedule, read again at each ConfigChanged */
+  mergeSchedule: MergeSchedule | null
 }
 
 export const repoRefOf = (repo: Repository): RepoRef => ({ host: repo.host, owner: repo.owner, name: repo.name })
@@ -89,6 +91,7 @@ export const reloadQueue = (ctx: RunnerCtx) =>
     const queue = yield* queueRow(ctx.queues, ctx.queueId)
     ctx.queue = queue
     ctx.freezeRules = yield* freezeRulesOf(ctx.sql)(ctx.queueId)
+    ctx.mergeSchedule = yield* mergeScheduleOf(ctx.sql)(ctx.queueId)
     return queue
   })
 
@@ -132,7 +135,8 @@ export const makeRunnerCtx = (queueId: string) =>
       scannedTip: loaded.value.state.targetSha,
       savedStateJson: undefined,
       targetHashes: new Map(),
-      freezeRules: yield* freezeRulesOf(sql)(queueId)
+      freezeRules: yield* freezeRulesOf(sql)(queueId),
+      mergeSchedule: yield* mergeScheduleOf(sql)(queueId)
     }
     return Option.some(ctx)
   })

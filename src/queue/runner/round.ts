@@ -142,7 +142,7 @@ const freezeCheck = (ctx: RunnerCtx, now: number, apply: (event: PlannerEvent) =
   const first = ctx.state.freeze ?? null
   return {
     check: () => {
-      const frozen = freezeAt(ctx.freezeRules, now)
+      const frozen = freezeAt(ctx.freezeRules, now, ctx.mergeSchedule)
       if (!sameFreeze(frozen.inForce, ctx.state.freeze)) apply({ _tag: "FreezeChanged", freeze: frozen.inForce })
       if (frozen.nextChange !== null) ctx.nextWake = Math.min(ctx.nextWake, frozen.nextChange)
     },
