@@ -85,6 +85,7 @@ let passed = 0
 let failed = 0
 let ran = 0
 const failures: Array<string> = []
+const bunCrashes: Array<string> = []
 /** each file's wall time and when it started (s after the suite's start), for the summary of where the time goes */
 const durations: Array<{ readonly file: string; readonly seconds: number; readonly startedAt: number }> = []
 
@@ -101,7 +102,7 @@ const bodyOf = (lines: ReadonlyArray<string>) =>
  * file's part is printed in one piece as soon as the next file begins, and each file's wall time is the time from
  * its header to the next.
  */
-const runGroup = async (group: ReadonlyArray<string>) => {
+const runGroup = async (group: ReadonlyArray<string>, attempt = 0): Promise<void> => {
   // one stream, as a terminal shows it: what a server logged stays next to the test that made it log
   const child = Bun.spawn(["sh", "-c", 'exec "$0" "$@" 2>&1', bun, "test", ...TIMEOUT, ...group.map((f) => `./${f}`)], {
     cwd: root,
@@ -150,6 +151,13 @@ const runGroup = async (group: ReadonlyArray<string>) => {
   if (before.length > 0) process.stdout.write(`${bodyOf(before)}\n\n`)
   const text = all.join("\n")
   const count = (word: string) => Number(new RegExp(`^ *(\\d+) ${word}$`, "m").exec(text)?.[1] ?? 0)
+  // Bun itself crashed (a segfault it reports as "a bug in Bun, not your code"): the process's results are lost,
+  // whatever its tests did; its files run once more in a new process, and the run says so at its end
+  if (code !== 0 && attempt === 0 && /oh no: Bun has crashed/.test(text)) {
+    bunCrashes.push(`Bun crashed (exit ${code}) in ${crashedIn ?? group.join(", ")}; its files ran again`)
+    process.stdout.write(`\n${bunCrashes.at(-1)}\n\n`)
+    return runGroup(group, attempt + 1)
+  }
   const groupPassed = count("pass")
   let groupFailed = count("fail")
   // a process that ended badly without a summary (a crash) counts as a failure of the file it was running
@@ -214,6 +222,7 @@ process.stdout.write(
     .map((d) => `${d.seconds.toFixed(1).padStart(6)} s  @${d.startedAt.toFixed(0).padStart(4)}  ${d.file}`)
     .join("\n")}\n\n`
 )
+if (bunCrashes.length > 0) process.stdout.write(`${bunCrashes.join("\n")}\n\n`)
 if (failures.length > 0) {
   process.stdout.write(`${failures.length} tests failed:\n${failures.join("\n")}\n\n`)
 }

@@ -209,7 +209,9 @@ export const DeliveryLive = Layer.scoped(
      * Takes what is due at `now`, leased for LEASE_MS: of each healthy endpoint and ordering key the head when due,
      * with the next `CHAIN - 1` messages of its key behind it; of each failing endpoint whose probe is due and that
      * has nothing in flight, one head (the one scheduled earliest: the probes go round the keys). A head's row lock
-     * guards its key: the messages behind it are taken only with it.
+     * guards its key: the messages behind it are taken only with it. The lease is checked again under the row lock:
+     * an instance whose snapshot predates another's claim sees the head free in `heads`, waits for that claim's lock,
+     * and must then find it leased (PostgreSQL re-evaluates only the locking query's own conditions on the new row).
      */
     const claim = (now: number, limit: number) =>
       sql<Claimed>`
@@ -236,7 +238,7 @@ export const DeliveryLive = Layer.scoped(
         locked as (
           select m.endpoint_id, m.ordering_key, m.event_seq, p.chain from webhook_messages m
           join picked p on p.endpoint_id = m.endpoint_id and p.event_seq = m.event_seq
-          where m.status = 'pending'
+          where m.status = 'pending' and (m.locked_until is null or m.locked_until < ${iso(now)})
           for update of m skip locked),
         chained as (
           select l.endpoint_id, l.event_seq as head_seq, c.event_seq from locked l

@@ -10,7 +10,7 @@
  */
 import * as SqlClient from "@effect/sql/SqlClient"
 import { Effect, Layer, Option } from "effect"
-import { PrFeedback } from "../queue/Feedback.ts"
+import { type CommentEta, PrFeedback } from "../queue/Feedback.ts"
 import type { EntryState } from "../queue/planner/index.ts"
 import type { QueueRow } from "../queue/QueueRepo.ts"
 import { GitHubAuth, GitHubClient } from "./GitHubClient.ts"
@@ -18,6 +18,22 @@ import { GitHubEnv } from "./GitHubEnv.ts"
 
 // the port this adapter implements (the queue's)
 export { PrFeedback, type PrFeedbackShape } from "../queue/Feedback.ts"
+
+/** A duration in words for the comment: "under a minute", "40 min", "1 h 10 min", "3 h". */
+export const durationWords = (ms: number): string => {
+  const minutes = Math.round(ms / 60_000)
+  if (minutes < 1) return "under a minute"
+  if (minutes < 60) return `${minutes} min`
+  const h = Math.floor(minutes / 60)
+  const m = minutes % 60
+  return m === 0 ? `${h} h` : `${h} h ${m} min`
+}
+
+/** The comment's estimate line (issue #35): "Expected to merge in about 40 min (between 25 min and 1 h 10 min)". */
+export const etaSentence = (eta: CommentEta): string =>
+  `Expected to merge in about ${durationWords(eta.mergeAt - eta.now)} (between ${durationWords(
+    Math.max(0, eta.earliest - eta.now)
+  )} and ${durationWords(eta.latest - eta.now)}), as of ${new Date(eta.now).toISOString().slice(0, 16).replace("T", " ")} UTC.`
 
 /** Marks the queue's own comment (and keeps it apart from a user's comment quoting it). */
 export const COMMENT_MARKER = "<!-- greenline:merge-queue -->"
@@ -47,11 +63,14 @@ const headline = (state: EntryState, reason: string): string => {
 export const statusState = (state: EntryState): "pending" | "success" | "failure" | "error" =>
   state === "merged" ? "success" : state === "failed" ? "failure" : state === "cancelled" ? "error" : "pending"
 
-/** The body of the queue's comment on a pull request. */
-export const renderComment = (branch: string, state: EntryState, reason: string): string =>
+const terminal = (state: EntryState) => state === "merged" || state === "failed" || state === "cancelled"
+
+/** The body of the queue's comment on a pull request; `eta`: the estimate line, for a PR still in the queue. */
+export const renderComment = (branch: string, state: EntryState, reason: string, eta?: CommentEta): string =>
   [
     COMMENT_MARKER,
     `**Merge queue** (\`${branch}\`): ${headline(state, reason)}.`,
+    ...(eta !== undefined && !terminal(state) ? ["", etaSentence(eta)] : []),
     "",
     state === "merged" || state === "failed" || state === "cancelled"
       ? "<sub>Comment `/trunk merge` to submit this pull request again.</sub>"
@@ -166,7 +185,7 @@ export const GitHubFeedbackLive = Layer.effect(
       )
 
     return {
-      comment: (queue, command) =>
+      comment: (queue, command, eta) =>
         !onGitHub(queue)
           ? Effect.void
           : quietly(
@@ -180,12 +199,12 @@ export const GitHubFeedbackLive = Layer.effect(
                   yield* upsertComment(
                     queue,
                     command.prNumber,
-                    renderComment(queue.branch, now.value.state, now.value.reason)
+                    renderComment(queue.branch, now.value.state, now.value.reason, eta)
                   )
                 })
               )
             ),
-      status: (queue, command, context) =>
+      status: (queue, command, context, eta) =>
         !onGitHub(queue)
           ? Effect.void
           : quietly(
@@ -206,7 +225,7 @@ export const GitHubFeedbackLive = Layer.effect(
                     yield* upsertComment(
                       queue,
                       command.prNumber,
-                      renderComment(queue.branch, found.value.state, found.value.reason)
+                      renderComment(queue.branch, found.value.state, found.value.reason, current ? eta : undefined)
                     )
                   }
                 })

@@ -3,7 +3,7 @@
  * cached per queue and runtime version, so that reads of an unchanged queue do not simulate it again.
  */
 import { estimateWithFreeze } from "./freezeEstimate.ts"
-import type { QueueEstimate, QueueState, QueueStats } from "./planner/index.ts"
+import type { QueueEstimate, QueueState, QueueStats, TimeRange } from "./planner/index.ts"
 import type { AdaptiveChoiceView } from "./schemas.ts"
 
 type AdaptiveChoice = typeof AdaptiveChoiceView.Type
@@ -48,11 +48,14 @@ export const estimateOf = (
 }
 
 const isoOrNull = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString())
+const rangeOrNull = (r: TimeRange | null) =>
+  r === null ? null : { earliest: new Date(r.earliest).toISOString(), latest: new Date(r.latest).toISOString() }
 
 /**
  * An entry's estimate fields. An entry the planner has not placed yet (submitted since its last round) goes behind
  * the placed ones: `fresh` is its place among such entries (1, 2, ...), each one a CI duration divided by the
- * speculation depth after the last estimated merge.
+ * speculation depth after the last estimated merge; its range the last ranges' ends moved by as much, the latest
+ * by half as much again (issue #35).
  */
 export const estimateFields = (
   estimate: QueueEstimate,
@@ -65,21 +68,36 @@ export const estimateFields = (
       return {
         estimatedTestingStartAt: null,
         estimatedMergeAt: null,
+        estimatedTestingStartRange: null,
+        estimatedMergeRange: null,
         estimateUnavailableReason: estimate.unavailableReason ?? "NOT_READY"
       }
     }
     let last = fresh.now
-    for (const x of estimate.byEntry.values()) if (x.mergeAt !== null && x.mergeAt > last) last = x.mergeAt
-    const merge = last + (fresh.place * estimate.ciMedianMs) / Math.max(1, fresh.depth)
+    let earliest = fresh.now
+    let latest = fresh.now
+    for (const x of estimate.byEntry.values()) {
+      if (x.mergeAt !== null && x.mergeAt > last) last = x.mergeAt
+      if (x.mergeRange !== null && x.mergeRange.earliest > earliest) earliest = x.mergeRange.earliest
+      if (x.mergeRange !== null && x.mergeRange.latest > latest) latest = x.mergeRange.latest
+    }
+    const step = (fresh.place * estimate.ciMedianMs) / Math.max(1, fresh.depth)
+    const merge = last + step
+    const range = { earliest: earliest + step, latest: Math.max(merge, latest + 1.5 * step) }
+    const startOf = (t: number) => Math.max(fresh.now, t - estimate.ciMedianMs)
     return {
-      estimatedTestingStartAt: isoOrNull(Math.max(fresh.now, merge - estimate.ciMedianMs)),
+      estimatedTestingStartAt: isoOrNull(startOf(merge)),
       estimatedMergeAt: isoOrNull(merge),
+      estimatedTestingStartRange: rangeOrNull({ earliest: startOf(range.earliest), latest: startOf(range.latest) }),
+      estimatedMergeRange: rangeOrNull(range),
       estimateUnavailableReason: null
     }
   }
   return {
     estimatedTestingStartAt: isoOrNull(e.testingStartAt),
     estimatedMergeAt: isoOrNull(e.mergeAt),
+    estimatedTestingStartRange: rangeOrNull(e.testingStartRange),
+    estimatedMergeRange: rangeOrNull(e.mergeRange),
     estimateUnavailableReason: e.unavailableReason
   }
 }

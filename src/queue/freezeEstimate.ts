@@ -10,7 +10,8 @@ import {
   estimateQueue,
   type QueueEstimate,
   type QueueState,
-  type QueueStats
+  type QueueStats,
+  type TimeRange
 } from "./planner/index.ts"
 
 export const estimateWithFreeze = (state: QueueState, now: number, prior?: QueueStats): QueueEstimate => {
@@ -26,16 +27,21 @@ export const estimateWithFreeze = (state: QueueState, now: number, prior?: Queue
       continue
     }
     if (until === null) {
-      byEntry.set(id, { ...e, mergeAt: null })
+      byEntry.set(id, { ...e, mergeAt: null, mergeRange: null })
       continue
     }
     const delay = Math.max(0, until - now)
     const notStarted = e.testingStartAt !== null && e.testingStartAt > now
     const shifted = freeze.mode === "all" && notStarted
+    const move = (t: number) => (shifted ? t + delay : t)
+    const range = (r: TimeRange | null, floor: number) =>
+      r === null ? null : { earliest: Math.max(move(r.earliest), floor), latest: Math.max(move(r.latest), floor) }
     byEntry.set(id, {
       ...e,
-      testingStartAt: shifted && e.testingStartAt !== null ? e.testingStartAt + delay : e.testingStartAt,
-      mergeAt: Math.max(shifted ? e.mergeAt + delay : e.mergeAt, until)
+      testingStartAt: e.testingStartAt === null ? null : move(e.testingStartAt),
+      testingStartRange: range(e.testingStartRange, Number.NEGATIVE_INFINITY),
+      mergeAt: Math.max(move(e.mergeAt), until),
+      mergeRange: range(e.mergeRange, until)
     })
   }
   return { ...estimate, byEntry }

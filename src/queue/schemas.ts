@@ -310,10 +310,18 @@ const entryFields = {
   position: Schema.NullOr(Schema.Number)
 }
 
+/** Extension (issue #35): a range of ISO times, the 10th to the 90th percentile of the sampled futures, widened. */
+export const EstimateRange = Schema.Struct({ earliest: Schema.String, latest: Schema.String }).annotations({
+  identifier: "EstimateRange"
+})
+
 /** Extension fields: when the PR is expected to start testing and to merge (planner/estimate.ts), ISO times. */
 const estimateFields = {
   estimatedTestingStartAt: opt(Schema.NullOr(Schema.String)),
   estimatedMergeAt: opt(Schema.NullOr(Schema.String)),
+  /** issue #35: where the merge (and the start of testing) falls 8 times in 10; null when the point estimate is */
+  estimatedTestingStartRange: opt(Schema.NullOr(EstimateRange)),
+  estimatedMergeRange: opt(Schema.NullOr(EstimateRange)),
   /** why both are null: FEWER_THAN_3_FINISHED_RUNS, QUEUE_PAUSED or NOT_READY */
   estimateUnavailableReason: opt(Schema.NullOr(Schema.String))
 }

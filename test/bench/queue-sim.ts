@@ -108,7 +108,13 @@ export interface SimParams {
    */
   readonly crnRuns?: "content" | "job"
   /** called after every step with the new state */
-  readonly observer?: (state: QueueState, now: number, transitions: StepResult["transitions"]) => void
+  readonly observer?: (
+    state: QueueState,
+    now: number,
+    transitions: StepResult["transitions"],
+    /** whether PR n is bad (the estimates' oracle bound) */
+    isBad: (prNumber: number) => boolean
+  ) => void
 }
 
 export interface SimResult {
@@ -242,7 +248,7 @@ export const simulate = (params: SimParams): SimResult => {
         info.endAt = now
       }
     }
-    params.observer?.(state, now, r.transitions)
+    params.observer?.(state, now, r.transitions, isBad)
     for (const c of r.commands) handleCommand(c)
   }
 
@@ -294,6 +300,7 @@ export const simulate = (params: SimParams): SimResult => {
     }
   }
   const pendingMerges = new Map<string, Extract<Command, { _tag: "Merge" }>>()
+  const isBad = (pr: number) => prs.get(pr)?.bad === true
 
   const submit = () => {
     const pr = nextPr++
@@ -449,8 +456,11 @@ export interface EstimateAccuracy {
   readonly optimismDegraded: number
   readonly degradedSamples: number
   readonly estimateMs: number[]
-  /** every sample: [estimated remaining ms, actual remaining ms, submit→merge ms, position, degraded 1/0] */
-  readonly raw: Array<readonly [number, number, number, number, 0 | 1]>
+  /**
+   * every sample: [estimated remaining ms, actual remaining ms, submit→merge ms, position, degraded 1/0, range's
+   * earliest and latest remaining ms (issue #35), the oracle's estimated remaining ms (NaN without `oracle`)]
+   */
+  readonly raw: Array<readonly [number, number, number, number, 0 | 1, number, number, number]>
 }
 
 /**
@@ -458,16 +468,28 @@ export interface EstimateAccuracy {
  * merge (PRs that merged): from the moment the estimate was taken, and from its submission. `degraded`: whether a
  * time falls in a degraded phase.
  */
-export const estimateAccuracy = (params: SimParams, degraded: (now: number) => boolean = () => false) => {
-  const open = new Map<string, Array<{ at: number; est: number; pos: number; degraded: boolean }>>()
+export const estimateAccuracy = (
+  params: SimParams,
+  degraded: (now: number) => boolean = () => false,
+  oracle = false
+) => {
+  const open = new Map<
+    string,
+    Array<{ at: number; est: number; pos: number; degraded: boolean; lo: number; hi: number; oracle: number }>
+  >()
   const lastPos = new Map<string, number>()
   const submittedAt = new Map<string, number>()
   const errors: number[] = []
   const errorsTotal: number[] = []
   const ratios: number[] = []
   const estimateMs: number[] = []
-  const raw: Array<readonly [number, number, number, number, 0 | 1]> = []
-  const observer = (state: QueueState, now: number, transitions: StepResult["transitions"]) => {
+  const raw: Array<readonly [number, number, number, number, 0 | 1, number, number, number]> = []
+  const observer = (
+    state: QueueState,
+    now: number,
+    transitions: StepResult["transitions"],
+    isBad: (prNumber: number) => boolean
+  ) => {
     let pos = 0
     const changed: Array<readonly [string, number]> = []
     for (const e of state.entries) {
@@ -483,11 +505,26 @@ export const estimateAccuracy = (params: SimParams, degraded: (now: number) => b
       const t0 = performance.now()
       const est = estimateQueue(state, now)
       estimateMs.push(performance.now() - t0)
+      const known = oracle
+        ? estimateQueue(state, now, undefined, {
+            failingPrs: new Set(state.entries.filter((e) => isBad(e.prNumber)).map((e) => e.prNumber))
+          })
+        : null
       for (const [id, p] of changed) {
-        const m = est.byEntry.get(id)?.mergeAt
-        if (m === null || m === undefined) continue
+        const x = est.byEntry.get(id)
+        const m = x?.mergeAt
+        if (m === null || m === undefined || x?.mergeRange == null) continue
+        const o = known?.byEntry.get(id)?.mergeAt
         const list = open.get(id) ?? []
-        list.push({ at: now, est: m - now, pos: p, degraded: degraded(now) })
+        list.push({
+          at: now,
+          est: m - now,
+          pos: p,
+          degraded: degraded(now),
+          lo: x.mergeRange.earliest - now,
+          hi: x.mergeRange.latest - now,
+          oracle: o == null ? Number.NaN : o - now
+        })
         open.set(id, list)
       }
     }
@@ -505,7 +542,7 @@ export const estimateAccuracy = (params: SimParams, degraded: (now: number) => b
         if (actual <= 0) continue
         errors.push(Math.abs(x.est - actual) / actual)
         errorsTotal.push(Math.abs(x.est - actual) / total)
-        raw.push([x.est, actual, total, x.pos, x.degraded ? 1 : 0])
+        raw.push([x.est, actual, total, x.pos, x.degraded ? 1 : 0, x.lo, x.hi, x.oracle])
         if (x.degraded) ratios.push(actual / Math.max(1, x.est))
       }
     }
@@ -546,7 +583,7 @@ const argValue = (name: string): string | undefined => {
   const i = process.argv.indexOf(name)
   return i >= 0 ? process.argv[i + 1] : undefined
 }
-/** `--only adaptive,regime`: only these tables (perf, single, adaptive, regime, estimates, parallel) */
+/** `--only adaptive,regime`: only these tables (perf, single, adaptive, regime, estimates, esttime: the estimate-time table alone, ranges, parallel) */
 const only = argValue("--only")?.split(",")
 const want = (section: string) => only === undefined || only.includes(section)
 /** `--seeds N`: the adaptive and regime tables average seeds 1..N (common random numbers, the same for every row) */
@@ -810,6 +847,107 @@ const estimateAccuracyTables = (out: (s: string) => void) => {
   out("")
 }
 
+/**
+ * Issue #35: the ranges' calibration, on seeds 1..N (common random numbers) at Poisson 6 and 12 PRs/h and in the
+ * regime change, estimates taken at submission and at every change of position of PRs that merged: the share of
+ * actual merges inside [earliest, latest], overall and by bucket of estimated time left; and the point estimate's
+ * error against an oracle told which PRs are bad (the same estimator, same state, same draws of CI durations).
+ */
+const RANGE_HOURS = Number(argValue("--range-hours") ?? (quick ? 24 : 48))
+const rangeTables = (out: (s: string) => void) => {
+  const workloads: Array<{ name: string; params: (seed: number) => SimParams; degraded?: (now: number) => boolean }> = [
+    6, 12
+  ].map((rate) => ({
+    name: `Poisson ${rate} PRs/h, p = 0.05, f = ${F}`,
+    params: (seed: number) => ({
+      config: ADAPTIVE.config,
+      p: 0.05,
+      f: F,
+      hours: RANGE_HOURS,
+      arrivalPerHour: rate,
+      seed,
+      crn: true
+    })
+  }))
+  workloads.push({
+    name: "regime change, Poisson 6 PRs/h",
+    params: (seed: number) => ({
+      config: ADAPTIVE.config,
+      p: 0,
+      f: 0,
+      hours: RANGE_HOURS,
+      arrivalPerHour: 6,
+      seed,
+      crn: true,
+      regime: regimeChange
+    }),
+    degraded: degradedPhase
+  })
+  const buckets: Array<readonly [string, number]> = [
+    ["< 10 min", 10 * MIN],
+    ["10–60 min", HOUR],
+    ["1–3 h", 3 * HOUR],
+    ["≥ 3 h", Number.POSITIVE_INFINITY]
+  ]
+  const pct = (n: number, d: number) => (d === 0 ? "-" : `${fmt((100 * n) / d, 0)}%`)
+  const t0 = performance.now()
+  const results = workloads.map((w) => {
+    const raw: EstimateAccuracy["raw"] = []
+    const ms: number[] = []
+    for (const seed of SEEDS) {
+      const acc = estimateAccuracy(w.params(seed), w.degraded, true)
+      for (const r of acc.raw) raw.push(r)
+      for (const m of acc.estimateMs) ms.push(m)
+    }
+    return { w, raw, ms }
+  })
+  const seconds = (performance.now() - t0) / 1000
+  out(
+    `### Ranges: share of actual merges inside [earliest, latest] (adaptive queue, ${RANGE_HOURS} h, seeds 1–${SEEDS.length}, common random numbers; estimates at submission and at every change of position, PRs that merged)`
+  )
+  out("")
+  out(
+    `| workload | samples | inside | before earliest | after latest | ${buckets.map(([b]) => `inside, ${b} left`).join(" | ")} | range width / time left, median |`
+  )
+  out(`|---|---|---|---|---|${buckets.map(() => "---|").join("")}---|`)
+  for (const { w, raw } of results) {
+    const inside = (xs: typeof raw) => xs.filter(([, a, , , , lo, hi]) => a >= lo && a <= hi).length
+    let lo = 0
+    const cells = buckets.map(([, hi]) => {
+      const xs = raw.filter(([est]) => est >= lo && est < hi)
+      lo = hi
+      return `${pct(inside(xs), xs.length)} (${xs.length})`
+    })
+    const widths = raw.map(([est, , , , , l, h]) => (h - l) / Math.max(1, est))
+    out(
+      `| ${w.name} | ${raw.length} | ${pct(inside(raw), raw.length)} | ${pct(raw.filter(([, a, , , , l]) => a < l).length, raw.length)} | ${pct(raw.filter(([, a, , , , , h]) => a > h).length, raw.length)} | ${cells.join(" | ")} | ${fmt(quantile(widths, 0.5), 2)} |`
+    )
+  }
+  out("")
+  out(
+    `### Point estimate vs an oracle told which PRs are bad (same runs; error of the time left, |estimated − actual| / actual)`
+  )
+  out("")
+  out(
+    "| workload | median error: estimate | oracle | estimate / oracle | p90: estimate | oracle | mean actual / estimated while degraded | oracle's | estimate time p50 | p99 |"
+  )
+  out("|---|---|---|---|---|---|---|---|---|---|")
+  for (const { w, raw, ms } of results) {
+    const err = raw.map(([est, a]) => Math.abs(est - a) / a)
+    const oErr = raw.filter((r) => Number.isFinite(r[7])).map(([, a, , , , , , o]) => Math.abs(o - a) / a)
+    const deg = raw.filter((r) => r[4] === 1)
+    const mean = (xs: number[]) => (xs.length === 0 ? Number.NaN : xs.reduce((a, b) => a + b, 0) / xs.length)
+    const opt = mean(deg.map(([est, a]) => a / Math.max(1, est)))
+    const oOpt = mean(deg.filter((r) => Number.isFinite(r[7])).map(([, a, , , , , , o]) => a / Math.max(1, o)))
+    out(
+      `| ${w.name} | ${fmt(100 * quantile(err, 0.5), 0)}% | ${fmt(100 * quantile(oErr, 0.5), 0)}% | ${fmt(quantile(err, 0.5) / quantile(oErr, 0.5), 2)}× | ${fmt(100 * quantile(err, 0.9), 0)}% | ${fmt(100 * quantile(oErr, 0.9), 0)}% | ${Number.isNaN(opt) ? "-" : `${fmt(opt, 2)}× (${deg.length})`} | ${Number.isNaN(oOpt) ? "-" : `${fmt(oOpt, 2)}×`} | ${fmt(quantile(ms, 0.5), 2)} ms | ${fmt(quantile(ms, 0.99), 2)} ms |`
+    )
+  }
+  out("")
+  out(`(${fmt(seconds, 0)} s for these tables; load average ${loadavg()[0]!.toFixed(1)} at the end)`)
+  out("")
+}
+
 const main = () => {
   const lines: string[] = []
   const out = (s: string) => {
@@ -872,8 +1010,8 @@ const main = () => {
     row("single, adaptive (bounds: depth 8, batches ≤ 8)", perfAdaptive)
     out("")
     // the estimate time on the states of the adaptive queue above (the estimates' table)
-    if (want("estimates")) estimateTimeTable(out, estimateStates)
-  } else if (want("estimates")) estimateTimeTable(out, adaptive500(false).states)
+    if (want("estimates") || want("esttime")) estimateTimeTable(out, estimateStates)
+  } else if (want("estimates") || want("esttime")) estimateTimeTable(out, adaptive500(false).states)
   const best = want("single") || want("adaptive") ? searchBest() : null
   if (want("single")) {
     const all = [...settings, best!, ADAPTIVE]
@@ -957,6 +1095,7 @@ const main = () => {
     out("")
   }
   if (want("estimates")) estimateAccuracyTables(out)
+  if (want("ranges")) rangeTables(out)
   if (want("parallel")) {
     out(`### Parallel vs single mode: PRs touch 1–3 of 20 targets, concurrency 8, f = ${F}, CI budget 8`)
     out("")

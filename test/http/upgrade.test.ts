@@ -50,7 +50,6 @@ describe("upgrades", () => {
     const migrations = await count()
     await db.close()
 
-    const started = performance.now()
     const server = await run(["src/main.ts"], { DATA_DIR: dataDir, DATABASE_URL: "" })
     expect(server.code).not.toBe(0)
     expect(server.err).toContain("greenline could not start")
@@ -58,7 +57,6 @@ describe("upgrades", () => {
       `migration 9999_from_the_future was applied by Greenline 9.1.0, and this is Greenline ${APP_VERSION}`
     )
     expect(server.err).toContain("run Greenline 9.1.0 or later")
-    expect(performance.now() - started).toBeLessThan(30_000)
 
     // the same entry point runs the CLI: the dry run says so too, and so does a migrate
     const plan = await run(["src/main.ts", "migrate", "--dry-run"], { DATA_DIR: dataDir, DATABASE_URL: "" })

@@ -165,6 +165,7 @@ describe("estimates under a freeze", () => {
     for (const id of ["e5", "e6"]) {
       expect(open.byEntry.get(id)!.mergeAt!).toBeLessThan(until)
       expect(held.byEntry.get(id)!.mergeAt).toBe(until)
+      expect(held.byEntry.get(id)!.mergeRange?.earliest ?? until).toBeGreaterThanOrEqual(until)
       expect(held.byEntry.get(id)!.testingStartAt).toBe(open.byEntry.get(id)!.testingStartAt)
     }
     const all = estimateWithFreeze({ ...kit.state, freeze: { ...kit.state.freeze!, mode: "all" } }, kit.now)

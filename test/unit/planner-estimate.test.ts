@@ -3,10 +3,19 @@
  * are drawn from, and estimates of queues whose answer is known.
  */
 import { describe, expect, test } from "bun:test"
-import { BUILD_MS, estimateQueue, MERGE_MS, MIN_REMAINING_MS } from "../../src/queue/planner/estimate.ts"
+import {
+  BUILD_MS,
+  estimateQueue,
+  MERGE_MS,
+  MIN_REMAINING_MS,
+  quantileSorted,
+  RANGE_MIN_SHARE,
+  RANGE_WIDEN_HIGH,
+  rangeAround
+} from "../../src/queue/planner/estimate.ts"
 import { drawFailing, recentFailureRate, remainingDraw } from "../../src/queue/planner/estimatePoint.ts"
 import type { Entry, EntryState } from "../../src/queue/planner/index.ts"
-import { makeKit, passOneByOne, submitted } from "../support/plannerKit.ts"
+import { makeKit, pass, passOneByOne, runOf, submitted } from "../support/plannerKit.ts"
 
 const MIN = 60_000
 
@@ -121,5 +130,66 @@ describe("estimateQueue", () => {
     expect(ahead).toBe(20 * MIN + MERGE_MS)
     // serial: PR 6 is built and tested after PR 5 merged (the median of the sampled futures: PR 5 passes in most)
     expect(behind).toBe(ahead + BUILD_MS + 30 * MIN + MERGE_MS)
+  })
+})
+
+describe("ranges (issue #35)", () => {
+  test("quantileSorted interpolates between the closest ranks", () => {
+    const xs = [0, 10, 20, 30, 40, 50, 60, 70, 80, 90, 100]
+    expect(quantileSorted(xs, 0.1)).toBe(10)
+    expect(quantileSorted(xs, 0.9)).toBe(90)
+    expect(quantileSorted([0, 10], 0.25)).toBe(2.5)
+    expect(quantileSorted([7], 0.9)).toBe(7)
+  })
+
+  test("rangeAround widens the sampled quantiles, spans a share of the time left, and never starts before now", () => {
+    const now = 1_000 * MIN
+    // sampled futures 50..70 minutes around 60: the distance above widened
+    const r = rangeAround(now + 60 * MIN, now + 58 * MIN, now + 70 * MIN, now)
+    expect(r.latest - now).toBeCloseTo(60 * MIN + RANGE_WIDEN_HIGH * 10 * MIN, 6)
+    // the sampled futures barely differ below: at least the minimum share of the 60 minutes left
+    expect(now + 60 * MIN - r.earliest).toBeGreaterThanOrEqual(RANGE_MIN_SHARE * 60 * MIN - 1)
+    // a spread wider than the time left: clipped at now
+    expect(rangeAround(now + 5 * MIN, now - 30 * MIN, now + 6 * MIN, now).earliest).toBe(now)
+  })
+
+  test("runs of varied length: every PR's range holds its point estimate, later PRs have later and wider ranges", () => {
+    const kit = makeKit({ concurrency: 1 })
+    // ten runs of 10 to 55 minutes
+    for (let pr = 1; pr <= 10; pr++) {
+      kit.send(submitted(pr))
+      kit.now += (10 + 5 * (pr - 1)) * MIN
+      pass(kit, runOf(kit, pr))
+    }
+    for (let pr = 11; pr <= 14; pr++) kit.send(submitted(pr))
+    const est = estimateQueue(kit.state, kit.now)
+    let previous: { earliest: number; latest: number } | null = null
+    for (let pr = 11; pr <= 14; pr++) {
+      const e = est.byEntry.get(`e${pr}`)!
+      const r = e.mergeRange!
+      expect(r.earliest).toBeLessThanOrEqual(e.mergeAt!)
+      expect(r.latest).toBeGreaterThan(e.mergeAt!)
+      expect(r.earliest).toBeGreaterThanOrEqual(kit.now)
+      const t = e.testingStartRange!
+      expect(t.earliest).toBeLessThanOrEqual(e.testingStartAt!)
+      expect(t.latest).toBeGreaterThanOrEqual(e.testingStartAt!)
+      if (previous !== null) {
+        expect(r.latest).toBeGreaterThan(previous.latest)
+        expect(r.latest - r.earliest).toBeGreaterThan(previous.latest - previous.earliest)
+      }
+      previous = r
+    }
+    // the same state: the same ranges (seeded from the state)
+    expect(estimateQueue(kit.state, kit.now).byEntry.get("e14")!.mergeRange).toEqual(previous)
+  })
+
+  test("an oracle told which PRs fail: the PR tested on top of a failing one merges later than when none fails", () => {
+    const kit = makeKit({ concurrency: 2 })
+    passOneByOne(kit, 4)
+    for (let pr = 5; pr <= 7; pr++) kit.send(submitted(pr))
+    const none = estimateQueue(kit.state, kit.now, undefined, { failingPrs: new Set() })
+    const fails = estimateQueue(kit.state, kit.now, undefined, { failingPrs: new Set([5]) })
+    // PRs 5 and 6 test together; 6 passes on top of 5 only when 5 passes, else it is tested again after
+    expect(fails.byEntry.get("e6")!.mergeAt! - none.byEntry.get("e6")!.mergeAt!).toBeGreaterThan(20 * MIN)
   })
 })

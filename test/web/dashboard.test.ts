@@ -257,6 +257,9 @@ for (const db of databases) {
         expect(await eta.textContent()).toMatch(/^(in \d+[smhd]|in <1m|any moment)/)
         expect(await eta.getAttribute("title")).toContain("expected to merge")
         expect(Date.parse((await eta.getAttribute("datetime")) ?? "")).not.toBeNaN()
+        // issue #35: the range it merges in 8 times in 10, beside the ETA and on hover
+        expect(await eta.locator(".eta-range").textContent()).toMatch(/^ ?\(.+–.+\)$/)
+        expect(await eta.getAttribute("title")).toContain("between")
         await page.click('#waiting tr[data-pr="7"] a >> text=#7')
         await page.waitForSelector(".pr-eta time.eta")
         // a paused queue has no estimate, and the cell says why on hover

@@ -16,8 +16,10 @@
  *   are spurious: the run behind it passes and it merges); estimatePoint.ts `drawFailing`. Every run that contains a
  *   failing PR fails. A PR that failed in a round is taken to land with the PR that merges next behind it (the
  *   estimate says when it merges if it passes);
- * - only the first HORIZON PRs are simulated; the ones behind get the simulated throughput, measured from the first
- *   merge to the last;
+ * - only the first RANGE_HORIZON PRs are simulated; the ones behind get the simulated throughput, measured from the
+ *   first merge to the last;
+ * - issue #35: each estimate also gets a range, the RANGE_LOW and RANGE_HIGH quantiles over the rounds (at least
+ *   RANGE_ROUNDS of them) widened by `rangeAround`, calibrated in the simulator (docs/simulator.md);
  * - each estimate is the median over the rounds, moving to their mean as the failure rate rises (RESTART_FROM);
  * - adaptive mode: the simulation keeps the current choice (the settings the next runs start with); it does not
  *   adapt further or record observations, so each simulated step costs what a fixed queue's does.
@@ -37,9 +39,8 @@ export const HORIZON = 40
 /** Fewer finished runs than this (and no prior given): no estimate. */
 export const MIN_FINISHED_RUNS = 3
 const MAX_STEPS = 20_000
-/** Forward simulations per estimate: about ROUND_BUDGET simulated PRs in all, between MIN_ROUNDS and MAX_ROUNDS. */
+/** Forward simulations per estimate: about ROUND_BUDGET simulated PRs in all, between RANGE_ROUNDS and MAX_ROUNDS. */
 const ROUND_BUDGET = 80
-const MIN_ROUNDS = 1
 /**
  * Each estimate is the median over the rounds while PRs rarely fail; as the failure rate q rises from RESTART_FROM
  * to RESTART_FROM + RESTART_SPAN it moves to the mean, which counts the restarts a failing PR ahead causes (the
@@ -48,6 +49,30 @@ const MIN_ROUNDS = 1
 export const RESTART_FROM = 0.05
 export const RESTART_SPAN = 0.1
 const MAX_ROUNDS = 24
+/** At least this many forward simulations, so that the range's quantiles have samples (issue #35). */
+export const RANGE_ROUNDS = 10
+/**
+ * With RANGE_ROUNDS rounds, PRs simulated with the planner (the rest extrapolated): RANGE_BUDGET simulated PRs in
+ * all, so that a long queue's estimate costs about 3 times (measured at the median) what the point estimate's 2 rounds
+ * of HORIZON did.
+ */
+export const RANGE_BUDGET = 160
+export const RANGE_HORIZON = Math.min(HORIZON, Math.floor(RANGE_BUDGET / RANGE_ROUNDS))
+/** The quantiles of the sampled futures the range is built from (issue #35). */
+export const RANGE_LOW = 0.1
+export const RANGE_HIGH = 0.9
+/** How far the range reaches beyond the sampled quantiles, below and above the central value (rangeAround). */
+export const RANGE_WIDEN_LOW = 1.4
+export const RANGE_WIDEN_HIGH = 1.4
+/** The range spans at least this share of the time left on each side of the central value. */
+export const RANGE_MIN_SHARE = 0.15
+/**
+ * Below the central value the range reaches at least RANGE_MIN_SHARE of the time left plus this share per hour
+ * left, up to RANGE_MAX_SHARE_BELOW: long estimates freeze adaptive mode's current choice, which a long queue
+ * outgrows by batching more (measured pessimistic: actual / estimated 0.55 at the median for ≥ 3 h at 12 PRs/h).
+ */
+export const RANGE_SHARE_PER_HOUR = 0.1
+export const RANGE_MAX_SHARE_BELOW = 0.6
 /** The failure rate drawn from is at least that of the last RECENT_PRS PRs, with the observed rate as a prior worth
  * RECENT_PRIOR PRs (estimatePoint.ts `recentFailureRate`). */
 export const RECENT_PRS = 20
@@ -59,9 +84,18 @@ export const MIN_REMAINING_MS = 60_000
 
 export type UnavailableReason = "FEWER_THAN_3_FINISHED_RUNS" | "QUEUE_PAUSED" | "NOT_READY"
 
+/** A range of times (ms since the epoch): the RANGE_LOW and RANGE_HIGH quantiles of the sampled futures (issue #35). */
+export interface TimeRange {
+  readonly earliest: number
+  readonly latest: number
+}
+
 export interface EntryEstimate {
   readonly testingStartAt: number | null
   readonly mergeAt: number | null
+  /** null when `mergeAt` is */
+  readonly mergeRange: TimeRange | null
+  readonly testingStartRange: TimeRange | null
   readonly unavailableReason: UnavailableReason | null
 }
 
@@ -84,8 +118,18 @@ interface Timed {
  * Estimates for the entries of `state` at time `now`. `prior`: observations to use when the queue has fewer than
  * three finished runs of its own (the repository's other queues); without one such a queue gets no estimate.
  */
-export const estimateQueue = (state: QueueState, now: number, prior?: QueueStats): QueueEstimate =>
-  compute(state, now, prior, makePlannerMemo())
+export const estimateQueue = (
+  state: QueueState,
+  now: number,
+  prior?: QueueStats,
+  options?: EstimateOptions
+): QueueEstimate => compute(state, now, prior, makePlannerMemo(), options)
+
+/** Options of the simulator's bounds (test/bench/queue-sim.ts); the service passes none. */
+export interface EstimateOptions {
+  /** an oracle: the PR numbers that will fail, instead of drawing them with the failure rate */
+  readonly failingPrs?: ReadonlySet<number>
+}
 
 const none = (reason: UnavailableReason, state: QueueState, ciMedianMs: number, failureRate: number) => {
   const byEntry = new Map<string, EntryEstimate>()
@@ -94,6 +138,8 @@ const none = (reason: UnavailableReason, state: QueueState, ciMedianMs: number, 
     byEntry.set(e.id, {
       testingStartAt: null,
       mergeAt: null,
+      mergeRange: null,
+      testingStartRange: null,
       unavailableReason: e.state === "not_ready" ? "NOT_READY" : reason
     })
   }
@@ -101,7 +147,13 @@ const none = (reason: UnavailableReason, state: QueueState, ciMedianMs: number, 
 }
 
 /** `memo`: the simulation's own, for its many steps of one queue. */
-const compute = (state: QueueState, now: number, prior: QueueStats | undefined, memo: PlannerMemo): QueueEstimate => {
+const compute = (
+  state: QueueState,
+  now: number,
+  prior: QueueStats | undefined,
+  memo: PlannerMemo,
+  options?: EstimateOptions
+): QueueEstimate => {
   const own = statsOf(state)
   const stats = own.finishedRuns >= MIN_FINISHED_RUNS || prior === undefined ? own : prior
   const o = observe(stats, memo)
@@ -118,7 +170,7 @@ const compute = (state: QueueState, now: number, prior: QueueStats | undefined, 
   for (const e of state.entries) {
     if (isTerminal(e)) continue
     const inChain = e.state !== "not_ready"
-    if (inChain && chain >= HORIZON && e.runId === null && e.state === "pending") {
+    if (inChain && chain >= RANGE_HORIZON && e.runId === null && e.state === "pending") {
       behind.push(e)
       continue
     }
@@ -134,11 +186,12 @@ const compute = (state: QueueState, now: number, prior: QueueStats | undefined, 
   const f = 0
   // a seed of the state's own: the same state gives the same estimate
   const rng = mulberry32(state.nextSeq * 7919 + state.entries.length * 31 + state.runs.length)
-  const rounds = Math.min(MAX_ROUNDS, Math.max(MIN_ROUNDS, Math.floor(ROUND_BUDGET / Math.max(1, chain))))
+  const rounds = Math.min(MAX_ROUNDS, Math.max(RANGE_ROUNDS, Math.floor(ROUND_BUDGET / Math.max(1, chain))))
   const mergeSum = new Map<string, number[]>()
   const startSum = new Map<string, number[]>()
-  let perMsSum = 0
-  let lastMergeSum = 0
+  // per round: the last simulated merge and the simulated throughput, for the PRs behind the simulated part
+  const lastMerges: number[] = []
+  const perMss: number[] = []
   const add = (m: Map<string, number[]>, id: string, v: number) => {
     const x = m.get(id)
     if (x === undefined) m.set(id, [v])
@@ -146,7 +199,7 @@ const compute = (state: QueueState, now: number, prior: QueueStats | undefined, 
   }
   const order = kept.filter((e) => e.state !== "not_ready")
   for (let round = 0; round < rounds; round++) {
-    const once = simulateOnce(state, kept, now, q, f, pendingFails, durations, rng, memo)
+    const once = simulateOnce(state, kept, now, q, f, pendingFails, durations, rng, memo, options?.failingPrs)
     // a PR that failed in this round lands with the next one that merges behind it
     let nextMerge: number | null = null
     for (let i = order.length - 1; i >= 0; i--) {
@@ -162,42 +215,49 @@ const compute = (state: QueueState, now: number, prior: QueueStats | undefined, 
     const times = [...once.merged.values()].sort((a, b) => a - b)
     const first = times[0]
     const last = times[times.length - 1] ?? once.end
-    lastMergeSum += last
-    perMsSum += times.length >= 2 && first !== undefined && last > first ? (times.length - 1) / (last - first) : 0
+    lastMerges.push(last)
+    perMss.push(times.length >= 2 && first !== undefined && last > first ? (times.length - 1) / (last - first) : 0)
   }
   // the median over the rounds, towards the mean as q rises
   const restartWeight = Math.min(1, Math.max(0, (q - RESTART_FROM) / RESTART_SPAN))
-  const central = (m: Map<string, number[]>, id: string) => {
-    const x = m.get(id)
-    if (x === undefined) return null
+  const summary = (x: number[] | undefined): { central: number; range: TimeRange } | null => {
+    if (x === undefined || x.length === 0) return null
     x.sort((a, b) => a - b)
     const med = x[Math.floor((x.length - 1) / 2)]!
     const avg = x.reduce((a, b) => a + b, 0) / x.length
-    return med + restartWeight * (avg - med)
+    const central = med + restartWeight * (avg - med)
+    return { central, range: rangeAround(central, quantileSorted(x, RANGE_LOW), quantileSorted(x, RANGE_HIGH), now) }
   }
   const byEntry = new Map<string, EntryEstimate>()
   for (const e of kept) {
     if (e.state === "not_ready") {
-      byEntry.set(e.id, { testingStartAt: null, mergeAt: null, unavailableReason: "NOT_READY" })
+      byEntry.set(e.id, {
+        testingStartAt: null,
+        mergeAt: null,
+        mergeRange: null,
+        testingStartRange: null,
+        unavailableReason: "NOT_READY"
+      })
       continue
     }
-    const m = central(mergeSum, e.id)
-    const st = central(startSum, e.id)
-    byEntry.set(e.id, {
-      testingStartAt: st ?? (m === null ? null : Math.max(now, m - ci - BUILD_MS)),
-      mergeAt: m,
-      unavailableReason: null
-    })
+    const m = summary(mergeSum.get(e.id))
+    const st = summary(startSum.get(e.id))
+    byEntry.set(e.id, startAndMerge(st, m, now, ci))
   }
-  const perMs = perMsSum / rounds
-  const lastMerge = lastMergeSum / rounds
+  const perMs = perMss.reduce((a, b) => a + b, 0) / rounds
+  const lastMerge = lastMerges.reduce((a, b) => a + b, 0) / rounds
   behind.forEach((e, k) => {
-    const m = perMs > 0 ? lastMerge + (k + 1) / perMs : null
-    byEntry.set(e.id, {
-      testingStartAt: m === null ? null : Math.max(now, m - ci - BUILD_MS),
-      mergeAt: m,
-      unavailableReason: null
-    })
+    if (perMs <= 0) {
+      byEntry.set(e.id, startAndMerge(null, null, now, ci))
+      return
+    }
+    // the point estimate from the mean throughput; the range from each round's own
+    const central = lastMerge + (k + 1) / perMs
+    const xs: number[] = []
+    for (let r = 0; r < rounds; r++) xs.push(lastMerges[r]! + (perMss[r]! > 0 ? (k + 1) / perMss[r]! : (k + 1) / perMs))
+    xs.sort((a, b) => a - b)
+    const range = rangeAround(central, quantileSorted(xs, RANGE_LOW), quantileSorted(xs, RANGE_HIGH), now)
+    byEntry.set(e.id, startAndMerge(null, { central, range }, now, ci))
   })
   return { unavailableReason: null, byEntry, ciMedianMs: ci, failureRate: q }
 }
@@ -213,9 +273,13 @@ const simulateOnce = (
   pendingFails: number,
   durations: readonly number[],
   rng: () => number,
-  memo: PlannerMemo
+  memo: PlannerMemo,
+  oracle: ReadonlySet<number> | undefined
 ): { merged: Map<string, number>; started: Map<string, number>; end: number } => {
-  const failing = drawFailing(kept, q, pendingFails, rng)
+  const failing =
+    oracle === undefined
+      ? drawFailing(kept, q, pendingFails, rng)
+      : new Set(kept.filter((e) => oracle.has(e.prNumber)).map((e) => e.id))
   const duration = () => durations[Math.floor(rng() * durations.length)]!
   // adaptive mode: the forward simulation keeps the current choice (the settings the next runs start with) and
   // records no observations, so its steps cost what a fixed queue's do
@@ -312,6 +376,46 @@ const mulberry32 = (seed: number) => {
     t = Math.imul(t ^ (t >>> 15), t | 1)
     t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
     return ((t ^ (t >>> 14)) >>> 0) / 4294967296
+  }
+}
+
+/** The `q` quantile of ascending `xs` (not empty), interpolated between the closest ranks. */
+export const quantileSorted = (xs: readonly number[], q: number): number => {
+  const at = q * (xs.length - 1)
+  const lo = Math.floor(at)
+  const hi = Math.min(xs.length - 1, lo + 1)
+  return xs[lo]! + (at - lo) * (xs[hi]! - xs[lo]!)
+}
+
+/**
+ * The range reported around a central estimate from the sampled quantiles `low` and `high`: their distances from
+ * the central value widened by RANGE_WIDEN (the sampled futures know the CI durations and failures, not what the
+ * model leaves out: calibrated in the simulator, docs/simulator.md), and at least RANGE_MIN_SHARE of the time left
+ * on each side; never before `now`.
+ */
+export const rangeAround = (central: number, low: number, high: number, now: number): TimeRange => {
+  const left = Math.max(0, central - now)
+  const shareBelow = Math.min(RANGE_MAX_SHARE_BELOW, RANGE_MIN_SHARE + (RANGE_SHARE_PER_HOUR * left) / 3_600_000)
+  const below = Math.max(RANGE_WIDEN_LOW * Math.max(0, central - low), shareBelow * left)
+  const above = Math.max(RANGE_WIDEN_HIGH * Math.max(0, high - central), RANGE_MIN_SHARE * left)
+  return { earliest: Math.max(now, central - below), latest: central + above }
+}
+
+/** An entry's estimate from the summaries of its start and merge times (a missing start: a CI run before its merge). */
+const startAndMerge = (
+  st: { central: number; range: TimeRange } | null,
+  m: { central: number; range: TimeRange } | null,
+  now: number,
+  ci: number
+): EntryEstimate => {
+  const startOf = (t: number) => Math.max(now, t - ci - BUILD_MS)
+  return {
+    testingStartAt: st?.central ?? (m === null ? null : startOf(m.central)),
+    mergeAt: m?.central ?? null,
+    mergeRange: m?.range ?? null,
+    testingStartRange:
+      st?.range ?? (m === null ? null : { earliest: startOf(m.range.earliest), latest: startOf(m.range.latest) }),
+    unavailableReason: null
   }
 }
 

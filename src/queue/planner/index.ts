@@ -7,7 +7,7 @@
  */
 
 export { choose, observe, statsOf } from "./adaptive.ts"
-export type { EntryEstimate, QueueEstimate, UnavailableReason } from "./estimate.ts"
+export type { EntryEstimate, EstimateOptions, QueueEstimate, TimeRange, UnavailableReason } from "./estimate.ts"
 export { estimateQueue } from "./estimate.ts"
 export { laneOf } from "./lanes.ts"
 export {

@@ -1,4 +1,6 @@
-import { Effect, Option } from "effect"
+import { Clock, Effect, Option } from "effect"
+import { estimateOf } from "../estimates.ts"
+import type { CommentEta } from "../Feedback.ts"
 import type { Comment, EntryState, PrStatusState, SetStatus } from "../planner/index.ts"
 import type { RunnerCtx } from "./context.ts"
 
@@ -95,13 +97,29 @@ export const recordNotes = (ctx: RunnerCtx, saved: ReadonlyArray<Comment | SetSt
     }
     if (Option.isNone(ctx.feedback)) return
     const host = ctx.feedback.value
+    // the estimate the comments show (issue #35): one per round that comments on a PR still in the queue
+    // (a status edits the comment too, so it gets the PR's estimate as well)
+    const active =
+      queue.config.commentsEnabled && notes.some((n) => n.to !== "merged" && n.to !== "failed" && n.to !== "cancelled")
+    const now = yield* Clock.currentTimeMillis
+    const estimate = active ? estimateOf(ctx.queueId, null, ctx.state, now) : undefined
+    const entryOf = new Map<number, string>()
+    if (estimate !== undefined)
+      for (const e of ctx.state.entries) if (estimate.byEntry.has(e.id)) entryOf.set(e.prNumber, e.id)
+    const etaOf = (prNumber: number): CommentEta | undefined => {
+      const id = entryOf.get(prNumber)
+      const e = id === undefined ? undefined : estimate?.byEntry.get(id)
+      return e?.mergeAt == null || e.mergeRange === null
+        ? undefined
+        : { now, mergeAt: e.mergeAt, earliest: e.mergeRange.earliest, latest: e.mergeRange.latest }
+    }
     yield* Effect.forEach(
       notes,
       (n) =>
         n._tag === "SetStatus"
-          ? host.status(queue, n, context)
+          ? host.status(queue, n, context, etaOf(n.prNumber))
           : queue.config.commentsEnabled
-            ? host.comment(queue, n)
+            ? host.comment(queue, n, etaOf(n.prNumber))
             : Effect.void,
       { concurrency: 4, discard: true }
     )

@@ -170,6 +170,7 @@ export const PrPage = ({ repo, number, branch }: { repo: RepoKey; number: number
               <Eta
                 mergeAt={pr.estimatedMergeAt}
                 testingStartAt={pr.estimatedTestingStartAt}
+                range={pr.estimatedMergeRange}
                 unavailable={pr.estimateUnavailableReason}
               />
             </span>

@@ -322,6 +322,7 @@ export const QueuePage = ({ repo, branch }: { repo: RepoKey; branch: string }) =
                       <Eta
                         mergeAt={e.estimatedMergeAt}
                         testingStartAt={e.estimatedTestingStartAt}
+                        range={e.estimatedMergeRange}
                         unavailable={e.estimateUnavailableReason}
                         now={now}
                       />

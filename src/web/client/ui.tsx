@@ -65,18 +65,26 @@ const NO_ESTIMATE: Record<string, string> = {
   NOT_READY: "no estimate until it is ready"
 }
 
+/** A time left in words without "in": "any moment", "<1m", "40m", "1.2h". */
+const left = (iso: string, now: number) => {
+  const s = fromNow(iso, now)
+  return s.startsWith("in ") ? s.slice(3) : s
+}
+
 /**
  * An entry's ETA: when it is expected to merge (relative, with the absolute time and the expected testing start on
- * hover), or "—" with the reason there is none.
+ * hover) and the range it merges in 8 times in 10 (issue #35), or "—" with the reason there is none.
  */
 export const Eta = ({
   mergeAt,
   testingStartAt,
+  range,
   unavailable,
   now = Date.now()
 }: {
   mergeAt: string | null | undefined
   testingStartAt?: string | null | undefined
+  range?: { readonly earliest: string; readonly latest: string } | null | undefined
   unavailable?: string | null | undefined
   now?: number
 }) => {
@@ -94,9 +102,19 @@ export const Eta = ({
     testingStartAt === null || testingStartAt === undefined || Date.parse(testingStartAt) <= now
       ? ""
       : ` · testing starts ${fromNow(testingStartAt, now)} (${new Date(testingStartAt).toLocaleString()})`
+  const between =
+    range === null || range === undefined
+      ? ""
+      : ` · between ${new Date(range.earliest).toLocaleString()} and ${new Date(range.latest).toLocaleString()}`
   return (
-    <time class="eta" dateTime={mergeAt} title={`expected to merge ${at.toLocaleString()}${start}`}>
+    <time class="eta" dateTime={mergeAt} title={`expected to merge ${at.toLocaleString()}${between}${start}`}>
       {fromNow(mergeAt, now)}
+      {range !== null && range !== undefined && (
+        <span class="eta-range muted">
+          {" "}
+          ({left(range.earliest, now)}–{left(range.latest, now)})
+        </span>
+      )}
     </time>
   )
 }
