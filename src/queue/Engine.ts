@@ -3,6 +3,7 @@ import { Context, type Effect, type Option } from "effect"
 import type { QueueError } from "./errors.ts"
 import type { FreezeStore } from "./freezeStore.ts"
 import type { PullRequestInfo } from "./GitHost.ts"
+import type { Preview, PreviewAction } from "./preview.ts"
 import type { QueueRepoShape, QueueRow } from "./QueueRepo.ts"
 import type {
   AdaptiveChoiceView,
@@ -144,6 +145,8 @@ export interface EngineShape {
   readonly wake: (queueId: string) => Effect.Effect<void>
   /** extension (#31): the freezes of repositories and queues (freezeStore.ts); writes run in the caller's transaction */
   readonly freezes: FreezeStore
+  /** extension (#31): what an action would do (preview.ts), read-only; PR_NOT_ACTIVE when its PR is not in the queue */
+  readonly preview: (queue: QueueRow, action: PreviewAction) => Effect.Effect<Preview, QueueError | SqlError>
   readonly ciOutput: (
     id: string
   ) => Effect.Effect<Option.Option<{ readonly output: string; readonly exitCode: number | null }>, SqlError>

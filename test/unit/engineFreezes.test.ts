@@ -1,7 +1,8 @@
 /**
  * Freezes (#31) through the engine, without a server: the memory Git host and CI, the real storage on PGlite, the
  * queue's runner stepped by ticks, and a test clock (Effect's TestClock) that the test moves: a freeze ends when the
- * test moves the clock past it, and the runner's wake-up at that time merges what waited.
+ * test moves the clock past it, and the runner's wake-up at that time merges what waited. Then impact previews (also
+ * #31): each action is previewed, then applied, and the runs it interrupted and the PRs it tested again are compared.
  */
 
 import { afterEach, beforeAll, expect, test } from "bun:test"
@@ -11,6 +12,7 @@ import { Engine, EngineRunner, type QueueKey, type QueueRow } from "../../src/qu
 import type { FreezeInput } from "../../src/queue/freezeStore.ts"
 import type { MergeSchedule } from "../../src/queue/freezes.ts"
 import { renderQueueMetrics } from "../../src/queue/metricsReport.ts"
+import type { PreviewAction } from "../../src/queue/preview.ts"
 import { defaultQueueConfig, type QueueConfig } from "../../src/queue/schemas.ts"
 import { Tenancy } from "../../src/tenancy/Tenancy.ts"
 import { engineTestLayer, type Files, makeMemoryCi, makeMemoryGit } from "../support/layers.ts"
@@ -155,6 +157,52 @@ const setup = async (start: number, config: Partial<QueueConfig> = {}) => {
       const line = text.split("\n").find((l) => l.startsWith(`${name}{`) && l.includes('queue_type="main"'))
       return Number(line?.split(" ").at(-1))
     },
+    preview: (action: PreviewAction) => run(Effect.flatMap(Engine, (e) => e.preview(queue, action))),
+    /** the ids of cancelled runs, and each active PR's run */
+    runs: () =>
+      run(
+        Effect.gen(function* () {
+          const sql = yield* SqlClient.SqlClient
+          const cancelled = yield* sql<{ id: string }>`select id from test_runs where status = 'cancelled'`
+          const entries = yield* sql<{ pr_number: number; run_id: string | null }>`
+            select pr_number, run_id from entries where state in ('pending', 'testing', 'tests_passed')`
+          return {
+            cancelled: new Set(cancelled.map((r) => r.id)),
+            runOf: new Map(entries.map((e) => [Number(e.pr_number), e.run_id]))
+          }
+        })
+      ),
+    /** what cancelPullRequest, restartTestsOnPullRequest and a new priority do: a write, then the wake-up */
+    act: (action: PreviewAction) =>
+      run(
+        Effect.gen(function* () {
+          const engine = yield* Engine
+          const sql = yield* SqlClient.SqlClient
+          if (action._tag === "cancel") yield* sql.withTransaction(engine.cancel(queue, action.prNumber))
+          else if (action._tag === "restart") yield* sql.withTransaction(engine.restart(queue, action.prNumber))
+          else {
+            const read = yield* engine.readPullRequest(queue, action.prNumber)
+            yield* engine.submitBatched({
+              queue,
+              prNumber: action.prNumber,
+              priority: action.priority,
+              noBatch: undefined,
+              pr: read
+            })
+          }
+          yield* engine.wake(queue.id)
+        })
+      ),
+    targets: (n: number, targets: ReadonlyArray<string>) =>
+      run(
+        Effect.gen(function* () {
+          const engine = yield* Engine
+          const sql = yield* SqlClient.SqlClient
+          const read = yield* engine.readPullRequest(queue, n)
+          yield* sql.withTransaction(engine.setImpactedTargets(queue, n, read.headSha, targets))
+          yield* engine.wake(queue.id)
+        })
+      ),
     events: () =>
       run(
         Effect.map(
@@ -320,3 +368,47 @@ test(
   },
   TIMEOUT
 )
+
+for (const mode of ["single", "parallel"] as const) {
+  for (const action of [
+    { _tag: "cancel", prNumber: 2 },
+    { _tag: "restart", prNumber: 1 },
+    { _tag: "priority", prNumber: 3, priority: 0 }
+  ] satisfies ReadonlyArray<PreviewAction>) {
+    test(
+      `${mode}: the preview of a ${action._tag} of #${action.prNumber} names the runs it interrupts and the PRs it tests again`,
+      async () => {
+        const s = await setup(Date.UTC(2026, 2, 2, 10), { mode })
+        s.ci.hold()
+        for (const n of [1, 2, 3]) s.repo.openPr(n, { [`pr-${n}.txt`]: `${n}\n` })
+        for (const n of [1, 2, 3]) await s.submit(n)
+        if (mode === "parallel") for (const n of [1, 2, 3]) await s.targets(n, ["app"])
+        for (const n of [1, 2, 3]) await s.waitState(n, "testing")
+        await s.later(10 * 60_000)
+        const preview = await s.preview(action)
+        expect(preview.interruptedRuns.length).toBeGreaterThan(0)
+        expect(preview.retestedPrs.length).toBeGreaterThan(0)
+        if (action._tag === "cancel") expect(preview.retestedPrs).toEqual([3])
+        expect(preview.estimates.map((e) => e.prNumber)).toEqual([1, 2, 3])
+        for (const r of preview.interruptedRuns) expect(r.runningSeconds).toBeGreaterThanOrEqual(600)
+        const before = await s.runs()
+        await s.act(action)
+        await s.until("the action's runs cancelled", async () => {
+          const now = await s.runs()
+          return now.cancelled.size >= before.cancelled.size + preview.interruptedRuns.length
+        })
+        await s.tick()
+        const after = await s.runs()
+        const interrupted = [...after.cancelled].filter((id) => !before.cancelled.has(id)).sort()
+        expect(interrupted).toEqual(preview.interruptedRuns.map((r) => r.testRunId).sort())
+        const retested = [...before.runOf]
+          .filter(([pr, run]) => run !== null && after.runOf.has(pr) && after.runOf.get(pr) !== run)
+          .map(([pr]) => pr)
+          .sort()
+        expect(retested).toEqual([...preview.retestedPrs].sort())
+        s.ci.release()
+      },
+      TIMEOUT
+    )
+  }
+}

@@ -18,6 +18,7 @@ import { PrFeedback } from "../Feedback.ts"
 import { makeFreezeStore } from "../freezeStore.ts"
 import { GitHost } from "../GitHost.ts"
 import { initialState, type QueueState, type QueueStats, type RunRecord } from "../planner/index.ts"
+import { previewOf } from "../preview.ts"
 import { QueueEnv } from "../QueueEnv.ts"
 import { QueueRepo, type QueueRow, queueOfColumns } from "../QueueRepo.ts"
 import { entryRecord, estimateKey, pendingEvents, pendingState, positionOf, viewOf } from "../queueView.ts"
@@ -264,6 +265,18 @@ export const EngineLive = Layer.scopedContext(
 
     const engine: EngineShape = {
       freezes,
+      preview: (queue, action) =>
+        Effect.gen(function* () {
+          const state = yield* runtimeOf(queue)
+          const rows = yield* activeEntries(queue.id)
+          const now = yield* Clock.currentTimeMillis
+          const pending = pendingState(queue, state, rows, now).state
+          const out = previewOf(pending, action, now, yield* priorFor(queue, pending))
+          if (out === null) {
+            return yield* new PrNotActive({ message: `pull request #${action.prNumber} is not in the queue` })
+          }
+          return out
+        }),
       queueCreated: (queue) =>
         Effect.gen(function* () {
           const tip = yield* git
