@@ -11,6 +11,7 @@ import * as FH from "../flaky/history.ts"
 import * as F from "../flaky/schemas.ts"
 import * as QA from "../queue/activity.ts"
 import * as FZ from "../queue/freezeSchemas.ts"
+import * as PV from "../queue/previewSchemas.ts"
 import * as Q from "../queue/schemas.ts"
 import * as T from "./adminSchemas.ts"
 import * as D from "./dashboardSchemas.ts"
@@ -218,7 +219,21 @@ export const ops = {
   listFreezes: post("listFreezes", "/listFreezes", FZ.ListFreezesRequest, FZ.ListFreezesResponse),
   updateFreeze: post("updateFreeze", "/updateFreeze", FZ.UpdateFreezeRequest, FZ.Freeze),
   deleteFreeze: post("deleteFreeze", "/deleteFreeze", FZ.FreezeKeyRequest, EmptyObject),
-  setMergeSchedule: post("setMergeSchedule", "/setMergeSchedule", FZ.SetMergeScheduleRequest, FZ.MergeScheduleAnswer)
+  setMergeSchedule: post("setMergeSchedule", "/setMergeSchedule", FZ.SetMergeScheduleRequest, FZ.MergeScheduleAnswer),
+  // extension (#31): impact previews
+  previewCancelPullRequest: post(
+    "previewCancelPullRequest",
+    "/previewCancelPullRequest",
+    Q.PrRequest,
+    PV.ImpactPreview
+  ),
+  previewSubmitPullRequest: post(
+    "previewSubmitPullRequest",
+    "/previewSubmitPullRequest",
+    PV.PreviewPriorityRequest,
+    PV.ImpactPreview
+  ),
+  previewRestartTests: post("previewRestartTests", "/previewRestartTests", Q.PrRequest, PV.ImpactPreview)
 } as const
 
 export type Ops = typeof ops
@@ -341,6 +356,15 @@ export const Api = HttpApi.make("greenline")
       "updateFreeze",
       "deleteFreeze",
       "setMergeSchedule"
+    )
+  )
+  .add(
+    group(
+      "previews",
+      "Extension (#31): what a cancel, a restart or a change of priority would do, computed by the planner, read-only",
+      "previewCancelPullRequest",
+      "previewSubmitPullRequest",
+      "previewRestartTests"
     )
   )
   .annotate(OpenApi.Title, "Greenline merge queue API")

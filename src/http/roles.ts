@@ -90,7 +90,11 @@ export const PERMISSIONS = {
   createFreeze: changes("maintain"),
   updateFreeze: changes("maintain"),
   deleteFreeze: changes("maintain"),
-  setMergeSchedule: changes("maintain")
+  setMergeSchedule: changes("maintain"),
+  // extension (#31): previews only read
+  previewCancelPullRequest: reads("read"),
+  previewSubmitPullRequest: reads("read"),
+  previewRestartTests: reads("read")
 } as const satisfies { readonly [N in OpName]: Permission }
 
 export type Permissions = { readonly [N in OpName]: Permission }

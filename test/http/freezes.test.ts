@@ -158,6 +158,35 @@ for (const db of databases) {
       expect(after.freeze).toBeNull()
     })
 
+    test("impact previews answer over HTTP and change nothing; a PR not in the queue is 409 PR_NOT_ACTIVE", async () => {
+      const paused = key
+      git.createPr(5, { files: { "pr5.txt": "5" } })
+      await ok("updateQueue", { ...paused, state: "paused" })
+      expect(code(await call("previewCancelPullRequest", { ...paused, pr: { number: 5 } }))).toEqual([
+        409,
+        "PR_NOT_ACTIVE"
+      ])
+      await ok("submitPullRequest", { ...paused, pr: { number: 5 } })
+      for (const [op, extra] of [
+        ["previewCancelPullRequest", {}],
+        ["previewRestartTests", {}],
+        ["previewSubmitPullRequest", { priority: "urgent" }]
+      ] as const) {
+        const p = await ok<{
+          interruptedRuns: unknown[]
+          retestedPrs: number[]
+          estimates: Array<{ prNumber: number }>
+        }>(op, { ...paused, pr: { number: 5 }, ...extra }, write)
+        expect(p.interruptedRuns).toEqual([])
+        expect(p.retestedPrs).toEqual([])
+        expect(p.estimates.map((e) => e.prNumber)).toEqual([5])
+      }
+      const pr = await ok<{ state: string }>("getSubmittedPullRequest", { ...paused, pr: { number: 5 } })
+      expect(pr.state).toBe("pending")
+      await ok("cancelPullRequest", { ...paused, pr: { number: 5 } })
+      await ok("updateQueue", { ...paused, state: "running" })
+    })
+
     test("roles: a write token reads freezes but changes none, and cannot submit with ignoreFreeze; the audit log names who did", async () => {
       expect(await ok<object>("listFreezes", { repo }, write)).toEqual({ freezes: [] })
       expect(code(await call("createFreeze", { ...key, reason: "x" }, write))).toEqual([403, "PERMISSION_DENIED"])

@@ -175,6 +175,9 @@ const CASES: { readonly [N in OpName]: Case } = {
     call: () => ({ json: { repo, id: "00000000-0000-4000-8000-000000000000", reason: "x" } }),
     allowed: [404]
   },
+  previewCancelPullRequest: { role: "read", call: () => ({ json: { ...key, pr: { number: 1 } } }) },
+  previewRestartTests: { role: "read", call: () => ({ json: { ...key, pr: { number: 1 } } }) },
+  previewSubmitPullRequest: { role: "read", call: () => ({ json: { ...key, pr: { number: 1 }, priority: "urgent" } }) },
   setMergeSchedule: { role: "maintain", call: () => ({ json: { ...key, schedule: null } }) },
   deleteFreeze: {
     role: "maintain",

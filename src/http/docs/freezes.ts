@@ -18,7 +18,17 @@ const freeze = {
   nextStartAt: null
 }
 
-/** Extension (#31): freezes. */
+const preview = {
+  interruptedRuns: [{ testRunId: "3f1c2a9e-5b7d-4e8f-9a0b-1c2d3e4f5a6b", prNumbers: [43], runningSeconds: 840 }],
+  ciSecondsLost: 840,
+  retestedPrs: [43],
+  estimates: [
+    { prNumber: 42, estimatedMergeAt: "2026-03-02T10:30:00.000Z", estimatedMergeAtAfter: null },
+    { prNumber: 43, estimatedMergeAt: "2026-03-02T10:45:00.000Z", estimatedMergeAtAfter: "2026-03-02T11:05:00.000Z" }
+  ]
+}
+
+/** Extension (#31): freezes, merge schedules and impact previews. */
 export const FREEZE_DOCS = {
   createFreeze: {
     summary: "Freeze a queue (or every queue of a repository)",
@@ -61,5 +71,25 @@ export const FREEZE_DOCS = {
       open: true,
       nextChangeAt: "2026-03-02T23:00:00.000Z"
     }
+  },
+  previewCancelPullRequest: {
+    summary: "Preview a cancel",
+    description:
+      "What cancelPullRequest would do now, computed by the planner on a copy of the queue (read-only): the runs it interrupts with their PRs and how long they have run (`ciSecondsLost`, their sum), the PRs tested again, and every PR's estimated merge time before and after. 409 PR_NOT_ACTIVE when the PR is not in the queue.",
+    request: { repo, targetBranch: "main", pr: { number: 42 } },
+    response: preview
+  },
+  previewSubmitPullRequest: {
+    summary: "Preview a change of priority",
+    description:
+      "What submitting a queued pull request again with `priority` would do (`urgent` interrupts the runs it goes ahead of). As previewCancelPullRequest.",
+    request: { repo, targetBranch: "main", pr: { number: 42 }, priority: "urgent" },
+    response: preview
+  },
+  previewRestartTests: {
+    summary: "Preview a restart",
+    description: "What restartTestsOnPullRequest would do now. As previewCancelPullRequest.",
+    request: { repo, targetBranch: "main", pr: { number: 42 } },
+    response: preview
   }
 } satisfies Partial<Record<OpName, import("./examples.ts").OpDoc>>

@@ -5,7 +5,8 @@ import { Engine } from "../../queue/Engine.ts"
 import { isQueueError, type QueueError } from "../../queue/errors.ts"
 import { type FreezeInput, viewOfFreeze } from "../../queue/freezeStore.ts"
 import { scheduleAt } from "../../queue/freezes.ts"
-import type { RepoRef } from "../../queue/schemas.ts"
+import type { PreviewAction } from "../../queue/preview.ts"
+import { DEFAULT_PRIORITY, PRIORITY_VALUES, type RepoRef } from "../../queue/schemas.ts"
 import type { Principal } from "../../tenancy/principal.ts"
 import { Tenancy } from "../../tenancy/Tenancy.ts"
 import { ops } from "../Api.ts"
@@ -93,7 +94,32 @@ const EMPTY: FreezeInput = {
 const wakeAll = (queueIds: ReadonlyArray<string>) =>
   Effect.flatMap(Engine, (engine) => Effect.forEach(queueIds, (id) => engine.wake(id), { discard: true }))
 
+const preview = (repo: RepoRef, branch: string, action: PreviewAction) =>
+  Effect.gen(function* () {
+    const queue = yield* queueOf(repo, branch)
+    return yield* orDie((yield* Engine).preview(queue, action))
+  })
+
 export const freezeRoutes = [
+  handle(ops.previewCancelPullRequest, (req) =>
+    preview(req.repo, req.targetBranch, { _tag: "cancel", prNumber: req.pr.number })
+  ),
+  handle(ops.previewRestartTests, (req) =>
+    preview(req.repo, req.targetBranch, { _tag: "restart", prNumber: req.pr.number })
+  ),
+  handle(ops.previewSubmitPullRequest, (req) =>
+    preview(req.repo, req.targetBranch, {
+      _tag: "priority",
+      prNumber: req.pr.number,
+      priority:
+        req.priority === null
+          ? DEFAULT_PRIORITY
+          : typeof req.priority === "number"
+            ? req.priority
+            : PRIORITY_VALUES[req.priority]
+    })
+  ),
+
   handle(ops.createFreeze, (req) =>
     Effect.gen(function* () {
       const repo = yield* repoOf(req.repo)
