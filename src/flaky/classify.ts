@@ -13,12 +13,17 @@
  *   times likelier under independent flakes (each run fails with the same unknown probability) than under
  *   regressions (failures start rarely and, once started, last for several runs until a fix). Both are Bayesian
  *   models over the transition counts with Beta priors, compared by their marginal likelihoods (`patternEvidence`).
- *   One contiguous block of failures followed by passes is a regression and its fix, never flaky.
+ *   One contiguous block of failures followed by passes is a regression and its fix, never flaky. The priors are
+ *   fitted (#36): flake rates skewed low with a long tail (FlakeFlagger), regressions rare and lasting 3-12 runs.
+ * - a break (#36, the third hypothesis): when the last runs failed, flakes until then and failing for good since,
+ *   with a prior of 1 in 1,000 a run. A flake pattern whose flake rate explains the trailing failures better than a
+ *   break (`breakEvidence` ≥ 0) wins over the broken signals: a test that fails often is flaky, not broken.
  * - broken: consistent failure: the 5 most recent runs on stable branches all failed, or at least 80% of at least 5
  *   runs in the last 6 h failed (any branch) and the most recent one did too.
  *
  * Status:
  * - `flaky` while pass-on-retry evidence is in the window (even when a broken signal is active too);
+ * - else `flaky` while the pattern signal is active and explains the trailing failures (#36);
  * - else `broken` while a broken signal is active; a broken test stays broken until its last 5 runs passed (then
  *   `healthy`: a fixed regression goes back to healthy, it does not become flaky);
  * - else `flaky` while the pattern signal is active (a test that is flaky keeps it while the Bayes factor is at least
@@ -48,12 +53,30 @@ export const PATTERN_MIN_EPISODES_FOR_ONSETS = 3
 export const PATTERN_MIN_BAYES_FACTOR = 3
 /** a test that is flaky stays flaky by pattern while the runs are at least as likely under flakes (hysteresis) */
 export const PATTERN_KEEP_BAYES_FACTOR = 1
-/** Jeffreys prior of the per-run flake probability (independent flakes) */
-export const FLAKE_PRIOR = { a: 0.5, b: 0.5 } as const
-/** prior of the probability that a regression starts after a passing run */
-export const ONSET_PRIOR = { a: 0.5, b: 0.5 } as const
-/** prior of the probability that a failing run is followed by a passing one under regressions: mean 1/5, they last */
-export const FIX_PRIOR = { a: 1, b: 4 } as const
+/**
+ * Prior of the per-run flake probability (independent flakes), fitted to FlakeFlagger's rerun data (Alshammari et
+ * al., ICSE 2021): per-test failure rates skewed low (median about 0.7% of runs) with a long tail to 50% and more.
+ * Beta(0.4, 10) has its median near 1.5% and about 12% of its mass above 10% (#36; it was Jeffreys' Beta(½, ½)).
+ */
+export const FLAKE_PRIOR = { a: 0.4, b: 10 } as const
+/**
+ * Prior of the probability that a regression starts after a passing run: regressions are rare for any one test (a
+ * tenth of the tests regressing once in 100 runs is 0.1% a run); Beta(½, 50), mean 1%, is generous (#36; it was
+ * Beta(½, ½), which let "regressions" start after half the passing runs and explain a test that fails often).
+ */
+export const ONSET_PRIOR = { a: 0.5, b: 50 } as const
+/**
+ * Prior of the probability that a failing run is followed by a passing one under regressions: a regression lasts
+ * until its fix, 3-12 runs: mean 1/7 (#36; it was Beta(1, 4), mean 1/5).
+ */
+export const FIX_PRIOR = { a: 1, b: 6 } as const
+/**
+ * The third hypothesis, a break: when the last runs failed, the test may have flaked until the first of them and
+ * fail for good since then. Its prior probability at any one run: 1 in 1,000 (a tenth of the tests breaking once in
+ * 100 runs). The trailing failures are read as flakes only when they are at least that likely under the test's own
+ * flake rate (#36).
+ */
+export const BREAK_PRIOR = 0.001
 export const FLAKY_QUIET_PERIOD_MS = 7 * DAY
 export const BROKEN_RATE_WINDOW_MS = 6 * HOUR
 export const BROKEN_RATE_WINDOW_LABEL = "6 h"
@@ -310,6 +333,8 @@ export interface RunPattern {
   readonly ff: number
   /** time of the most recent failed run */
   readonly lastFailureAt: number
+  /** the failed runs in a row at the end (0 when the last run passed) */
+  readonly trailing: number
 }
 
 /**
@@ -327,6 +352,21 @@ export const patternEvidence = (p: RunPattern): number => {
   const flakes = lnBetaBernoulli(laterFailed, later, FLAKE_PRIOR)
   const regressions = lnBetaBernoulli(p.pf, p.pp + p.pf, ONSET_PRIOR) + lnBetaBernoulli(p.fp, p.fp + p.ff, FIX_PRIOR)
   return flakes - regressions
+}
+
+/**
+ * ln of the Bayes factor of independent flakes over a break (flakes until the trailing failed runs began, then
+ * failing for good): the trailing failures' probability under the flake rate of the runs before them, over the
+ * break's prior probability at that run. +∞ when the last run passed (no break can explain a pass).
+ */
+export const breakEvidence = (p: RunPattern): number => {
+  if (p.trailing === 0) return Number.POSITIVE_INFINITY
+  const later = p.pp + p.pf + p.fp + p.ff
+  const laterFailed = p.pf + p.ff
+  const block = Math.min(p.trailing, later)
+  const predictive =
+    lnBetaBernoulli(laterFailed, later, FLAKE_PRIOR) - lnBetaBernoulli(laterFailed - block, later - block, FLAKE_PRIOR)
+  return predictive - Math.log(BREAK_PRIOR)
 }
 
 /** the regularised incomplete Beta function's inverse by bisection over its density (only for the human reason) */
@@ -406,7 +446,7 @@ export const runPattern = (
     if (r.status !== "failed") runFailed = false
   }
   close()
-  return { runs: n, failed, episodes, isolated, pp, pf, fp, ff, lastFailureAt }
+  return { runs: n, failed, episodes, isolated, pp, pf, fp, ff, lastFailureAt, trailing: prev === true ? streak : 0 }
 }
 
 const PATTERN_MIN_LN_BF = Math.log(PATTERN_MIN_BAYES_FACTOR)
@@ -421,19 +461,20 @@ const patternSignal = (
   now: number,
   isStable: (branch: string) => boolean,
   wasFlaky: boolean
-): { readonly at: number; readonly reason: () => string } | undefined => {
+): { readonly at: number; readonly reason: () => string; readonly explainsStreak: boolean } | undefined => {
   const p = runPattern(runs, now, isStable)
   if (p.episodes < PATTERN_MIN_EPISODES) return undefined
   const lnBf = patternEvidence(p)
+  // flakes beat regressions; when they beat a break too, they explain the failures in a row at the end (if any)
   if (lnBf >= (wasFlaky ? PATTERN_KEEP_LN_BF : PATTERN_MIN_LN_BF))
-    return { at: p.lastFailureAt, reason: () => patternReason(p, lnBf) }
+    return { at: p.lastFailureAt, reason: () => patternReason(p, lnBf), explainsStreak: breakEvidence(p) >= 0 }
   // a test that fails often fits a chain of regressions that start after most passing runs as well as it fits
   // flakes: regressions do not start that often
   if (p.episodes < PATTERN_MIN_EPISODES_FOR_ONSETS) return undefined
   const onset = onsetPosterior(p)
   if (onset.a / (onset.a + onset.b) < MAX_REGRESSION_ONSET) return undefined
   if (betaQuantile(onset.a, onset.b, 0.05) < MAX_REGRESSION_ONSET) return undefined
-  return { at: p.lastFailureAt, reason: () => onsetReason(p) }
+  return { at: p.lastFailureAt, reason: () => onsetReason(p), explainsStreak: false }
 }
 
 const flakeRate = (p: RunPattern): string => {
@@ -494,6 +535,10 @@ export const classify = (input: ClassifyInput): Classification => {
     // proof of flakiness: never broken while it is in the window
     value = "flaky"
     reason = pattern !== undefined && pattern.at > retry.at ? pattern.reason : () => retry.reason
+  } else if (pattern?.explainsStreak === true) {
+    // the pattern's flake rate explains the failures in a row (#36): a test that fails often is not broken
+    value = "flaky"
+    reason = pattern.reason
   } else if (broken !== undefined) {
     value = "broken"
     reason = () => broken.reason

@@ -471,6 +471,55 @@ for (const db of databases) {
       expect(dead.status.value).toBe("broken")
     })
 
+    test("same-commit evidence across CI runs (#36): a failure and a pass on one commit from two uploads are pass on retry", async () => {
+      const sha = "c".repeat(40)
+      // the merge queue's test branch fails the test, main passes it on the same commit (no retries in either)
+      await upload("same-commit", [["q.xml", junit([{ name: "queue_then_main", status: "failed" }, ...passing(6)])]], {
+        branch: "trunk-merge/main/1",
+        sha
+      })
+      // a re-run of a red build on main: failed, then passed, on the same commit
+      const rerun = "e".repeat(40)
+      await upload("same-commit", [["r1.xml", junit([{ name: "rerun", status: "failed" }, ...passing(6)])]], {
+        branch: "main",
+        sha: rerun
+      })
+      // not yet: one failure alone is no evidence
+      const before = await ok<TestList>("list-unhealthy-tests", {
+        ...scope("same-commit"),
+        status: "flaky",
+        page_query: page()
+      })
+      expect(before.tests.map((t) => t.name)).toEqual([])
+      await upload("same-commit", [["m.xml", junit([{ name: "queue_then_main" }, ...passing(6)])]], {
+        branch: "main",
+        sha
+      })
+      await upload("same-commit", [["r2.xml", junit([{ name: "rerun" }, ...passing(6)])]], {
+        branch: "main",
+        sha: rerun
+      })
+      // and a failure and a pass on two different commits are not
+      await upload("same-commit", [["d1.xml", junit([{ name: "two_commits", status: "failed" }, ...passing(6)])]], {
+        branch: "main",
+        sha: "1".repeat(40)
+      })
+      await upload("same-commit", [["d2.xml", junit([{ name: "two_commits" }, ...passing(6)])]], {
+        branch: "main",
+        sha: "2".repeat(40)
+      })
+      const flaky = await ok<TestList>("list-unhealthy-tests", {
+        ...scope("same-commit"),
+        status: "flaky",
+        page_query: page()
+      })
+      expect(flaky.tests.map((t) => t.name).sort()).toEqual(["queue_then_main", "rerun"])
+      const reasons = new Map(flaky.tests.map((t) => [t.name, t.status.reason]))
+      expect(reasons.get("queue_then_main")).toBe("failed and passed on commit ccccccc")
+      expect(reasons.get("rerun")).toBe("failed and passed on commit eeeeeee")
+      expect((await byName("same-commit", "two_commits")).status.value).toBe("healthy")
+    })
+
     test("link-ticket-to-test-case", async () => {
       await upload("tickets", [["a.xml", junit([{ name: "tk", status: "failed" }, ...passing(4)])]])
       const tk = await byName("tickets", "tk")

@@ -106,7 +106,33 @@ describe("classifier: flaky", () => {
     const failing = Array.from({ length: 100 }, (_, i) => i).filter((i) => i % 3 !== 0 && i % 7 !== 0)
     const c = go(runs(100, failing))
     expect(c.value).toBe("flaky")
-    expect(c.reason).toContain("too often for regressions")
+    // with the fitted priors (#36) regressions are rare for a test: the Bayes factor alone tells
+    expect(c.reason).toContain("likelier flaky than regressions")
+  })
+
+  /** a deterministic ~40% failure pattern over runs [0, n) (episodes of 1-3 runs) */
+  const often = (n: number) => Array.from({ length: n }, (_, i) => i).filter((i) => (i * 7 + (i >> 2)) % 10 < 4)
+
+  test("#36: a test that fails often is flaky, not broken, when its flake rate explains the failures in a row", () => {
+    // run 94 passed: 5 failures in a row, about 1 in 130 at its flake rate (a break is 1 in 1,000)
+    const failing = [...often(94), ...block(95, 5)]
+    const c = go(runs(100, failing))
+    expect(c.value).toBe("flaky")
+    expect(c.reason).toContain("likelier flaky than regressions")
+    // and a test that the streak made broken becomes flaky
+    const fromBroken = go(runs(100, failing), prev("broken", `failed the last ${BROKEN_STREAK} runs on main`, 1))
+    expect(fromBroken.value).toBe("flaky")
+    // the old rule (before #36) called it broken: 5 failures in a row on main
+    expect(go(runs(100, [...block(40, 5), ...block(95, 5)])).value).toBe("broken")
+  })
+
+  test("#36: a flaky test that breaks is broken: failures in a row its flake rate does not explain (a break)", () => {
+    // rare flakes, then failing for good
+    expect(go(runs(100, [20, 60, ...block(92, 8)])).value).toBe("broken")
+    // frequent flakes, then failing for good
+    const c = go(runs(100, [...often(80), ...block(80, 20)]))
+    expect(c.value).toBe("broken")
+    expect(c.reason).toBe(`failed the last ${BROKEN_STREAK} runs on main`)
   })
 
   test("the pattern counts only stable branches in the last 7 days", () => {
@@ -425,6 +451,51 @@ describe("classifier properties (semantics §8 revised)", () => {
       ),
       { numRuns: 300 }
     )
+  })
+
+  test("#36: two regressions of 3-12 runs, each fixed (10+ passes between and after), are never flaky", () => {
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 0, max: 100 }),
+        fc.integer({ min: 3, max: 12 }),
+        fc.integer({ min: 10, max: 100 }),
+        fc.integer({ min: 3, max: 12 }),
+        fc.integer({ min: 5, max: 100 }),
+        (before, first, between, second, after) => {
+          const n = before + first + between + second + after
+          const failedAt = (i: number) =>
+            (i >= before && i < before + first) ||
+            (i >= before + first + between && i < before + first + between + second)
+          const results: HistoryResult[] = Array.from({ length: n }, (_, i) => ({
+            at: NOW - ((n - i) * 6 * DAY) / n,
+            sha: `sha${i}`,
+            branch: "main",
+            status: failedAt(i) ? "failed" : "passed",
+            uploadId: `u${i}`,
+            infra: false
+          }))
+          expect(classify(input(results, null)).value).toBe("healthy")
+          expect(classify(input(results, { value: "broken", reason: "r", since: NOW - DAY })).value).toBe("healthy")
+        }
+      ),
+      { numRuns: 300 }
+    )
+  })
+
+  test("#36: a failure and a pass on one commit from two CI runs (queue branch and main, or a re-run) are flaky", () => {
+    const sha = "feedbeef00"
+    const failedOnQueue = run(30, "failed", { sha, branch: "trunk-merge/main/7", uploadId: "queue" })
+    const passedOnMain = run(29, "passed", { sha, branch: "main", uploadId: "main" })
+    const c = classify(input([...series(20, 0, 100, 40), failedOnQueue, passedOnMain], null))
+    expect(c.value).toBe("flaky")
+    expect(c.reason).toBe("failed and passed on commit feedbee")
+    expect(c.flakySignalAt).toBe(passedOnMain.at)
+    // a re-run on the same branch, the pass first: the order does not matter
+    const rerun = classify(
+      input([run(10, "passed", { sha: "0123456789" }), run(9, "failed", { sha: "0123456789" })], null)
+    )
+    expect(rerun.value).toBe("flaky")
+    expect(rerun.reason).toBe("failed and passed on commit 0123456")
   })
 
   test("a failure and a pass on the same commit in the window is never broken", () => {
