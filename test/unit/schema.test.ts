@@ -104,7 +104,9 @@ for (const db of databases) {
               "schema_versions",
               "instances",
               "flaky_upload_keys",
-              "webhook_delivery_records"
+              "webhook_delivery_records",
+              "queue_freezes",
+              "merge_schedules"
             ])
             for (const r of recorded) expect(r).toMatchObject({ app_version: APP_VERSION, safe: true })
             const plan = yield* schemaPlan()
