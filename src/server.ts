@@ -29,6 +29,7 @@ import { adminRoutes } from "./http/routes/admin.ts"
 import { makeEventStream, STREAM_PATH } from "./http/routes/eventStream.ts"
 import { eventRoutes } from "./http/routes/events.ts"
 import { flakyRoutes } from "./http/routes/flaky.ts"
+import { freezeRoutes } from "./http/routes/freezes.ts"
 import { metricsRoutes } from "./http/routes/metrics.ts"
 import { queueRoutes } from "./http/routes/queue.ts"
 import { triageRoutes } from "./http/routes/triage.ts"
@@ -119,6 +120,7 @@ export const AppLayer = <E>(config: Layer.Layer<AppConfig, E>, probe?: RunnerPro
  */
 const routes = servesEveryOp([
   ...queueRoutes,
+  ...freezeRoutes,
   ...metricsRoutes,
   ...flakyRoutes,
   ...adminRoutes,

@@ -27,7 +27,8 @@ const NAMED = new Set([
   "role",
   "admin",
   "org_url_slug",
-  "page_query"
+  "page_query",
+  "ignoreFreeze"
 ])
 
 export const auditTarget = (payload: unknown): string => {
@@ -59,6 +60,8 @@ export const auditTarget = (payload: unknown): string => {
   if (id !== undefined) parts.push(`id ${id}`)
   const name = str(p.name, 100)
   if (name !== undefined) parts.push(`name ${JSON.stringify(name)}`)
+  // #31: who submitted past a freeze
+  if (p.ignoreFreeze === true) parts.push("ignoreFreeze")
   const role = str(p.role, 20)
   if (role !== undefined) parts.push(`role ${role}`)
   else if (p.admin === true) parts.push("role admin")

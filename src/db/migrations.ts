@@ -10,6 +10,7 @@ import {
 import { flakyStatusHistory } from "../flaky/historyMigration.ts"
 import { flakyMigration, flakyQuarantineLifecycle, flakyResultsByTime } from "../flaky/migration.ts"
 import { flakyUploadKeys } from "../flaky/uploadKeysMigration.ts"
+import { freezesMigration, mergeSchedulesMigration } from "../queue/freezeStore.ts"
 import { requestsAndRunnerErrors, runnerSharesMigration } from "../queue/migration.ts"
 import { adminTokensMigration } from "../tenancy/migration.ts"
 import { tokenRolesMigration } from "../tenancy/rolesMigration.ts"
@@ -303,6 +304,8 @@ export const migrations: Record<string, MigrationEntry> = {
   // a new table (the upload's idempotency keys): older servers do not know it
   "0240_flaky_upload_keys": additive(flakyUploadKeys),
   "0250_webhook_delivery_records": additive(deliveryRecordsMigration),
+  "0300_queue_freezes": additive(statements(...freezesMigration)),
+  "0301_merge_schedules": additive(statements(...mergeSchedulesMigration)),
   // a new table and column: older instances take every free queue (no share), as before
   "0340_runner_shares": additive(runnerSharesMigration)
 }

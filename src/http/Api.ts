@@ -10,6 +10,8 @@ import * as W from "../events/schemas.ts"
 import * as FH from "../flaky/history.ts"
 import * as F from "../flaky/schemas.ts"
 import * as QA from "../queue/activity.ts"
+import * as FZ from "../queue/freezeSchemas.ts"
+import * as PV from "../queue/previewSchemas.ts"
 import * as Q from "../queue/schemas.ts"
 import * as TR from "../triage/schemas.ts"
 import * as T from "./adminSchemas.ts"
@@ -212,7 +214,28 @@ export const ops = {
     "/flaky-tests/import",
     F.QuarantineImportRequest,
     F.QuarantineImportResponse
-  )
+  ),
+
+  // extension (#31): freezes
+  createFreeze: post("createFreeze", "/createFreeze", FZ.CreateFreezeRequest, FZ.Freeze),
+  listFreezes: post("listFreezes", "/listFreezes", FZ.ListFreezesRequest, FZ.ListFreezesResponse),
+  updateFreeze: post("updateFreeze", "/updateFreeze", FZ.UpdateFreezeRequest, FZ.Freeze),
+  deleteFreeze: post("deleteFreeze", "/deleteFreeze", FZ.FreezeKeyRequest, EmptyObject),
+  setMergeSchedule: post("setMergeSchedule", "/setMergeSchedule", FZ.SetMergeScheduleRequest, FZ.MergeScheduleAnswer),
+  // extension (#31): impact previews
+  previewCancelPullRequest: post(
+    "previewCancelPullRequest",
+    "/previewCancelPullRequest",
+    Q.PrRequest,
+    PV.ImpactPreview
+  ),
+  previewSubmitPullRequest: post(
+    "previewSubmitPullRequest",
+    "/previewSubmitPullRequest",
+    PV.PreviewPriorityRequest,
+    PV.ImpactPreview
+  ),
+  previewRestartTests: post("previewRestartTests", "/previewRestartTests", Q.PrRequest, PV.ImpactPreview)
 } as const
 
 export type Ops = typeof ops
@@ -325,6 +348,26 @@ export const Api = HttpApi.make("greenline")
       "exportQuarantine",
       "exportQuarantineCsv",
       "importQuarantine"
+    )
+  )
+  .add(
+    group(
+      "freezes",
+      "Extension (#31): freezes of a queue or of every queue of a repository, once or recurring, and merge schedules (role maintain to change them)",
+      "createFreeze",
+      "listFreezes",
+      "updateFreeze",
+      "deleteFreeze",
+      "setMergeSchedule"
+    )
+  )
+  .add(
+    group(
+      "previews",
+      "Extension (#31): what a cancel, a restart or a change of priority would do, computed by the planner, read-only",
+      "previewCancelPullRequest",
+      "previewSubmitPullRequest",
+      "previewRestartTests"
     )
   )
   .annotate(OpenApi.Title, "Greenline merge queue API")

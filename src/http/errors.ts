@@ -134,6 +134,8 @@ const domainStatus: { readonly [Tag in DomainError["_tag"]]: readonly [status: n
   PrTestsNotRestartable: [409, "PR_TESTS_NOT_RESTARTABLE"],
   PrAlreadyMerged: [409, "PR_ALREADY_MERGED"],
   TestRunNotFound: [404, "TEST_RUN_NOT_FOUND"],
+  FreezeNotFound: [404, "NOT_FOUND"],
+  InvalidFreeze: [400, "INVALID_REQUEST"],
   InvalidQuarantineInput: [400, "INVALID_REQUEST"],
   EventsNotFound: [404, "NOT_FOUND"],
   InvalidEventsRequest: [400, "INVALID_REQUEST"],

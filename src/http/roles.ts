@@ -84,7 +84,18 @@ export const PERMISSIONS = {
   adminCreateOrganization: changes("admin"),
   adminCreateToken: changes("admin"),
   adminRevokeToken: changes("admin"),
-  adminAddRepository: changes("admin")
+  adminAddRepository: changes("admin"),
+
+  // extension (#31): freezes; submitting with ignoreFreeze also needs `maintain` (checked by the handler)
+  listFreezes: reads("read"),
+  createFreeze: changes("maintain"),
+  updateFreeze: changes("maintain"),
+  deleteFreeze: changes("maintain"),
+  setMergeSchedule: changes("maintain"),
+  // extension (#31): previews only read
+  previewCancelPullRequest: reads("read"),
+  previewSubmitPullRequest: reads("read"),
+  previewRestartTests: reads("read")
 } as const satisfies { readonly [N in OpName]: Permission }
 
 export type Permissions = { readonly [N in OpName]: Permission }

@@ -24,7 +24,9 @@ export const EVENT_TYPES = [
   "queue.created",
   "queue.deleted",
   "webhook_endpoint.disabled",
-  "webhook_endpoint.retries_exhausted"
+  "webhook_endpoint.retries_exhausted",
+  "queue.frozen",
+  "queue.unfrozen"
 ] as const
 export type EventType = (typeof EVENT_TYPES)[number]
 

@@ -1,7 +1,9 @@
 import type { SqlError } from "@effect/sql/SqlError"
 import { Context, type Effect, type Option } from "effect"
 import type { QueueError } from "./errors.ts"
+import type { FreezeStore } from "./freezeStore.ts"
 import type { PullRequestInfo } from "./GitHost.ts"
+import type { Preview, PreviewAction } from "./preview.ts"
 import type { QueueRepoShape, QueueRow } from "./QueueRepo.ts"
 import type {
   AdaptiveChoiceView,
@@ -28,6 +30,8 @@ export interface Submission {
   readonly priority: number | undefined
   readonly noBatch: boolean | undefined
   readonly pr: PullRequestInfo
+  /** extension (#31): it merges in a `merge` freeze (the caller checked the role) */
+  readonly ignoreFreeze?: boolean
 }
 
 /**
@@ -139,6 +143,10 @@ export interface EngineShape {
   readonly watchedQueues: (host: string) => Effect.Effect<ReadonlyArray<import("./store.ts").WatchedQueue>, SqlError>
   /** Wakes the runner of a queue (after the request's transaction committed). */
   readonly wake: (queueId: string) => Effect.Effect<void>
+  /** extension (#31): the freezes of repositories and queues (freezeStore.ts); writes run in the caller's transaction */
+  readonly freezes: FreezeStore
+  /** extension (#31): what an action would do (preview.ts), read-only; PR_NOT_ACTIVE when its PR is not in the queue */
+  readonly preview: (queue: QueueRow, action: PreviewAction) => Effect.Effect<Preview, QueueError | SqlError>
   readonly ciOutput: (
     id: string
   ) => Effect.Effect<Option.Option<{ readonly output: string; readonly exitCode: number | null }>, SqlError>

@@ -27,13 +27,25 @@ export class TestRunNotFound extends Schema.TaggedError<TestRunNotFound>()("Test
   message: Schema.String
 }) {}
 
+/** Extension (#31): no such freeze in the repository. */
+export class FreezeNotFound extends Schema.TaggedError<FreezeNotFound>()("FreezeNotFound", {
+  message: Schema.String
+}) {}
+
+/** Extension (#31): a freeze that cannot be (an empty reason, a bad cron expression or time zone, an end first). */
+export class InvalidFreeze extends Schema.TaggedError<InvalidFreeze>()("InvalidFreeze", {
+  message: Schema.String
+}) {}
+
 export const QueueError = Schema.Union(
   QueueNotFound,
   PullRequestNotFound,
   PrNotActive,
   PrTestsNotRestartable,
   PrAlreadyMerged,
-  TestRunNotFound
+  TestRunNotFound,
+  FreezeNotFound,
+  InvalidFreeze
 )
 export type QueueError = typeof QueueError.Type
 

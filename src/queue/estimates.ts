@@ -2,7 +2,8 @@
  * The estimate and adaptive-mode fields of the queue views (issue #18): the planner's estimate (planner/estimate.ts)
  * cached per queue and runtime version, so that reads of an unchanged queue do not simulate it again.
  */
-import { estimateQueue, type QueueEstimate, type QueueState, type QueueStats, type TimeRange } from "./planner/index.ts"
+import { estimateWithFreeze } from "./freezeEstimate.ts"
+import type { QueueEstimate, QueueState, QueueStats, TimeRange } from "./planner/index.ts"
 import type { AdaptiveChoiceView } from "./schemas.ts"
 
 type AdaptiveChoice = typeof AdaptiveChoiceView.Type
@@ -37,7 +38,7 @@ export const estimateOf = (
 ): QueueEstimate => {
   const hit = cache.get(queueId)
   if (version !== null && hit !== undefined && hit.version === version) return hit.estimate
-  const estimate = estimateQueue(state, now, prior)
+  const estimate = estimateWithFreeze(state, now, prior)
   if (version !== null) {
     cache.delete(queueId)
     cache.set(queueId, { version, estimate, depth: state.config.concurrency })

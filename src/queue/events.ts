@@ -2,7 +2,8 @@ import type * as SqlClient from "@effect/sql/SqlClient"
 import { Clock, Effect, Option } from "effect"
 import { EventLog, type EventLogShape, type EventType, type NewEvent, type PrAction } from "../kernel/EventLog.ts"
 import { type BatchEvent, batchEventsOf, batchesByEntry, batchStartEvents, endsBatch, isBatch } from "./batchEvents.ts"
-import type { EntryState, QueueState, RunRecord, Transition } from "./planner/index.ts"
+import type { FreezeChange } from "./freezes.ts"
+import type { EntryState, FreezeInForce, QueueState, RunRecord, Transition } from "./planner/index.ts"
 import type { QueueRow } from "./QueueRepo.ts"
 import type { StoredQueueConfig } from "./schemas.ts"
 import { type FailedTest, failedTestsData, type TestVerdictsShape } from "./TestVerdicts.ts"
@@ -119,6 +120,32 @@ export interface Round {
   readonly state: QueueState
   readonly transitions: ReadonlyArray<Transition>
   readonly runChanges: ReadonlyArray<RunRecord>
+  /** extension (#31) */
+  readonly freezeChange?: FreezeChange
+}
+
+/** Extension (#31): a freeze in force as its events tell it. */
+const freezePayload = (f: FreezeInForce) => ({
+  id: f.source === "schedule" ? null : f.source,
+  source: f.source === "schedule" ? "schedule" : "freeze",
+  reason: f.reason,
+  mode: f.mode,
+  ends_at: f.until === null ? null : new Date(f.until).toISOString()
+})
+
+/** Extension (#31): `queue.frozen` when a freeze comes into force (or changes), `queue.unfrozen` when none holds. */
+export const freezeEvents = (q: QueueInfo, change: FreezeChange | undefined): ReadonlyArray<NewEvent> => {
+  if (change === undefined) return []
+  const data = {
+    repository: { host: q.host, owner: q.owner, name: q.name },
+    target_branch: q.branch,
+    timestamp: new Date(change.at).toISOString()
+  }
+  const key = `queue:${q.repoId}:${q.branch}`
+  if (change.next !== null)
+    return [base(q, "queue.frozen", change.at, key, { ...data, freeze: freezePayload(change.next) })]
+  if (change.previous === null) return []
+  return [base(q, "queue.unfrozen", change.at, key, { ...data, freeze: freezePayload(change.previous) })]
 }
 
 /**
@@ -358,7 +385,7 @@ export const makeRoundEventWriter = (
     })
   return (queueId: string, round: Round) =>
     Effect.gen(function* () {
-      if (round.transitions.length === 0 && round.runChanges.length === 0) return
+      if (round.transitions.length === 0 && round.runChanges.length === 0 && round.freezeChange === undefined) return
       const info = yield* infoOf(queueId)
       if (info === undefined) return
       const parse = (record: unknown): RunRecord =>
@@ -421,9 +448,10 @@ export const makeRoundEventWriter = (
           if (found.tests.length > 0) failedTests.set(t.entryId, found.tests)
         }
       }
-      yield* log.append(
-        roundEvents(info, round, { authors, endedRuns, entryStates, batchesOf, failedTests }, publicUrl)
-      )
+      yield* log.append([
+        ...freezeEvents(info, round.freezeChange),
+        ...roundEvents(info, round, { authors, endedRuns, entryStates, batchesOf, failedTests }, publicUrl)
+      ])
     })
 }
 

@@ -46,6 +46,9 @@ interface SeriesRow {
   readonly queue_buckets: ReadonlyArray<number> | null
   readonly queue_sum: number | null
   readonly queue_count: number | null
+  /** #31: 1 while a freeze (or merge schedule) holds; the longest wait of a PR for it (s) */
+  readonly frozen: number
+  readonly freeze_wait: number
 }
 
 /** Which bucket `s` (seconds) falls in: the first `le` it does not exceed (BUCKETS.length: only +Inf). */
@@ -134,6 +137,15 @@ export const renderQueueMetrics = (
       ),
       tests as (
         select queue_id, queue_type, ${sql.literal(CUMULATIVE("test"))} from test_counts group by queue_id, queue_type
+      ),
+      frozen as (
+        select queue_id, state->'freeze'->>'mode' as mode from queue_runtime
+        where queue_id in (select id from q) and json_typeof(state->'freeze') = 'object'
+      ),
+      freeze_waits as (
+        select f.queue_id, min(e.state_changed_at) as since from frozen f join entries e on e.queue_id = f.queue_id
+        where e.state = 'tests_passed' or (f.mode = 'all' and e.state = 'pending')
+        group by f.queue_id
       )
       select q.id, q.branch, q.owner, q.name, t.queue_type,
              coalesce(a.depth, 0) as depth, coalesce(a.awaiting, 0) as awaiting, coalesce(s.n, 0) as slots,
@@ -142,7 +154,9 @@ export const renderQueueMetrics = (
              coalesce(l.merged, 0) as merged, coalesce(l.failed, 0) as failed,
              coalesce(l.cancelled, 0) as cancelled, coalesce(l.restarts, 0) as restarts,
              w.wait_buckets, w.wait_sum, w.wait_count, ts.test_buckets, ts.test_sum, ts.test_count,
-             iq.queue_buckets, iq.queue_sum, iq.queue_count
+             iq.queue_buckets, iq.queue_sum, iq.queue_count,
+             (fz.queue_id is not null)::int as frozen,
+             coalesce(greatest(date_part('epoch', ${new Date(now)}::timestamptz - fw.since), 0), 0)::float8 as freeze_wait
       from q cross join (values ('main', 0), ('bisection', 1)) t(queue_type, o)
       left join active a on a.queue_id = q.id and t.queue_type = 'main'
       left join slots s on s.queue_id = q.id and s.queue_type = t.queue_type
@@ -150,6 +164,8 @@ export const renderQueueMetrics = (
       left join waits w on w.queue_id = q.id and t.queue_type = 'main'
       left join in_queue iq on iq.queue_id = q.id and t.queue_type = 'main'
       left join tests ts on ts.queue_id = q.id and ts.queue_type = t.queue_type
+      left join frozen fz on fz.queue_id = q.id and t.queue_type = 'main'
+      left join freeze_waits fw on fw.queue_id = q.id and t.queue_type = 'main'
       order by q.owner, q.name, q.branch, t.o`
     if (rows.length === 0) return emptyExposition()
 
@@ -220,6 +236,17 @@ export const renderQueueMetrics = (
         r.test_sum,
         r.test_count
       ]),
+      // extension (#31): freezes
+      gauge(
+        "mq_frozen",
+        "1 while a freeze or the merge schedule's closed hours hold the queue, else 0",
+        (r) => r.frozen
+      ),
+      gauge(
+        "mq_freeze_wait_seconds",
+        "Seconds the longest-waiting pull request has waited for the freeze in force (0 when none waits)",
+        (r) => r.freeze_wait
+      ),
       histogram("mq_pr_time_in_queue_1h_seconds", "Time from submission to leaving the queue, last hour", (r) => [
         r.queue_buckets,
         r.queue_sum,
@@ -240,6 +267,8 @@ const emptyExposition = () =>
     ["mq_pr_restarts_1h_total", "gauge"],
     ["mq_pr_wait_duration_1h_seconds", "histogram"],
     ["mq_pr_test_duration_1h_seconds", "histogram"],
+    ["mq_frozen", "gauge"],
+    ["mq_freeze_wait_seconds", "gauge"],
     ["mq_pr_time_in_queue_1h_seconds", "histogram"]
   ]
     .map(([name, type]) => `# HELP ${name} ${name}\n# TYPE ${name} ${type}`)

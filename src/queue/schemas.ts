@@ -248,7 +248,11 @@ export const SubmitRequest = Schema.Struct({
   ...QueueKey,
   pr: PrRef,
   priority: opt(Priority),
-  noBatch: opt(Schema.Boolean)
+  noBatch: opt(Schema.Boolean),
+  ignoreFreeze: opt(Schema.Boolean).annotations({
+    description:
+      "Extension (#31): the pull request merges during a `merge` freeze (role maintain; recorded in the audit log)"
+  })
 }).annotations({ identifier: "SubmitPullRequestRequest" })
 
 export const GetSubmittedRequest = Schema.Struct({
@@ -322,7 +326,15 @@ const estimateFields = {
   estimateUnavailableReason: opt(Schema.NullOr(Schema.String))
 }
 
-export const EnqueuedPullRequest = Schema.Struct({ ...entryFields, ...estimateFields }).annotations({
+/** Extension field (#31): what the PR waits for besides its tests; `FREEZE`: a freeze or merge schedule in force. */
+const waitFields = {
+  waitReason: opt(Schema.NullOr(Schema.Literal("FREEZE"))).annotations({
+    description:
+      "Extension (#31): `FREEZE` when the pull request waits for the freeze in force (passed, waiting to merge; or, in an `all` freeze, waiting to start)"
+  })
+}
+
+export const EnqueuedPullRequest = Schema.Struct({ ...entryFields, ...estimateFields, ...waitFields }).annotations({
   identifier: "EnqueuedPullRequest"
 })
 export type EnqueuedPullRequest = typeof EnqueuedPullRequest.Type
@@ -424,8 +436,35 @@ export const RunnerError = Schema.Struct({
 }).annotations({ identifier: "RunnerError" })
 export type RunnerError = typeof RunnerError.Type
 
+/** getQueue's extension field (#31): the freeze (or merge schedule) in force and when it ends. */
+export const FreezeInForceView = Schema.Struct({
+  source: Schema.Literal("freeze", "schedule"),
+  id: Schema.NullOr(Schema.String),
+  reason: Schema.String,
+  mode: Schema.Literal("merge", "all"),
+  endsAt: Schema.NullOr(Schema.String)
+}).annotations({ identifier: "FreezeInForce" })
+
+/** Extension (#31): a queue's merge schedule: it merges only within these weekly hours, in `timeZone`. */
+export const MergeScheduleSchema = Schema.Struct({
+  timeZone: Text(64, 1).annotations({ description: "IANA time zone" }),
+  windows: Schema.Array(
+    Schema.Struct({
+      days: Schema.Array(Schema.Int).annotations({ description: "weekdays, 0 (Sunday) to 6 (Saturday)" }),
+      from: Text(5, 5).annotations({ description: "HH:MM, opening" }),
+      to: Text(5, 5).annotations({ description: "HH:MM, closing (after from, the same day)" })
+    })
+  ).pipe(Schema.maxItems(50, { message: () => "at most 50 windows" }))
+}).annotations({ identifier: "MergeSchedule" })
+
 export const QueueWithEntries = Schema.Struct({
   ...QueueConfig.fields,
+  mergeSchedule: opt(Schema.NullOr(MergeScheduleSchema)).annotations({
+    description: "Extension (#31): the queue's merge schedule; outside it the queue behaves as in a `merge` freeze"
+  }),
+  freeze: opt(Schema.NullOr(FreezeInForceView)).annotations({
+    description: "Extension (#31): the freeze or merge schedule in force now and when it ends; null when none holds"
+  }),
   enqueuedPullRequests: Schema.Array(EnqueuedPullRequest),
   adaptiveChoice: opt(Schema.NullOr(AdaptiveChoiceView)),
   runnerError: Schema.NullOr(RunnerError).annotations({

@@ -1,6 +1,7 @@
 import type * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Effect, Option } from "effect"
+import type { FreezeChange } from "./freezes.ts"
 import type { Command, Entry, ImpactedTargets, QueueState, RunRecord, Transition } from "./planner/index.ts"
 import { ACTIVE_STATES } from "./QueueRepo.ts"
 
@@ -168,6 +169,8 @@ export interface StepOutput {
    * than one read may become visible only after the read; it waits for the next round.
    */
   readonly processed: ReadonlyArray<number>
+  /** extension (#31): the freeze in force changed in the round */
+  readonly freezeChange?: FreezeChange
 }
 
 /**

@@ -61,7 +61,8 @@ export const makeSubmissionWriter = (
                 priority,
                 noBatch,
                 ready: true,
-                ...(update ? { update: true } : {})
+                ...(update ? { update: true } : {}),
+                ...(s.ignoreFreeze === true ? { ignoreFreeze: true } : {})
               }
             }
           })

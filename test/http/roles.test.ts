@@ -162,6 +162,28 @@ const CASES: { readonly [N in OpName]: Case } = {
   adminAddRepository: {
     role: "admin",
     call: (as) => ({ json: { org: SLUG, repo: { host: "local", owner: "acme", name: `added-${as}` } } })
+  },
+  // #31: freezes (one far in the future, so the other cases' queue is not frozen); no such freeze to change
+  listFreezes: { role: "read", call: () => ({ json: { repo } }) },
+  createFreeze: {
+    role: "maintain",
+    call: (as) => ({
+      json: { ...key, reason: `by ${as}`, startsAt: "2099-01-01T00:00:00Z", endsAt: "2099-01-02T00:00:00Z" }
+    })
+  },
+  updateFreeze: {
+    role: "maintain",
+    call: () => ({ json: { repo, id: "00000000-0000-4000-8000-000000000000", reason: "x" } }),
+    allowed: [404]
+  },
+  previewCancelPullRequest: { role: "read", call: () => ({ json: { ...key, pr: { number: 1 } } }) },
+  previewRestartTests: { role: "read", call: () => ({ json: { ...key, pr: { number: 1 } } }) },
+  previewSubmitPullRequest: { role: "read", call: () => ({ json: { ...key, pr: { number: 1 }, priority: "urgent" } }) },
+  setMergeSchedule: { role: "maintain", call: () => ({ json: { ...key, schedule: null } }) },
+  deleteFreeze: {
+    role: "maintain",
+    call: () => ({ json: { repo, id: "00000000-0000-4000-8000-000000000000" } }),
+    allowed: [404]
   }
 }
 

@@ -105,6 +105,8 @@ for (const db of databases) {
               "instances",
               "flaky_upload_keys",
               "webhook_delivery_records",
+              "queue_freezes",
+              "merge_schedules",
               "runner_shares"
             ])
             for (const r of recorded) expect(r).toMatchObject({ app_version: APP_VERSION, safe: true })

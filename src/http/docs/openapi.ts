@@ -7,6 +7,7 @@ import { DASHBOARD_DOCS } from "./dashboard.ts"
 import { EVENTS_DOCS } from "./events.ts"
 import type { OpDoc } from "./examples.ts"
 import { FLAKY_DOCS } from "./flaky.ts"
+import { FREEZE_DOCS } from "./freezes.ts"
 import { QUEUE_DOCS } from "./queue.ts"
 
 /**
@@ -23,7 +24,8 @@ export const OP_DOCS: Record<OpName, OpDoc> = {
   ...FLAKY_DOCS,
   ...ADMIN_DOCS,
   ...DASHBOARD_DOCS,
-  ...EVENTS_DOCS
+  ...EVENTS_DOCS,
+  ...FREEZE_DOCS
 }
 
 export const ERROR_CODES: ReadonlyArray<ErrorCode> = [

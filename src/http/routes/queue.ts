@@ -1,9 +1,10 @@
-import { Effect, Option } from "effect"
+import { Clock, Effect, Option } from "effect"
 import { auditedTransaction } from "../../audit/trail.ts"
 import { dieUnless } from "../../kernel/errors.ts"
 import { Engine, type EngineShape, type QueueKey } from "../../queue/Engine.ts"
 import { isQueueError, type QueueError } from "../../queue/errors.ts"
 import { appendConfigEvents, appendQueueLifecycle } from "../../queue/events.ts"
+import { freezeView, waitsForFreeze } from "../../queue/freezes.ts"
 import type { QueueRow } from "../../queue/QueueRepo.ts"
 import { applyUpdate, publicConfig } from "../../queue/queueSettings.ts"
 import { Statuses } from "../../queue/Statuses.ts"
@@ -14,11 +15,12 @@ import {
   type PriorityName,
   type RepoRef
 } from "../../queue/schemas.ts"
+import { roleAllows } from "../../tenancy/principal.ts"
 import { Tenancy } from "../../tenancy/Tenancy.ts"
 import { Triage } from "../../triage/Triage.ts"
 import { ops } from "../Api.ts"
-import { ApiError, conflict, notFound } from "../errors.ts"
-import { CurrentOrg, handle } from "../router.ts"
+import { ApiError, conflict, notFound, permissionDenied } from "../errors.ts"
+import { CurrentOrg, CurrentPrincipal, handle } from "../router.ts"
 
 /** Handlers of the queue endpoints: thin, each one transaction. */
 
@@ -98,9 +100,18 @@ export const queueRoutes = [
     Effect.gen(function* () {
       const engine = yield* Engine
       const view = yield* orDie(engine.viewByKey(yield* keyOf(req.repo, req.targetBranch)))
+      // extension (#31): the freeze in force as the freezes say now (a write shows at once), and who waits for it
+      const queue = yield* requireQueue(req.repo, req.targetBranch)
+      const held = yield* orDie(engine.freezes.inForce(queue.id, yield* Clock.currentTimeMillis))
+      const frozen = held.inForce
       return {
         ...publicConfig(view.config),
-        enqueuedPullRequests: view.enqueued,
+        freeze: freezeView(frozen),
+        mergeSchedule: held.schedule,
+        enqueuedPullRequests: view.enqueued.map((e) => ({
+          ...e,
+          waitReason: waitsForFreeze(frozen, e.state) ? ("FREEZE" as const) : null
+        })),
         adaptiveChoice: view.adaptiveChoice ?? null,
         runnerError: view.runnerError
       }
@@ -151,6 +162,11 @@ export const queueRoutes = [
 
   handle(ops.submitPullRequest, (req) =>
     Effect.gen(function* () {
+      // extension (#31): ignoring a freeze takes the role that manages freezes
+      const principal = yield* CurrentPrincipal
+      if (req.ignoreFreeze === true && !roleAllows(principal.role, "maintain")) {
+        return yield* permissionDenied("submitPullRequest with ignoreFreeze", "maintain", principal.role)
+      }
       const engine = yield* Engine
       const queues = (yield* Engine).queues
       const org = yield* CurrentOrg
@@ -173,7 +189,8 @@ export const queueRoutes = [
               prNumber: req.pr.number,
               priority: priorityValue(req.priority),
               noBatch: req.noBatch,
-              pr
+              pr,
+              ...(req.ignoreFreeze === true ? { ignoreFreeze: true } : {})
             })
           )
           if (outcome === "merged") {

@@ -15,8 +15,10 @@ import {
 } from "../errors.ts"
 import { cachedEstimate, estimateFields, estimateOf, needsPrior } from "../estimates.ts"
 import { PrFeedback } from "../Feedback.ts"
+import { makeFreezeStore } from "../freezeStore.ts"
 import { GitHost } from "../GitHost.ts"
 import { initialState, type QueueState, type QueueStats, type RunRecord } from "../planner/index.ts"
+import { previewOf } from "../preview.ts"
 import { QueueEnv } from "../QueueEnv.ts"
 import { QueueRepo, type QueueRow, queueOfColumns } from "../QueueRepo.ts"
 import { entryRecord, estimateKey, pendingEvents, pendingState, positionOf, viewOf } from "../queueView.ts"
@@ -257,7 +259,24 @@ export const EngineLive = Layer.scopedContext(
 
     const { writeSubmissions, submitBatched } = yield* makeSubmissionWriter(sql, repo, enqueueEvents, wake)
 
+    const freezes = makeFreezeStore(sql, (ids) =>
+      Effect.asVoid(enqueueEvents(ids.map((id, i) => ({ i, queue_id: id, event: { _tag: "ConfigChanged" as const } }))))
+    )
+
     const engine: EngineShape = {
+      freezes,
+      preview: (queue, action) =>
+        Effect.gen(function* () {
+          const state = yield* runtimeOf(queue)
+          const rows = yield* activeEntries(queue.id)
+          const now = yield* Clock.currentTimeMillis
+          const pending = pendingState(queue, state, rows, now).state
+          const out = previewOf(pending, action, now, yield* priorFor(queue, pending))
+          if (out === null) {
+            return yield* new PrNotActive({ message: `pull request #${action.prNumber} is not in the queue` })
+          }
+          return out
+        }),
       queueCreated: (queue) =>
         Effect.gen(function* () {
           const tip = yield* git

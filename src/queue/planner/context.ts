@@ -6,6 +6,7 @@ import type {
   Command,
   Entry,
   EntryState,
+  FreezeInForce,
   MergeInFlight,
   ModeSwitch,
   NewId,
@@ -37,6 +38,8 @@ export interface Ctx {
   merging: MergeInFlight | null
   switching: ModeSwitch | null
   bisectionCounters: Record<string, number>
+  /** extension (#31): the freeze in force */
+  freeze: FreezeInForce | null
   readonly commands: Command[]
   readonly transitions: Transition[]
   readonly changedRuns: Map<string, Run>
@@ -73,6 +76,7 @@ export const makeCtx = (
   merging: state.merging,
   switching: state.switching,
   bisectionCounters: state.bisectionCounters as Record<string, number>,
+  freeze: state.freeze ?? null,
   commands: [],
   transitions: [],
   changedRuns: new Map(),
@@ -276,8 +280,12 @@ export const unmergedItems = (r: Run): RunItem[] =>
 
 export const mergeAllowed = (ctx: Ctx): boolean => ctx.config.state !== "paused" && ctx.targetSha !== null
 
+/** Extension (#31): whether entries may merge under the freeze in force (all of them ignore a `merge` freeze). */
+export const freezeLets = (ctx: Ctx, entries: ReadonlyArray<Entry>): boolean =>
+  ctx.freeze === null || (ctx.freeze.mode === "merge" && entries.every((e) => e.ignoreFreeze === true))
+
 export const runsAllowed = (ctx: Ctx): boolean =>
-  ctx.config.state === "running" && ctx.switching === null && ctx.targetSha !== null
+  ctx.config.state === "running" && ctx.switching === null && ctx.targetSha !== null && ctx.freeze?.mode !== "all"
 
 /** An entry may be tested: ready, and in parallel mode its lane known. */
 export const eligible = (ctx: Ctx, e: Entry): boolean => e.ready && (ctx.config.mode !== "parallel" || e.lane !== null)

@@ -28,6 +28,7 @@ const onSubmitted = (ctx: Ctx, ev: Extract<PlannerEvent, { _tag: "Submitted" }>)
     if (ctx.burst !== null) ctx.burst.lastPos = -1
     const e = ctx.entries[i]!
     let next: Entry = { ...e, noBatch: ev.noBatch, ready: ev.ready }
+    if (ev.ignoreFreeze === true) next = { ...next, ignoreFreeze: true }
     if (ev.headSha !== e.headSha) {
       forgetLane(ctx, e.id)
       next = { ...next, headSha: ev.headSha, lane: null, directMerge: "none" }
@@ -64,7 +65,8 @@ const onSubmitted = (ctx: Ctx, ev: Extract<PlannerEvent, { _tag: "Submitted" }>)
     segment: null,
     merging: false,
     cancelRequested: null,
-    directMerge: "none"
+    directMerge: "none",
+    ...(ev.ignoreFreeze === true ? { ignoreFreeze: true } : {})
   }
   const ok = eligible(ctx, entry)
   const first: Entry = ok ? { ...entry, state: "pending", eligibleAt: ctx.now } : entry
@@ -331,6 +333,9 @@ const onDirectMergeResult = (ctx: Ctx, ev: Extract<PlannerEvent, { _tag: "Direct
 
 export const handle = (ctx: Ctx, ev: PlannerEvent): void => {
   switch (ev._tag) {
+    case "FreezeChanged":
+      ctx.freeze = ev.freeze
+      return
     case "Submitted":
       onSubmitted(ctx, ev)
       return

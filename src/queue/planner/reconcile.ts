@@ -3,6 +3,7 @@ import {
   eligible,
   entryIndex,
   finalEntries,
+  freezeLets,
   isRunActive,
   mergeAllowed,
   notReadyDeadline,
@@ -13,7 +14,7 @@ import { pendingFailurePass } from "./failure.ts"
 import { aloneInLane, chainableCount, createRunsParallel, planMergeParallel } from "./parallel.ts"
 import { validityPass } from "./runs.ts"
 import { createRunsSingle, planMergeSingle } from "./single.ts"
-import type { MergePlan, RunRecord, StepResult } from "./types.ts"
+import type { Entry, MergePlan, RunRecord, StepResult } from "./types.ts"
 import { Reasons } from "./types.ts"
 
 const readinessPass = (ctx: Ctx): void => {
@@ -51,6 +52,10 @@ const directMergePass = (ctx: Ctx): void => {
   for (let i = 0; i < ctx.entries.length; i++) {
     const e = ctx.entries[i]!
     if (e.state !== "pending" || e.runId !== null || e.directMerge !== "none" || e.segment !== null) continue
+    if (!freezeLets(ctx, [e])) {
+      if (cfg.mode === "single") return
+      continue
+    }
     const alone = cfg.mode === "single" ? chainableCount(ctx) === 1 && ctx.runs.length === 0 : aloneInLane(ctx, i)
     if (!alone) {
       if (cfg.mode === "single") return
@@ -81,11 +86,15 @@ const mergePass = (ctx: Ctx): void => {
   const plan: MergePlan | null = ctx.config.mode === "single" ? planMergeSingle(ctx) : planMergeParallel(ctx)
   if (plan === null) return
   const prNumbers: number[] = []
+  const planned: Entry[] = []
   for (const id of plan.entryIds) {
     const i = entryIndex(ctx, id)
     if (i < 0) return
     prNumbers.push(ctx.entries[i]!.prNumber)
+    planned.push(ctx.entries[i]!)
   }
+  // extension (#31): passed runs wait at the head while a freeze is in force
+  if (!freezeLets(ctx, planned)) return
   for (const id of plan.entryIds) patchEntry(ctx, entryIndex(ctx, id), { merging: true })
   const expectedSha = ctx.targetSha!
   ctx.merging = {
@@ -173,7 +182,8 @@ export const finish = (ctx: Ctx): StepResult => {
       nextSeq: ctx.nextSeq,
       merging: ctx.merging,
       switching: ctx.switching,
-      bisectionCounters: counters
+      bisectionCounters: counters,
+      ...(ctx.freeze !== null ? { freeze: ctx.freeze } : {})
     },
     commands: ctx.commands,
     transitions: ctx.transitions,

@@ -139,6 +139,8 @@ export interface Entry {
   readonly cancelRequested: string | null
   /** direct merge: none yet, in flight, or already tried for this head */
   readonly directMerge: "none" | "trying" | "tried"
+  /** extension (#31): submitted with ignoreFreeze (absent = false) */
+  readonly ignoreFreeze?: boolean
 }
 
 export type RunStatus = "building" | "in_progress" | "succeeded" | "failed" | "cancelled"
@@ -203,6 +205,22 @@ export interface QueueState {
   readonly bisectionCounters: Readonly<Record<string, number>>
   /** observation windows (adaptive.ts); absent in states stored before they existed */
   readonly stats?: QueueStats
+  /** extension (#31): the freeze or merge schedule in force, as the shell computed it; absent = none */
+  readonly freeze?: FreezeInForce | null
+}
+
+/**
+ * Extension (#31): a freeze (or the closed hours of a merge schedule) in force. `merge`: runs go on, nothing merges
+ * (passed runs wait at the head); `all`: nothing new starts either. An entry submitted with `ignoreFreeze` merges
+ * in a `merge` freeze when every entry of its merge ignores it.
+ */
+export interface FreezeInForce {
+  readonly mode: "merge" | "all"
+  /** when it ends (epoch ms), null when no end is known */
+  readonly until: number | null
+  /** a freeze's id, or `schedule` for a merge schedule's closed hours */
+  readonly source: string
+  readonly reason: string
 }
 
 // ---------------------------------------------------------------- events
@@ -262,6 +280,8 @@ export interface Submitted extends EventBase {
    * never makes a new one (the entry may have merged or ended since: it is not queued again)
    */
   readonly update?: boolean
+  /** extension (#31): the entry merges in a `merge` freeze (absent = false) */
+  readonly ignoreFreeze?: boolean
 }
 export interface Cancelled extends EventBase {
   readonly _tag: "Cancelled"
@@ -354,7 +374,14 @@ export interface ReadinessChanged extends EventBase {
   readonly ready: boolean
 }
 
+/** Extension (#31): the freeze in force changed (the shell computes it from the freezes and schedule). */
+export interface FreezeChanged extends EventBase {
+  readonly _tag: "FreezeChanged"
+  readonly freeze: FreezeInForce | null
+}
+
 export type PlannerEvent =
+  | FreezeChanged
   | Submitted
   | Cancelled
   | RestartRequested

@@ -5,6 +5,8 @@ import type { Repository } from "../../tenancy/Tenancy.ts"
 import { CommandCi, type CommandCiService } from "../CiRunner.ts"
 import { makeRoundEventWriter } from "../events.ts"
 import { PrFeedback, type PrFeedbackShape } from "../Feedback.ts"
+import { freezeRulesOf, mergeScheduleOf } from "../freezeStore.ts"
+import type { FreezeRule, MergeSchedule } from "../freezes.ts"
 import { GitHost, type GitHostService, type RepoRef } from "../GitHost.ts"
 import {
   type Command,
@@ -67,6 +69,10 @@ export interface RunnerCtx {
   savedStateJson: string | undefined
   /** sorted target hashes of the active entries' lists, by `<pr>@<sha>` (lanes.ts) */
   readonly targetHashes: Map<string, Float64Array>
+  /** extension (#31): the freezes of the queue and its repository, read again at each ConfigChanged */
+  freezeRules: ReadonlyArray<FreezeRule>
+  /** extension (#31): the queue's merge schedule, read again at each ConfigChanged */
+  mergeSchedule: MergeSchedule | null
 }
 
 export const repoRefOf = (repo: Repository): RepoRef => ({ host: repo.host, owner: repo.owner, name: repo.name })
@@ -76,10 +82,16 @@ const queueRow = (queues: QueueRepoShape, queueId: string) =>
     Option.match(q, { onNone: () => Effect.interrupt, onSome: Effect.succeed })
   )
 
-/** The queue's row again (its configuration changed); interrupts the runner when the queue is gone. */
+/**
+ * The queue's row again (its configuration changed), and its freezes (#31); interrupts the runner when the queue is
+ * gone.
+ */
 export const reloadQueue = (ctx: RunnerCtx) =>
-  Effect.map(queueRow(ctx.queues, ctx.queueId), (queue) => {
+  Effect.gen(function* () {
+    const queue = yield* queueRow(ctx.queues, ctx.queueId)
     ctx.queue = queue
+    ctx.freezeRules = yield* freezeRulesOf(ctx.sql)(ctx.queueId)
+    ctx.mergeSchedule = yield* mergeScheduleOf(ctx.sql)(ctx.queueId)
     return queue
   })
 
@@ -123,7 +135,9 @@ export const makeRunnerCtx = (queueId: string) =>
       lastPoll: 0,
       scannedTip: loaded.value.state.targetSha,
       savedStateJson: undefined,
-      targetHashes: new Map()
+      targetHashes: new Map(),
+      freezeRules: yield* freezeRulesOf(sql)(queueId),
+      mergeSchedule: yield* mergeScheduleOf(sql)(queueId)
     }
     return Option.some(ctx)
   })

@@ -1,4 +1,5 @@
 import { Clock, Effect, Option } from "effect"
+import { type FreezeChange, freezeAt, sameFreeze } from "../freezes.ts"
 import {
   activePrNumbers,
   type Command,
@@ -136,6 +137,23 @@ const makeStepper = (ctx: RunnerCtx, now: number, hooks: RunnerHooks) => {
 }
 
 /**
+ * Extension (#31): applies the freeze in force at `now` when it is not the state's (`FreezeChanged`), and asks for a
+ * wake-up when it may change next; `change` is the round's change from its first freeze to its last, if any.
+ */
+const freezeCheck = (ctx: RunnerCtx, now: number, apply: (event: PlannerEvent) => void) => {
+  const first = ctx.state.freeze ?? null
+  return {
+    check: () => {
+      const frozen = freezeAt(ctx.freezeRules, now, ctx.mergeSchedule)
+      if (!sameFreeze(frozen.inForce, ctx.state.freeze)) apply({ _tag: "FreezeChanged", freeze: frozen.inForce })
+      if (frozen.nextChange !== null) ctx.nextWake = Math.min(ctx.nextWake, frozen.nextChange)
+    },
+    change: (): FreezeChange | undefined =>
+      sameFreeze(first, ctx.state.freeze) ? undefined : { previous: first, next: ctx.state.freeze ?? null, at: now }
+  }
+}
+
+/**
  * One round: the results of the last commands, then the inbox (translated against the state they arrive in), then
  * what moved on the Git host, then a Tick; the state, outbox and projections saved in one transaction; then the
  * commands run. True when another round should follow at once.
@@ -145,6 +163,9 @@ export const round = (ctx: RunnerCtx, lease: Lease, hooks: RunnerHooks) =>
     const now = yield* Clock.currentTimeMillis
     const inbox = yield* ctx.store.readInbox(ctx.queueId, INBOX_BATCH)
     const stepper = makeStepper(ctx, now, hooks)
+    const freezes = freezeCheck(ctx, now, stepper.apply)
+    // extension (#31): the freeze in force applies before anything of the round starts or merges
+    freezes.check()
     const results = ctx.memEvents
     ctx.memEvents = []
     for (const event of results) stepper.apply(event)
@@ -158,6 +179,8 @@ export const round = (ctx: RunnerCtx, lease: Lease, hooks: RunnerHooks) =>
       // what translation reads (the entries, for lanes) includes the submissions before it
       stepper.flush()
       for (const translated of yield* translate(ctx, event)) stepper.apply(translated)
+      // the freezes are read again at a configuration change
+      if (event._tag === "ConfigChanged") freezes.check()
     }
     stepper.flush()
     if (now - ctx.lastPoll >= ctx.config.gitPollMs) {
@@ -165,7 +188,9 @@ export const round = (ctx: RunnerCtx, lease: Lease, hooks: RunnerHooks) =>
       for (const event of yield* poll(ctx)) stepper.apply(event)
     }
     if (now >= ctx.nextWake) ctx.nextWake = Number.POSITIVE_INFINITY
+    freezes.check()
     stepper.apply({ _tag: "Tick" })
+    const freezeChange = freezes.change()
     const { commands } = stepper
     // an idle queue still has a round every GIT_POLL_MS: one that read nothing, changed nothing and has nothing to
     // do saves nothing either (the state is compared as it is stored)
@@ -174,7 +199,8 @@ export const round = (ctx: RunnerCtx, lease: Lease, hooks: RunnerHooks) =>
       results.length === 0 &&
       commands.length === 0 &&
       stepper.transitions.length === 0 &&
-      stepper.runChanges.size === 0
+      stepper.runChanges.size === 0 &&
+      freezeChange === undefined
     const json = idle ? stateJson(ctx.state) : undefined
     if (json !== undefined && json === ctx.savedStateJson) return yield* settled(ctx, hooks, false)
     ctx.savedStateJson = json
@@ -183,7 +209,8 @@ export const round = (ctx: RunnerCtx, lease: Lease, hooks: RunnerHooks) =>
       outbox: commands,
       transitions: stepper.transitions,
       runChanges: [...stepper.runChanges.values()],
-      processed: inbox.map((item) => item.seq)
+      processed: inbox.map((item) => item.seq),
+      ...(freezeChange !== undefined ? { freezeChange } : {})
     })
     if (!saved) return yield* hooks.lostLease(ctx.queueId, lease.fencing).pipe(Effect.zipRight(Effect.interrupt))
     yield* runCommands(ctx, lease, commands, now)

@@ -39,7 +39,9 @@ const EVENT_TYPES = [
   "queue.created",
   "queue.deleted",
   "webhook_endpoint.disabled",
-  "webhook_endpoint.retries_exhausted"
+  "webhook_endpoint.retries_exhausted",
+  "queue.frozen",
+  "queue.unfrozen"
 ]
 
 /**
