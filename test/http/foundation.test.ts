@@ -75,7 +75,15 @@ for (const db of databases) {
         "/v1/deleteWebhookEndpoint",
         "/v1/rotateWebhookSecret",
         "/v1/listWebhookDeliveries",
-        "/v1/replayWebhookMessages"
+        "/v1/replayWebhookMessages",
+        "/v1/createFreeze",
+        "/v1/listFreezes",
+        "/v1/updateFreeze",
+        "/v1/deleteFreeze",
+        "/v1/setMergeSchedule",
+        "/v1/previewCancelPullRequest",
+        "/v1/previewSubmitPullRequest",
+        "/v1/previewRestartTests"
       ]
       expect(Object.keys(doc.paths).sort()).toEqual([...expected].sort())
       const docs = await fetch(`${server.url}/docs`)
