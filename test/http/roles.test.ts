@@ -192,9 +192,10 @@ const CASES: { readonly [N in OpName]: Case } = {
  * writes on its own in a round that changes nothing (its state's version, its lease).
  */
 const RUNNER_OWN: Readonly<Record<string, ReadonlyArray<string>>> = {
-  queue_runtime: ["version", "owner", "lease_until", "fencing"],
-  // the instance's heartbeat (every 10 s)
-  greenline_instances: ["seen_at"]
+  queue_runtime: ["version", "owner", "lease_until", "fencing", "owned_since"],
+  // the instance's heartbeats (greenline_instances every 10 s; runner_instances with each lease pass, #37)
+  greenline_instances: ["seen_at"],
+  runner_instances: ["alive_until"]
 }
 const snapshot = (server: TestServer) =>
   server.run(
