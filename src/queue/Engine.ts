@@ -82,6 +82,7 @@ export interface EngineShape {
    */
   readonly viewByKey: (key: QueueKey) => Effect.Effect<
     {
+      readonly queueId: string
       readonly config: StoredQueueConfig
       readonly enqueued: ReadonlyArray<EnqueuedPullRequest>
       /** extension: adaptive mode's choice (estimates.ts), null when it is off */

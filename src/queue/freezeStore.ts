@@ -133,12 +133,14 @@ export const freezeRulesOf = (sql: SqlClient.SqlClient) => (queueId: string) =>
 export const mergeScheduleOf = (sql: SqlClient.SqlClient) => (queueId: string) =>
   Effect.map(
     sql<{ schedule: unknown }>`select schedule from queue_merge_schedules where queue_id = ${queueId}`,
-    (rows): MergeSchedule | null => {
-      const raw = rows[0]?.schedule
-      if (raw === undefined || raw === null) return null
-      return (typeof raw === "string" ? JSON.parse(raw) : raw) as MergeSchedule
-    }
+    (rows) => scheduleFrom(rows[0]?.schedule)
   )
+
+/** A stored schedule (jsonb: an object with pg, a string with PGlite's text results), null when there is none. */
+const scheduleFrom = (raw: unknown): MergeSchedule | null => {
+  if (raw === undefined || raw === null) return null
+  return (typeof raw === "string" ? JSON.parse(raw) : raw) as MergeSchedule
+}
 
 export const makeFreezeStore = (
   sql: SqlClient.SqlClient,
@@ -221,13 +223,26 @@ export const makeFreezeStore = (
       } else yield* sql`delete from queue_merge_schedules where queue_id = ${queueId}`
       yield* configChanged([queueId])
     })
-  /** The freeze in force on a queue at `now` (getQueue), its merge schedule's closed hours included. */
+  /**
+   * The freeze in force on a queue at `now` (getQueue), its merge schedule's closed hours included: the freezes and
+   * the schedule in one statement (getQueue is the hottest read; a row without a freeze carries only the schedule).
+   */
   const inForce = (queueId: string, now: number) =>
-    Effect.gen(function* () {
-      const rules = yield* rulesOf(queueId)
-      const schedule = yield* scheduleOf(queueId)
-      return { ...freezeAt(rules, now, schedule), schedule }
-    })
+    Effect.map(
+      sql<FreezeRow & { readonly queue_schedule: unknown }>`
+        select f.*, null as branch, s.schedule as queue_schedule
+        from (select 1) as one
+        left join queue_freezes f
+          on f.queue_id = ${queueId}
+          or (f.queue_id is null and f.repo_id = (select repo_id from queues where id = ${queueId}))
+        left join queue_merge_schedules s on s.queue_id = ${queueId}
+        order by f.created_at, f.id`,
+      (rows) => {
+        const rules = rows.filter((r) => r.id !== null).map(ruleOf)
+        const schedule = scheduleFrom(rows[0]?.queue_schedule)
+        return { ...freezeAt(rules, now, schedule), schedule }
+      }
+    )
   return { rulesOf, list, find, create, update, remove, inForce, scheduleOf, setSchedule }
 }
 

@@ -101,8 +101,7 @@ export const queueRoutes = [
       const engine = yield* Engine
       const view = yield* orDie(engine.viewByKey(yield* keyOf(req.repo, req.targetBranch)))
       // extension (#31): the freeze in force as the freezes say now (a write shows at once), and who waits for it
-      const queue = yield* requireQueue(req.repo, req.targetBranch)
-      const held = yield* orDie(engine.freezes.inForce(queue.id, yield* Clock.currentTimeMillis))
+      const held = yield* orDie(engine.freezes.inForce(view.queueId, yield* Clock.currentTimeMillis))
       const frozen = held.inForce
       return {
         ...publicConfig(view.config),

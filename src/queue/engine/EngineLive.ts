@@ -319,7 +319,7 @@ export const EngineLive = Layer.scopedContext(
               ? null
               : { message: row.runner_error, since: iso(new Date(row.runner_error_since ?? now)) }
           const view = viewOf(queue, state, active, now, version, prior)
-          return { ...view, runnerError }
+          return { ...view, queueId: queue.id, runnerError }
         }),
 
       readPullRequest,
