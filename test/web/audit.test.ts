@@ -7,38 +7,17 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test"
 import * as path from "node:path"
 import { Effect } from "effect"
-import { type Browser, type BrowserContext, chromium, type Page } from "playwright-core"
+import type { BrowserContext, Page } from "playwright-core"
 import { Tenancy } from "../../src/tenancy/Tenancy.ts"
+import { sharedBrowser } from "../support/browser.ts"
 import { databases, startTestServer, type TestServer } from "../support/server.ts"
 
-const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium"
 const SCREENSHOTS = process.env.GREENLINE_SCREENSHOTS === "1"
 const SCREENS = path.join(import.meta.dir, "../../docs/screens")
 
-let shared: Promise<Browser> | undefined
-const browserOnce = () => {
-  shared ??= chromium.launch({
-    executablePath: CHROMIUM,
-    headless: true,
-    args: [
-      "--headless",
-      "--no-sandbox",
-      "--disable-gpu",
-      "--disable-quic",
-      "--no-first-run",
-      "--disable-background-networking",
-      "--disable-component-update",
-      "--disable-sync"
-    ]
-  })
-  return shared
-}
-
-afterAll(async () => {
-  if (shared === undefined) return
-  const browser = await shared
-  await Promise.race([browser.close(), Bun.sleep(10_000)])
-})
+const browser = sharedBrowser()
+const browserOnce = browser.get
+afterAll(browser.close)
 
 for (const db of databases) {
   describe(`the audit log page in a browser (${db})`, () => {

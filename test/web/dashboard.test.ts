@@ -8,46 +8,20 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { Effect } from "effect"
-import { type Browser, type BrowserContext, chromium, type Page } from "playwright-core"
+import type { BrowserContext, Page } from "playwright-core"
 import { VERSION } from "../../src/kernel/version.ts"
 import { Tenancy } from "../../src/tenancy/Tenancy.ts"
+import { sharedBrowser } from "../support/browser.ts"
 import { createTestRepo, type TestRepo } from "../support/git.ts"
 import { databases, startTestServer, type TestServer, tempDir } from "../support/server.ts"
 
-const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium"
 const SCREENSHOTS = process.env.GREENLINE_SCREENSHOTS === "1"
 const SCREENS = path.join(import.meta.dir, "../../docs/screens")
 const XSS_TITLE = `<img src=x onerror="window.__xss=1">Fix <b>bold</b> & "quotes"`
 
-/**
- * One chromium for the file (Playwright gives it a fresh temporary profile), a new context (cookies, storage) per
- * database. A second chromium started in the same process sometimes never answered its close.
- */
-let shared: Promise<Browser> | undefined
-const browserOnce = () => {
-  shared ??= chromium.launch({
-    executablePath: CHROMIUM,
-    headless: true,
-    args: [
-      "--headless",
-      "--no-sandbox",
-      "--disable-gpu",
-      "--disable-quic",
-      "--no-first-run",
-      "--disable-background-networking",
-      "--disable-component-update",
-      "--disable-sync"
-    ]
-  })
-  return shared
-}
-
-afterAll(async () => {
-  if (shared === undefined) return
-  const browser = await shared
-  // a close that does not finish in 10 s is left to the test runner, which ends the processes a file leaves behind
-  await Promise.race([browser.close(), Bun.sleep(10_000)])
-})
+const browser = sharedBrowser()
+const browserOnce = browser.get
+afterAll(browser.close)
 
 const junit = (name: string, failed: boolean) => `<?xml version="1.0"?>
 <testsuite name="suite" tests="2">

@@ -6,28 +6,17 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test"
 import * as fs from "node:fs"
-import { type Browser, type BrowserContext, chromium, type Page } from "playwright-core"
+import type { BrowserContext, Page } from "playwright-core"
+import { sharedBrowser } from "../support/browser.ts"
 import { openScenario } from "../support/scenario.ts"
 import { databases, startTestServer, type TestServer, tempDir } from "../support/server.ts"
 
-const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium"
 const SLUG = "acme-org"
 const TIMEOUT = 120_000
 
-let shared: Promise<Browser> | undefined
-const browserOnce = () => {
-  shared ??= chromium.launch({
-    executablePath: CHROMIUM,
-    headless: true,
-    args: ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking"]
-  })
-  return shared
-}
-afterAll(async () => {
-  if (shared === undefined) return
-  const browser = await shared
-  await Promise.race([browser.close(), Bun.sleep(10_000)])
-})
+const browser = sharedBrowser()
+const browserOnce = browser.get
+afterAll(browser.close)
 
 type Case = readonly [name: string, status: "passed" | "failed", message?: string]
 const junit = (cases: ReadonlyArray<Case>) =>

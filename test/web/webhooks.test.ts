@@ -8,40 +8,19 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test"
 import * as path from "node:path"
 import { Effect } from "effect"
-import { type Browser, type BrowserContext, chromium, type Page } from "playwright-core"
+import type { BrowserContext, Page } from "playwright-core"
 import { Webhook } from "standardwebhooks"
 import { Delivery } from "../../src/events/Delivery.ts"
+import { sharedBrowser } from "../support/browser.ts"
 import { startReceiver } from "../support/receiver.ts"
 import { databases, startTestServer, type TestServer } from "../support/server.ts"
 
-const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium"
 const SCREENSHOTS = process.env.GREENLINE_SCREENSHOTS === "1"
 const SCREENS = path.join(import.meta.dir, "../../docs/screens")
 
-let shared: Promise<Browser> | undefined
-const browserOnce = () => {
-  shared ??= chromium.launch({
-    executablePath: CHROMIUM,
-    headless: true,
-    args: [
-      "--headless",
-      "--no-sandbox",
-      "--disable-gpu",
-      "--disable-quic",
-      "--no-first-run",
-      "--disable-background-networking",
-      "--disable-component-update",
-      "--disable-sync"
-    ]
-  })
-  return shared
-}
-
-afterAll(async () => {
-  if (shared === undefined) return
-  const browser = await shared
-  await Promise.race([browser.close(), Bun.sleep(10_000)])
-})
+const browser = sharedBrowser()
+const browserOnce = browser.get
+afterAll(browser.close)
 
 /** One pass of the delivery worker now (the server's own loop is off). */
 const deliver = (server: TestServer) => server.run(Effect.flatMap(Delivery, (d) => d.deliverDue))
